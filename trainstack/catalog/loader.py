@@ -1,0 +1,301 @@
+"""Load, merge and validate the catalog data files; answer lookups with "did you mean"."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import yaml
+from pydantic import ValidationError
+
+from ..errors import InputError, Problem, TrainstackError, did_you_mean
+from .models import (
+    GpuModel,
+    InstanceFamily,
+    InstanceType,
+    PriceQuote,
+    RegionPrice,
+    ResolvedInstance,
+    SourceRef,
+)
+
+DATA_DIR = Path(__file__).parent / "data"
+#: Environment variable pointing at another overlay directory (tests, forks).
+OVERLAY_DIR_ENV = "TRAINSTACK_CATALOG_OVERLAYS"
+
+
+class CatalogError(TrainstackError):
+    """The catalog data itself is inconsistent (a bug in data files, exit 2)."""
+
+
+def is_mainland_china(region: str) -> bool:
+    """Mainland-China regions share price levels closely enough to borrow an estimate."""
+    return region.startswith("cn-") and region != "cn-hongkong"
+
+
+def _read_yaml(path: Path) -> Any:
+    with path.open(encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def overlay_dir() -> Path:
+    return Path(os.environ.get(OVERLAY_DIR_ENV) or DATA_DIR / "overlays")
+
+
+class Catalog:
+    """All catalog facts, validated together. Immutable after construction."""
+
+    def __init__(
+        self,
+        *,
+        sources: Iterable[SourceRef],
+        gpus: Iterable[GpuModel],
+        families: Iterable[InstanceFamily],
+        instance_types: Iterable[InstanceType],
+        prices: Iterable[RegionPrice],
+        settings: dict[str, Any],
+        excluded_families: Iterable[str] = (),
+        overlays: Iterable[dict[str, Any]] = (),
+    ):
+        self.sources = _unique({s.tag: s for s in sources}, sources, "source", lambda s: s.tag)
+        self.gpus = _unique({g.name: g for g in gpus}, gpus, "GPU", lambda g: g.name)
+        self.families = _unique({f.name: f for f in families}, families, "family", lambda f: f.name)
+        self.instance_types = _unique(
+            {t.name: t for t in instance_types}, instance_types, "instance type", lambda t: t.name)
+        self.excluded_families = frozenset(excluded_families)
+        self.settings = dict(settings)
+        self.overlays = list(overlays)
+        self.prices: dict[str, dict[str, RegionPrice]] = {}
+        for p in prices:
+            self.prices.setdefault(p.region, {})[p.instance_type] = p
+        self._validate()
+        self._resolved = {n: self._join(t) for n, t in self.instance_types.items()}
+
+    # ---- validation -------------------------------------------------------------------
+    def _validate(self) -> None:
+        errors: list[str] = []
+        tags = set(self.sources)
+
+        def cite(kind: str, name: str, refs: Iterable[str]) -> None:
+            refs = list(refs)
+            if not refs:
+                errors.append(f"{kind} {name} has no source")
+            for r in refs:
+                if r not in tags:
+                    errors.append(f"{kind} {name} cites unknown source {r!r}")
+
+        for g in self.gpus.values():
+            cite("GPU", g.name, g.sources)
+            if g.usable_gib > g.memory_gb * 1e9 / 2**30 + 0.01:
+                errors.append(f"GPU {g.name}: usable {g.usable_gib} GiB exceeds its {g.memory_gb} GB")
+            if g.supports_fp8 != (g.fp8_tflops is not None) and g.fp8_tflops is not None:
+                errors.append(f"GPU {g.name}: FP8 TFLOPS given but FP8 unsupported")
+        for f in self.families.values():
+            cite("family", f.name, f.sources)
+            if f.gpu is not None and f.gpu not in self.gpus:
+                errors.append(f"family {f.name} names unknown GPU {f.gpu!r}")
+        for t in self.instance_types.values():
+            cite("instance type", t.name, t.sources)
+            if t.family not in self.families:
+                errors.append(f"instance type {t.name} names unknown family {t.family!r}")
+            elif not t.name.startswith(f"ecs.{t.family}"):
+                errors.append(f"instance type {t.name} is not in family {t.family}")
+            if t.gpu_count < 1:
+                errors.append(f"instance type {t.name} has no GPU")
+        for region, rows in self.prices.items():
+            for name, p in rows.items():
+                if p.source not in tags:
+                    errors.append(f"price {region}/{name} cites unknown source {p.source!r}")
+                if p.on_demand_cny_per_hour is not None and p.on_demand_cny_per_hour <= 0:
+                    errors.append(f"price {region}/{name} is {p.on_demand_cny_per_hour}: unknown must be null")
+                if name not in self.instance_types:
+                    errors.append(f"price {region}/{name} is for a type the catalog lacks")
+        if errors:
+            raise CatalogError("catalog data is inconsistent:\n  " + "\n  ".join(errors))
+
+    def _join(self, t: InstanceType) -> ResolvedInstance:
+        fam = self.families[t.family]
+        return ResolvedInstance(type=t, family=fam, gpu=self.gpus.get(fam.gpu) if fam.gpu else None)
+
+    # ---- lookups ----------------------------------------------------------------------
+    @property
+    def snapshot_date(self) -> str:
+        dates = [p.as_of for rows in self.prices.values() for p in rows.values()]
+        return min(dates) if dates else "unknown"
+
+    @property
+    def newest_price_date(self) -> str:
+        dates = [p.as_of for rows in self.prices.values() for p in rows.values()]
+        return max(dates) if dates else "unknown"
+
+    def gpu(self, name: str, *, path: str = "gpu") -> GpuModel:
+        for g in self.gpus.values():
+            if g.name.lower() == str(name).lower():
+                return g
+        raise InputError(
+            f"unknown GPU model {name!r}",
+            problems=[Problem(path=path, message="unknown GPU model", given=name, has_given=True,
+                              allowed=", ".join(sorted(self.gpus)),
+                              suggestions=did_you_mean(name, self.gpus))])
+
+    def instance(self, name: str, *, path: str = "instance_type") -> ResolvedInstance:
+        if name in self._resolved:
+            return self._resolved[name]
+        fam = name.removeprefix("ecs.").split("-")[0].split(".")[0]
+        why = "unknown instance type"
+        if fam in self.excluded_families:
+            why = f"instance type of family {fam} (a vGPU slice, not training hardware) is not in the catalog"
+        raise InputError(
+            f"{why}: {name!r}",
+            problems=[Problem(path=path, message=why, given=name, has_given=True,
+                              suggestions=did_you_mean(name, self._resolved, n=3))],
+            hint="`trainstack catalog` lists every known type")
+
+    def knows(self, name: str) -> bool:
+        return name in self._resolved
+
+    def resolved_instances(self) -> list[ResolvedInstance]:
+        return [self._resolved[n] for n in sorted(self._resolved)]
+
+    def regions(self) -> list[str]:
+        return sorted(set(self.prices) | set(self.settings.get("regions", [])))
+
+    def check_region(self, region: str, *, path: str = "region") -> None:
+        if region not in self.regions():
+            raise InputError(
+                f"unknown region {region!r}",
+                problems=[Problem(path=path, message="unknown region", given=region, has_given=True,
+                                  allowed=", ".join(self.regions()),
+                                  suggestions=did_you_mean(region, self.regions()))])
+
+    def seen_in(self, region: str, name: str) -> Optional[RegionPrice]:
+        return self.prices.get(region, {}).get(name)
+
+    def quote(self, region: str, name: str) -> PriceQuote:
+        """Price of ``name`` in ``region``: local figure, else a labelled mainland estimate."""
+        labels: list[str] = []
+        local = self.seen_in(region, name)
+        on_demand = local.on_demand_cny_per_hour if local else None
+        borrowed: Optional[str] = None
+        as_of = local.as_of if local else None
+        if on_demand is None and is_mainland_china(region):
+            donors = sorted(
+                (p.on_demand_cny_per_hour, r, p.as_of)
+                for r, rows in self.prices.items()
+                if r != region and is_mainland_china(r)
+                for n, p in rows.items()
+                if n == name and p.on_demand_cny_per_hour is not None)
+            if donors:
+                # median of the other mainland regions: robust to one odd listing
+                on_demand, borrowed, as_of = donors[len(donors) // 2]
+                labels.append(f"on-demand price of {name} estimated from {borrowed} "
+                              f"({on_demand:g} CNY/h, {as_of}); {region} has no listed price")
+        if on_demand is None:
+            labels.append(f"no price known for {name} in {region}")
+        if local is None:
+            labels.append(f"availability of {name} in {region} unverified: run `trainstack catalog refresh`")
+        spot = local.spot_cny_per_hour if local else None
+        spot_estimated = spot is None
+        if spot is None and on_demand is not None:
+            frac = float(self.settings["spot_estimate_fraction"])
+            spot = round(on_demand * frac, 4)
+            labels.append(f"spot price of {name} is an estimate ({frac:.0%} of on-demand); "
+                          "real spot prices come from `trainstack catalog refresh`")
+        return PriceQuote(
+            instance_type=name, region=region, on_demand_cny_per_hour=on_demand,
+            spot_cny_per_hour=spot, on_demand_from_region=borrowed, spot_estimated=spot_estimated,
+            seen_in_region=local is not None, zones=local.zones if local else (),
+            labels=tuple(labels), as_of=as_of)
+
+    def nvlink_alternatives(self, gpu_count: int, limit: int = 4) -> list[str]:
+        """Instance types where ``gpu_count`` GPUs share NVLink/NVSwitch, cheapest listed first."""
+        rows = [r for r in self.resolved_instances()
+                if r.trainable and r.multi_gpu_training_ok and r.gpu_count >= gpu_count]
+        rows.sort(key=lambda r: (r.gpu_count, r.name))
+        return [r.name for r in rows[:limit]]
+
+
+def _unique(mapping: dict, items: Iterable, kind: str, key) -> dict:
+    items = list(items)
+    if len(mapping) != len(items):
+        seen: set = set()
+        dups = sorted({key(i) for i in items if key(i) in seen or seen.add(key(i))})
+        raise CatalogError(f"duplicate {kind} in catalog data: {', '.join(dups)}")
+    return mapping
+
+
+def _parse(model, rows: list[dict], file: str) -> list:
+    out = []
+    for i, row in enumerate(rows or []):
+        try:
+            out.append(model.model_validate(row))
+        except ValidationError as exc:
+            raise CatalogError(f"{file}[{i}] ({row.get('name', '?')}): {exc}") from None
+    return out
+
+
+def _snapshot_prices(meta: dict, types: dict[str, InstanceType], excluded: frozenset) -> list[RegionPrice]:
+    """Turn the dated public price snapshot into RegionPrice rows (0 means unknown)."""
+    raw = json.loads((DATA_DIR / "prices" / meta["file"]).read_text(encoding="utf-8"))
+    rows: list[RegionPrice] = []
+    mismatches: list[str] = []
+    for region, entries in raw.items():
+        for name, row in entries.items():
+            fam = name.removeprefix("ecs.").split("-")[0].split(".")[0]
+            if fam in excluded:
+                continue
+            t = types.get(name)
+            if t is not None and (t.gpu_count, t.vcpu) != (row["gpu_count"], row["vcpu"]):
+                mismatches.append(f"{region}/{name}: snapshot says {row['gpu_count']} GPU/"
+                                  f"{row['vcpu']} vCPU, catalog {t.gpu_count}/{t.vcpu}")
+            price = row.get("on_demand_cny_per_hour") or None
+            rows.append(RegionPrice(
+                region=region, instance_type=name, on_demand_cny_per_hour=price,
+                zones=tuple(row.get("zones", ())), source=meta["source"], as_of=meta["as_of"]))
+    if mismatches:
+        raise CatalogError("price snapshot disagrees with the catalog:\n  " + "\n  ".join(mismatches))
+    return rows
+
+
+def _overlay_records(directory: Path) -> list[dict[str, Any]]:
+    if not directory.is_dir():
+        return []
+    out = []
+    for path in sorted(directory.glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["_file"] = str(path)
+        out.append(data)
+    return out
+
+
+def build_catalog(data_dir: Path = DATA_DIR, overlays: Optional[list[dict[str, Any]]] = None) -> Catalog:
+    """Read every data file and build a validated :class:`Catalog` (uncached)."""
+    sources = _parse(SourceRef, _read_yaml(data_dir / "sources.yaml"), "sources.yaml")
+    gpus = _parse(GpuModel, _read_yaml(data_dir / "gpus.yaml"), "gpus.yaml")
+    fam_doc = _read_yaml(data_dir / "families.yaml")
+    families = _parse(InstanceFamily, fam_doc["families"], "families.yaml")
+    excluded = frozenset(fam_doc.get("excluded_families", {}))
+    types = _parse(InstanceType, _read_yaml(data_dir / "instance_types.yaml"), "instance_types.yaml")
+    settings = _read_yaml(data_dir / "settings.yaml")
+    by_name = {t.name: t for t in types}
+    prices = _snapshot_prices(settings["price_snapshot"], by_name, excluded)
+    records = _overlay_records(overlay_dir()) if overlays is None else overlays
+    if records:
+        from .overlay import apply_overlays  # local: only refreshed catalogs need it
+
+        families, types, prices = apply_overlays(records, families, types, prices)
+    return Catalog(sources=sources, gpus=gpus, families=families, instance_types=types,
+                   prices=prices, settings=settings, excluded_families=excluded, overlays=records)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached(overlay_key: str) -> Catalog:
+    return build_catalog()
+
+
+def load_catalog() -> Catalog:
+    """The catalog, loaded once per process (per overlay directory)."""
+    return _cached(str(overlay_dir()))

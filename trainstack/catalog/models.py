@@ -1,0 +1,148 @@
+"""Typed catalog records. Data lives in ``data/``; these models only say what a fact is.
+
+Unknown is explicit: a field that no source states is ``None`` and the record lists it in
+``unverified``. Nothing here is guessed.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Architecture = Literal["pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell"]
+Interconnect = Literal["nvlink", "nvswitch", "pcie", "unverified"]
+RdmaKind = Literal["erdma", "roce", "none", "unverified"]
+
+#: Interconnects on which multi-GPU training within one node is allowed.
+TRAINING_INTERCONNECTS = ("nvlink", "nvswitch")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SourceRef(_Frozen):
+    """A cited source (tag of ``sources.yaml``)."""
+
+    tag: str
+    title: str
+    url: Optional[str] = None
+
+
+class GpuModel(_Frozen):
+    """One GPU part: what it holds and how fast it computes."""
+
+    name: str
+    architecture: Architecture
+    memory_gb: float = Field(description="Marketing capacity in GB as sold")
+    memory_type: Optional[str] = None
+    usable_gib: float = Field(description="What the framework can allocate, GiB = 2^30 bytes")
+    memory_bandwidth_gbs: Optional[float] = None
+    bf16_tflops: Optional[float] = Field(None, description="Dense (no sparsity) BF16 tensor TFLOPS")
+    fp16_tflops: Optional[float] = None
+    fp8_tflops: Optional[float] = None
+    supports_bf16: bool
+    supports_fp8: bool
+    estimate_only: bool = Field(False, description="Not sold as an ECS type in the catalog; used for estimates")
+    sources: tuple[str, ...]
+    unverified: tuple[str, ...] = ()
+    notes: Optional[str] = None
+
+
+class InstanceFamily(_Frozen):
+    """Facts shared by every size of one ECS family."""
+
+    name: str
+    gpu: Optional[str] = Field(description="GpuModel name; None when no source names the GPU")
+    interconnect: Interconnect
+    rdma: RdmaKind
+    training: bool = Field(True, description="False for vGPU slices and non-training parts")
+    bare_metal: bool = False
+    uefi_required: bool = False
+    deployment_set_low_latency: Optional[bool] = Field(
+        None, description="LowLatency deployment-set support; None = unverified")
+    status: Literal["available", "not-recommended", "contact-sales", "invitational-preview"] = "available"
+    sources: tuple[str, ...]
+    unverified: tuple[str, ...] = ()
+    notes: Optional[str] = None
+
+
+class InstanceType(_Frozen):
+    """One sellable ECS instance type."""
+
+    name: str
+    family: str
+    vcpu: Optional[int] = Field(None, description="None = unverified")
+    memory_gib: Optional[float] = Field(None, description="None = unverified")
+    gpu_count: int
+    eri_count: Optional[int] = Field(None, description="Elastic RDMA interfaces (EriQuantity); 0 = none")
+    rdma_bandwidth_gbps: Optional[float] = None
+    network_bandwidth_gbps: Optional[float] = None
+    sources: tuple[str, ...]
+    unverified: tuple[str, ...] = ()
+
+
+class RegionPrice(_Frozen):
+    """What one region charges for one type, with where the figure came from."""
+
+    region: str
+    instance_type: str
+    on_demand_cny_per_hour: Optional[float] = Field(None, description="None = unknown; never 0")
+    spot_cny_per_hour: Optional[float] = Field(None, description="Latest observed spot price, None offline")
+    trade_cny_per_hour: Optional[float] = None
+    currency: str = "CNY"
+    zones: tuple[str, ...] = ()
+    spot_zones: tuple[str, ...] = ()
+    source: str
+    as_of: str = Field(description="ISO date of the source")
+
+
+class ResolvedInstance(_Frozen):
+    """An instance type joined with its family and GPU, the shape the resolver and policies use."""
+
+    type: InstanceType
+    family: InstanceFamily
+    gpu: Optional[GpuModel]
+
+    @property
+    def name(self) -> str:
+        return self.type.name
+
+    @property
+    def gpu_count(self) -> int:
+        return self.type.gpu_count
+
+    @property
+    def interconnect(self) -> Interconnect:
+        return self.family.interconnect
+
+    @property
+    def rdma(self) -> RdmaKind:
+        if self.family.rdma == "erdma" and self.type.eri_count == 0:
+            return "none"
+        return self.family.rdma
+
+    @property
+    def multi_gpu_training_ok(self) -> bool:
+        """Whether GPUs inside one node may train together (NVLink/NVSwitch only)."""
+        return self.family.interconnect in TRAINING_INTERCONNECTS
+
+    @property
+    def trainable(self) -> bool:
+        return self.family.training and self.gpu is not None
+
+
+class PriceQuote(_Frozen):
+    """A price as the resolver uses it: the figure, and how much to trust it."""
+
+    instance_type: str
+    region: str
+    on_demand_cny_per_hour: Optional[float]
+    spot_cny_per_hour: Optional[float]
+    on_demand_from_region: Optional[str] = Field(None, description="Region whose price was borrowed")
+    spot_estimated: bool = True
+    seen_in_region: bool = False
+    zones: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+    as_of: Optional[str] = None

@@ -1,0 +1,62 @@
+"""The ``trainstack`` command line: parse arguments, run one command, map errors to exit codes.
+
+Each command lives in ``trainstack/commands/<name>.py`` and exposes ``register(subparsers)``,
+which adds its parser and sets ``func(args) -> int``. A :class:`TrainstackError` becomes
+its message on stderr (or JSON on stdout with ``--json``) and its exit code; a user mistake
+never shows a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Optional, Sequence
+
+from .errors import EXIT_BAD_INPUT, TrainstackError
+
+COMMANDS = ("validate", "estimate", "resolve", "plan", "diff", "catalog", "schema", "preflight")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 too; keep its usage line
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"trainstack: error: {message}\n")
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="trainstack", description="Size, place, provision and police GPU training on Alibaba Cloud.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in COMMANDS:
+        module = importlib.import_module(f".commands.{name}", __package__)
+        module.register(sub)
+    return parser
+
+
+def emit_error(err: TrainstackError, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(err.to_dict(), indent=2, default=str))
+    for line in err.lines():
+        print(f"trainstack: {line}" if not line.startswith(("  ", "hint:")) else line, file=sys.stderr)
+    return err.exit_code
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except TrainstackError as err:
+        return emit_error(err, bool(getattr(args, "json", False) or getattr(args, "format", None) == "json"))
+    except KeyboardInterrupt:
+        print("trainstack: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
