@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import sys
 from typing import Optional, Sequence
@@ -31,8 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMANDS:
-        module = importlib.import_module(f".commands.{name}", __package__)
-        module.register(sub)
+        if importlib.util.find_spec(f"{__package__}.commands.{name}") is None:
+            continue  # a command not built yet in this checkout
+        importlib.import_module(f".commands.{name}", __package__).register(sub)
     return parser
 
 

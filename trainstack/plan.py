@@ -1,0 +1,229 @@
+"""The Plan: everything trainstack decided, as pure, frozen, JSON-serialisable data.
+
+The resolver builds it; the Pulumi components, the DLC job, the bootstrap renderer, the
+policies and the offline preview only read it. ``Plan.model_dump(mode="json")`` is the
+``resolve --json`` contract of DESIGN.md (top-level ``target``, ``instance_type``, ``nodes``,
+``gpus_per_node``, ``spot``, ``spot_price_limit``, ``zone``, ``hourly_cost_cny``,
+``estimated_hours``, ``total_cost_cny``, ``labels``, ``alternatives``, ``rejected``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PLAN_SCHEMA_VERSION = 1
+
+#: Minimum ESSD size per performance level (GiB), [ESSD-DOC] / EcsDisk docs.
+ESSD_MIN_GIB = {"PL0": 1, "PL1": 20, "PL2": 461, "PL3": 1261}
+ESSD_MAX_GIB = 65536
+#: Alibaba LowLatency deployment sets hold at most this many instances per zone.
+DEPLOYMENT_SET_MAX = 20
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def spot_price_limit(price: float) -> float:
+    """A spot bid: at most 3 decimals, rounded down (never above the price given)."""
+    return math.floor(price * 1000 + 1e-9) / 1000
+
+
+class EstimateSummary(_Frozen):
+    """The sizing numbers the choice rests on, for the chosen layout."""
+
+    gpu_model: Optional[str] = None
+    peak_gib_per_gpu: float
+    required_gib_per_gpu: float
+    usable_gib_per_gpu: Optional[float] = None
+    memory_margin_gib: Optional[float] = None
+    tokens_per_second: Optional[float] = Field(None, description="Whole cluster")
+    tokens_per_second_per_gpu: Optional[float] = None
+    estimated_hours: Optional[float] = None
+    on_demand_hourly_cny: Optional[float] = None
+    spot_hourly_cny: Optional[float] = None
+
+
+class DataDiskPlan(_Frozen):
+    category: Literal["cloud_essd", "cloud_auto"] = "cloud_essd"
+    performance_level: Literal["PL0", "PL1", "PL2", "PL3"] = "PL1"
+    size_gib: int
+    encrypted: bool = True
+    delete_with_instance: bool = True
+    mount_path: str = "/mnt/data"
+    holds_checkpoints: bool = False
+
+
+class CpfsPlan(_Frozen):
+    capacity_gib: int
+    storage_type: Literal["advance_100", "advance_200"] = "advance_100"
+    protocol_service: bool = Field(True, description="CPFS-NFS protocol service + mount target")
+    mount_path: str = "/mnt/cpfs"
+    throughput_mbps: Optional[float] = None
+
+
+class OssPlan(_Frozen):
+    bucket: str
+    versioning: bool = True
+    server_side_encryption: Literal["AES256", "KMS"] = "AES256"
+    internal_endpoint: str
+    prefix: str = "checkpoints/"
+
+
+class StoragePlan(_Frozen):
+    system_disk_gib: int = 200
+    system_disk_category: str = "cloud_essd"
+    system_disk_performance_level: Literal["PL0", "PL1", "PL2", "PL3"] = "PL1"
+    data_disk: Optional[DataDiskPlan] = None
+    cpfs: Optional[CpfsPlan] = None
+    oss: Optional[OssPlan] = None
+    checkpoint: Literal["cpfs", "oss", "essd"]
+    checkpoint_path: str = Field(description="Where the trainer writes checkpoints on a node")
+    dataset_uri: Optional[str] = None
+    dataset_gib: float = 0
+    retain_on_destroy: bool = True
+    notes: tuple[str, ...] = ()
+
+
+class NetworkPlan(_Frozen):
+    vpc_cidr: str
+    vswitch_cidr: str
+    rdma: Literal["erdma", "roce", "none"] = "none"
+    eri_per_node: int = 0
+    queue_pair_number: Optional[int] = None
+    deployment_set: Optional[Literal["LowLatency"]] = None
+    deployment_set_groups: int = 0
+    mtu: int = 1500
+    internet_egress: bool = False
+    ssh_cidrs: tuple[str, ...] = ()
+    key_pair: Optional[str] = None
+    nccl_env: dict[str, str] = Field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+class ImagePlan(_Frozen):
+    image_id: Optional[str] = Field(None, description="Pinned by the profile; else looked up by family")
+    image_family: str = "acs:alibaba_cloud_linux_3_2104_lts_x64"
+    uefi: bool = False
+    auto_install_driver: bool = True
+    container_image: Optional[str] = None
+    notes: tuple[str, ...] = ()
+
+
+class DlcPlan(_Frozen):
+    workspace_id: Optional[str] = None
+    resource_id: Optional[str] = None
+    job_type: str = "PyTorchJob"
+    image: str
+    image_is_default: bool = True
+    ecs_spec: Optional[str] = None
+    pod_count: int = 1
+    gpus_per_pod: int = 1
+    cpu_per_pod: Optional[int] = None
+    memory_gib_per_pod: Optional[float] = None
+    enable_rdma: bool = False
+    spot: bool = False
+    spot_price_limit: Optional[float] = None
+    command: str
+    envs: dict[str, str] = Field(default_factory=dict)
+    max_running_minutes: Optional[int] = None
+    notes: tuple[str, ...] = ()
+
+
+class JobPlan(_Frozen):
+    command: str
+    code_uri: Optional[str] = None
+    env: dict[str, str] = Field(default_factory=dict)
+    max_runtime_hours: Optional[float] = None
+    nproc_per_node: int = 1
+    method: str
+    precision: str
+    zero_stage: int = 0
+    gradient_checkpointing: bool = False
+    micro_batch_size: int = 1
+    sequence_length: int = 2048
+
+
+class Candidate(_Frozen):
+    """One considered way to run the job (chosen, alternative or rejected)."""
+
+    target: Literal["ecs", "dlc"] = "ecs"
+    instance_type: Optional[str]
+    gpu_model: Optional[str] = None
+    nodes: int
+    gpus_per_node: int
+    spot: bool = False
+    zone: Optional[str] = None
+    hourly_cost_cny: Optional[float] = None
+    estimated_hours: Optional[float] = None
+    total_cost_cny: Optional[float] = None
+    objective: Optional[float] = Field(None, description="Value minimised (CNY or hours)")
+    memory_margin_gib: Optional[float] = None
+    tokens_per_second: Optional[float] = None
+    feasible: bool = True
+    reason: Optional[str] = None
+    labels: tuple[str, ...] = ()
+
+
+class Rejection(_Frozen):
+    """Why a family (or type) could not host the job; one line per family in the output."""
+
+    family: str
+    instance_types: tuple[str, ...] = ()
+    reason: str
+
+
+class Plan(_Frozen):
+    schema_version: int = PLAN_SCHEMA_VERSION
+    name: str
+    region: str
+    zone: Optional[str] = Field(None, description="None: chosen at deploy time from stock")
+    target: Literal["ecs", "dlc"]
+    instance_type: Optional[str]
+    gpu_model: Optional[str] = None
+    nodes: int = Field(ge=1)
+    gpus_per_node: int = Field(ge=1)
+    total_gpus: int = Field(ge=1)
+    spot: bool = False
+    spot_price_limit: Optional[float] = None
+    spot_strategy: Literal["NoSpot", "SpotWithPriceLimit"] = "NoSpot"
+    spot_interruption_behavior: Literal["Terminate", "Stop"] = "Terminate"
+    spot_duration_hours: int = Field(1, ge=0, le=6)
+    hourly_cost_cny: Optional[float] = None
+    estimated_hours: Optional[float] = None
+    total_cost_cny: Optional[float] = None
+    objective: Literal["cost", "time"] = "cost"
+    estimate: EstimateSummary
+    storage: StoragePlan
+    network: NetworkPlan
+    image: ImagePlan
+    job: JobPlan
+    dlc: Optional[DlcPlan] = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    labels: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
+    alternatives: tuple[Candidate, ...] = ()
+    rejected: tuple[Rejection, ...] = ()
+    catalog_date: Optional[str] = None
+
+    @property
+    def is_multi_node(self) -> bool:
+        return self.nodes > 1
+
+    def node_names(self) -> list[str]:
+        return [f"{self.name}-node-{i}" for i in range(self.nodes)]
+
+    def summary(self) -> dict[str, object]:
+        """The few numbers a reviewer reads first (exports, PR comments)."""
+        return {
+            "target": self.target, "instance_type": self.instance_type, "gpu_model": self.gpu_model,
+            "nodes": self.nodes, "gpus_per_node": self.gpus_per_node, "zone": self.zone,
+            "spot": self.spot, "spot_price_limit": self.spot_price_limit,
+            "memory_margin_gib": self.estimate.memory_margin_gib,
+            "tokens_per_second": self.estimate.tokens_per_second,
+            "estimated_hours": self.estimated_hours, "hourly_cost_cny": self.hourly_cost_cny,
+            "total_cost_cny": self.total_cost_cny,
+        }
