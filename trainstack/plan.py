@@ -9,6 +9,7 @@ policies and the offline preview only read it. ``Plan.model_dump(mode="json")`` 
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from typing import Literal, Optional
 
@@ -102,6 +103,14 @@ class NetworkPlan(_Frozen):
     key_pair: Optional[str] = None
     nccl_env: dict[str, str] = Field(default_factory=dict)
     notes: tuple[str, ...] = ()
+
+    def node_private_ips(self, nodes: int) -> list[str]:
+        """Fixed private IPs for the nodes (host 10, 11, ... of the vSwitch), so the hostfile and
+        the rendezvous address (node 0) are plain values known before anything exists."""
+        net = ipaddress.ip_network(self.vswitch_cidr)
+        if nodes + 10 > net.num_addresses - 4:
+            raise ValueError(f"vSwitch {self.vswitch_cidr} is too small for {nodes} nodes")
+        return [str(net.network_address + 10 + i) for i in range(nodes)]
 
 
 class ImagePlan(_Frozen):
@@ -212,6 +221,9 @@ class Plan(_Frozen):
     @property
     def is_multi_node(self) -> bool:
         return self.nodes > 1
+
+    def node_private_ips(self) -> list[str]:
+        return self.network.node_private_ips(self.nodes)
 
     def node_names(self) -> list[str]:
         return [f"{self.name}-node-{i}" for i in range(self.nodes)]
