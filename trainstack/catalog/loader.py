@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import os
@@ -57,7 +58,7 @@ class Catalog:
         instance_types: Iterable[InstanceType],
         prices: Iterable[RegionPrice],
         settings: dict[str, Any],
-        excluded_families: Iterable[str] = (),
+        excluded_families: Iterable[str] | dict[str, str] = (),
         overlays: Iterable[dict[str, Any]] = (),
     ):
         self.sources = _unique({s.tag: s for s in sources}, sources, "source", lambda s: s.tag)
@@ -65,7 +66,11 @@ class Catalog:
         self.families = _unique({f.name: f for f in families}, families, "family", lambda f: f.name)
         self.instance_types = _unique(
             {t.name: t for t in instance_types}, instance_types, "instance type", lambda t: t.name)
-        self.excluded_families = frozenset(excluded_families)
+        # family -> why it is left out (a dict from families.yaml; a plain iterable gives no reason)
+        self.excluded_reasons: dict[str, str] = (
+            dict(excluded_families) if isinstance(excluded_families, dict)
+            else {f: "" for f in excluded_families})
+        self.excluded_families = frozenset(self.excluded_reasons)
         self.settings = dict(settings)
         self.overlays = list(overlays)
         self.prices: dict[str, dict[str, RegionPrice]] = {}
@@ -89,7 +94,9 @@ class Catalog:
 
         for g in self.gpus.values():
             cite("GPU", g.name, g.sources)
-            if g.usable_gib > g.memory_gb * 1e9 / 2**30 + 0.01:
+            # GPU vendors' "GB" are binary in practice (an "80 GB" A100 exposes 81,251 MiB =
+            # 79.3 GiB; an H200 "141 GB" gives PyTorch 139.8 GiB), so the bound is memory_gb GiB.
+            if g.usable_gib > g.memory_gb + 0.01:
                 errors.append(f"GPU {g.name}: usable {g.usable_gib} GiB exceeds its {g.memory_gb} GB")
             if g.supports_fp8 != (g.fp8_tflops is not None) and g.fp8_tflops is not None:
                 errors.append(f"GPU {g.name}: FP8 TFLOPS given but FP8 unsupported")
@@ -147,12 +154,25 @@ class Catalog:
         fam = name.removeprefix("ecs.").split("-")[0].split(".")[0]
         why = "unknown instance type"
         if fam in self.excluded_families:
-            why = f"instance type of family {fam} (a vGPU slice, not training hardware) is not in the catalog"
+            reason = self.excluded_reasons.get(fam) or "a vGPU slice, not training hardware"
+            why = f"instance type of family {fam} is not in the catalog ({reason})"
         raise InputError(
             f"{why}: {name!r}",
             problems=[Problem(path=path, message=why, given=name, has_given=True,
-                              suggestions=did_you_mean(name, self._resolved, n=3))],
+                              suggestions=self._suggest_types(name))],
             hint="`trainstack catalog` lists every known type")
+
+    def _suggest_types(self, name: str, n: int = 3) -> list[str]:
+        """Close real types, those of the family the name claims first (gn7-xlarge -> gn7-*)."""
+        fams = [f for f in self.families if name.startswith(f"ecs.{f}")]
+        same: list[str] = []
+        if fams:
+            fam = max(fams, key=len)
+            pool = [t for t, r in self._resolved.items() if r.family.name == fam]
+            same = did_you_mean(name, pool, n=n) or sorted(
+                pool, key=lambda t: -difflib.SequenceMatcher(None, name, t).ratio())[:n]
+        rest = [t for t in did_you_mean(name, self._resolved, n=n) if t not in same]
+        return (same + rest)[:n]
 
     def knows(self, name: str) -> bool:
         return name in self._resolved
@@ -237,9 +257,10 @@ def _parse(model, rows: list[dict], file: str) -> list:
     return out
 
 
-def _snapshot_prices(meta: dict, types: dict[str, InstanceType], excluded: frozenset) -> list[RegionPrice]:
+def _snapshot_prices(meta: dict, types: dict[str, InstanceType], excluded: frozenset,
+                     data_dir: Path = DATA_DIR) -> list[RegionPrice]:
     """Turn the dated public price snapshot into RegionPrice rows (0 means unknown)."""
-    raw = json.loads((DATA_DIR / "prices" / meta["file"]).read_text(encoding="utf-8"))
+    raw = json.loads((data_dir / "prices" / meta["file"]).read_text(encoding="utf-8"))
     rows: list[RegionPrice] = []
     mismatches: list[str] = []
     for region, entries in raw.items():
@@ -277,11 +298,11 @@ def build_catalog(data_dir: Path = DATA_DIR, overlays: Optional[list[dict[str, A
     gpus = _parse(GpuModel, _read_yaml(data_dir / "gpus.yaml"), "gpus.yaml")
     fam_doc = _read_yaml(data_dir / "families.yaml")
     families = _parse(InstanceFamily, fam_doc["families"], "families.yaml")
-    excluded = frozenset(fam_doc.get("excluded_families", {}))
+    excluded = dict(fam_doc.get("excluded_families") or {})
     types = _parse(InstanceType, _read_yaml(data_dir / "instance_types.yaml"), "instance_types.yaml")
     settings = _read_yaml(data_dir / "settings.yaml")
     by_name = {t.name: t for t in types}
-    prices = _snapshot_prices(settings["price_snapshot"], by_name, excluded)
+    prices = _snapshot_prices(settings["price_snapshot"], by_name, frozenset(excluded), data_dir)
     records = _overlay_records(overlay_dir()) if overlays is None else overlays
     if records:
         from .overlay import apply_overlays  # local: only refreshed catalogs need it
