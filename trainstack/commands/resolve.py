@@ -1,0 +1,92 @@
+"""`trainstack resolve PROFILE [--json] [--all]`: the chosen placement and why."""
+
+from __future__ import annotations
+
+import json
+
+from ..catalog import load_catalog
+from ..plan import Candidate, Plan
+from ..profile import load_profile
+from ..resolver import resolve_all
+from ..textable import render_table
+
+
+def register(sub) -> None:
+    p = sub.add_parser("resolve", help="choose where and how to run a profile")
+    p.add_argument("profile", help="path to a profile YAML")
+    p.add_argument("--json", action="store_true", help="print the Plan as JSON")
+    p.add_argument("--all", action="store_true", help="list every candidate considered, feasible or not")
+    p.set_defaults(func=run)
+
+
+def _money(v):
+    return "-" if v is None else f"{v:,.2f}"
+
+
+def _row(c: Candidate, chosen: bool) -> list[str]:
+    return ["*" if chosen else "", c.target, c.instance_type or "(quota)", c.gpu_model or "-", str(c.nodes),
+            str(c.gpus_per_node), "spot" if c.spot else "on-demand",
+            "-" if c.memory_margin_gib is None else f"{c.memory_margin_gib:.1f}",
+            "-" if c.tokens_per_second is None else f"{c.tokens_per_second:,.0f}",
+            "-" if c.estimated_hours is None else f"{c.estimated_hours:,.1f}",
+            _money(c.hourly_cost_cny), _money(c.total_cost_cny), c.reason or ""]
+
+
+HEADERS = ["", "TARGET", "INSTANCE TYPE", "GPU", "NODES", "GPU/NODE", "PRICING", "MARGIN GiB", "TOKENS/S",
+           "HOURS", "CNY/H", "TOTAL CNY", "REJECTED BECAUSE"]
+
+
+def render_text(plan: Plan, candidates: list[Candidate], show_all: bool) -> str:
+    lines = [f"{plan.name}: {plan.target.upper()} {plan.instance_type or plan.dlc and plan.dlc.resource_id} "
+             f"x {plan.nodes} node(s), {plan.gpus_per_node} {plan.gpu_model} per node, "
+             f"{'spot' if plan.spot else 'on-demand'}, zone {plan.zone or '(chosen at deploy time)'}",
+             f"  estimate: {plan.estimate.required_gib_per_gpu:.1f} GiB/GPU needed (margin "
+             f"{plan.estimate.memory_margin_gib} GiB), {plan.estimate.tokens_per_second or '-'} tokens/s, "
+             f"{plan.estimated_hours if plan.estimated_hours is not None else '-'} h, "
+             f"{_money(plan.hourly_cost_cny)} CNY/h, {_money(plan.total_cost_cny)} CNY total"]
+    if plan.spot:
+        lines.append(f"  spot price limit: {plan.spot_price_limit} CNY/h per node")
+    lines.append("")
+    rows = [_row(Plan_candidate(plan), True)]
+    others = candidates if show_all else list(plan.alternatives)
+    rows += [_row(c, False) for c in others if not _same(c, plan)]
+    lines.append("Considered resources (* = chosen)" + ("" if show_all else "; --all lists every candidate"))
+    lines.append(render_table(HEADERS, rows))
+    if plan.rejected:
+        lines.append("")
+        lines.append("Rejected families:")
+        lines += [f"  {r.family:<10} {r.reason}" for r in plan.rejected]
+    if plan.labels:
+        lines.append("")
+        lines.append("Rests on (estimates and unverified facts):")
+        lines += [f"  - {lab}" for lab in plan.labels]
+    lines.append("")
+    lines.append(f"catalog prices as of {plan.catalog_date}")
+    return "\n".join(lines)
+
+
+def Plan_candidate(plan: Plan) -> Candidate:  # noqa: N802 - reads like a constructor
+    return Candidate(target=plan.target, instance_type=plan.instance_type, gpu_model=plan.gpu_model,
+                     nodes=plan.nodes, gpus_per_node=plan.gpus_per_node, spot=plan.spot, zone=plan.zone,
+                     hourly_cost_cny=plan.hourly_cost_cny, estimated_hours=plan.estimated_hours,
+                     total_cost_cny=plan.total_cost_cny, memory_margin_gib=plan.estimate.memory_margin_gib,
+                     tokens_per_second=plan.estimate.tokens_per_second)
+
+
+def _same(c: Candidate, plan: Plan) -> bool:
+    return (c.instance_type, c.nodes, c.spot, c.target) == (plan.instance_type, plan.nodes, plan.spot, plan.target)
+
+
+def run(args) -> int:
+    profile = load_profile(args.profile)
+    res = resolve_all(profile, load_catalog())
+    plan = res.plan
+    assert plan is not None
+    if args.json:
+        doc = plan.model_dump(mode="json")
+        if args.all:
+            doc["considered"] = [c.model_dump(mode="json") for c in res.candidates]
+        print(json.dumps(doc, indent=2))
+    else:
+        print(render_text(plan, res.candidates, args.all))
+    return 0
