@@ -1,0 +1,492 @@
+"""A PAI-DLC training job as Pulumi resources.
+
+``DlcTraining`` (component): the PAI workspace (unless ``dlc.workspace_id`` pins one), a PAI
+dataset per storage location (OSS checkpoint bucket, ``storage.dataset_uri``) with DLC mount
+paths, and the job itself in the stack's VPC / vSwitch / security group.
+
+``DlcJob`` (dynamic resource): pulumi-alicloud has no DLC job resource, so this one calls
+Alibaba's official SDK (``alibabacloud-pai-dlc20201203``, credentials from
+``alibabacloud-credentials``' default chain):
+
+* create -> CreateJob, then one GetJob for the first status;
+* read   -> GetJob (``status``, ``reason``); a job that no longer exists reads as gone;
+* diff   -> any input change replaces the job (a running job cannot be edited), delete first;
+* delete -> StopJob unless the job already finished, wait until it is stopped, DeleteJob; a job
+  that is already gone is success.
+
+Throttling and transient failures are retried with exponential backoff and jitter (bounded).
+CreateJob is retried only when the API certainly did not run it (throttled, 503, connect
+timeout), so a retry can never start the same training twice. Everything else raises
+:class:`DlcApiError` (exit 5) naming the API code, message, request id and what to fix.
+
+The request body comes from :mod:`trainstack.dlc_request`, the pure half that ``trainstack
+plan`` also uses. The provider is pickled into the state by dill: it holds only numbers and
+optional callables; the SDK client is built per call by :data:`client_factory`, a module-level
+name tests replace.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import pulumi
+import pulumi.dynamic as dyn
+from pulumi.runtime import rpc
+from alibabacloud_pai_dlc20201203 import models as dlc_models
+
+from trainstack.dlc_request import (
+    INPUT_KEYS, KIND, TERMINAL_STATUSES, build_request_model, job_inputs, planned_datasets,
+    validate_inputs, workspace_name,
+)
+from trainstack.errors import CloudApiError, InputError
+from trainstack.plan import Plan
+
+# ---------------------------------------------------------------------------------------------
+# the SDK client
+
+
+def default_client(region: str) -> Any:
+    """The real PAI-DLC client of ``region``: default credentials chain (env vars, ~/.aliyun profile,
+    ECS/OIDC RAM role); endpoint from the SDK's own rule (``pai-dlc.<region>.aliyuncs.com``).
+    Building it does no network I/O; credentials are resolved on the first call."""
+    from alibabacloud_credentials.client import Client as CredentialClient
+    from alibabacloud_pai_dlc20201203.client import Client
+    from alibabacloud_tea_openapi.models import Config
+
+    return Client(Config(credential=CredentialClient(), region_id=region,
+                         connect_timeout=10_000, read_timeout=30_000))
+
+
+#: ``region -> client``. Replace it (or pass ``client_factory=`` to the provider) in tests.
+client_factory: Callable[[str], Any] = default_client
+
+
+# ---------------------------------------------------------------------------------------------
+# errors
+
+
+@dataclass(frozen=True)
+class ApiErrorInfo:
+    """What an SDK exception says, whatever its class (``Tea.exceptions.TeaException`` and the
+    tea-openapi ``ClientException`` / ``ServerException`` / ``ThrottlingException``, or
+    ``UnretryableException`` wrapping a network or credentials error)."""
+
+    code: Optional[str]
+    message: str
+    request_id: Optional[str] = None
+    status: Optional[int] = None
+    retry_after_ms: Optional[int] = None
+    network: bool = False
+    connect_failed: bool = False
+    credentials: bool = False
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> "ApiErrorInfo":
+        inner = getattr(exc, "inner_exception", None)
+        if inner is not None and getattr(inner, "code", None) is None and inner is not exc:
+            return cls._from_cause(inner)
+        code = _clean(getattr(exc, "code", None))
+        if code is None and not hasattr(exc, "code"):
+            return cls._from_cause(exc)
+        data = getattr(exc, "data", None)
+        data = data if isinstance(data, dict) else {}
+        status = getattr(exc, "status_code", None) or getattr(exc, "statusCode", None) or data.get("statusCode")
+        request_id = _clean(getattr(exc, "request_id", None)) or _clean(data.get("RequestId") or data.get("requestId"))
+        message = _clean(getattr(exc, "message", None)) or _clean(data.get("Message") or data.get("message")) or ""
+        m = re.fullmatch(r"code: \d+, (.*?)(?: request id: \S*)?", message, re.S)
+        if m:
+            message = m.group(1)
+        return cls(code=code, message=message, request_id=request_id, status=int(status) if status else None,
+                   retry_after_ms=getattr(exc, "retry_after", None))
+
+    @classmethod
+    def _from_cause(cls, cause: BaseException) -> "ApiErrorInfo":
+        name = type(cause).__name__
+        text = f"{name}: {cause}" if str(cause) else name
+        if name == "CredentialException":
+            return cls(code=None, message=text, credentials=True)
+        network = isinstance(cause, (OSError, TimeoutError)) or name in ("RetryError",) or "Timeout" in name
+        return cls(code=None, message=text, network=network, connect_failed=name == "ConnectTimeout")
+
+
+def _clean(value: Any) -> Optional[str]:
+    """The SDK formats missing fields as the string 'None'."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    return None if text in ("", "None", "null") else text
+
+
+_THROTTLED = re.compile(r"^Throttling|TooManyRequests|RequestLimitExceeded|FlowControl", re.I)
+_UNAVAILABLE = re.compile(r"^ServiceUnavailable|^SystemBusy|^ServiceBusy|^ServerBusy", re.I)
+_INTERNAL = re.compile(r"^InternalError|^InternalServerError|^UnknownError", re.I)
+_NOT_FOUND = re.compile(r"not.?found|not.?exist", re.I)
+
+#: (pattern over "code message", what to fix), first match wins.
+FIXES: tuple[tuple[re.Pattern, str], ...] = (
+    (re.compile(r"Throttling|TooManyRequests|FlowControl", re.I),
+     "the API kept throttling; wait a minute and re-run, and deploy fewer DLC stacks at the same time"),
+    (re.compile(r"InvalidAccessKeyId|SignatureDoesNotMatch|InvalidCredentials|IncompleteSignature|"
+                r"InvalidSecurityToken|credential", re.I),
+     "configure credentials for the Alibaba Cloud default chain: ALIBABA_CLOUD_ACCESS_KEY_ID and "
+     "ALIBABA_CLOUD_ACCESS_KEY_SECRET, a profile in ~/.aliyun/config.json (`aliyun configure`), or an ECS/OIDC "
+     "RAM role"),
+    (re.compile(r"workspace", re.I),
+     "check that dlc.workspace_id exists in this region and that you are a member (PAI ListWorkspaces), or leave "
+     "it empty so trainstack creates a workspace; a quota (dlc.resource_id) must be attached to that workspace"),
+    (re.compile(r"Forbidden|NoPermission|AccessDenied|Unauthorized|NotAuthorized", re.I),
+     "grant the caller PAI-DLC rights (RAM policy AliyunPAIDLCFullAccess, or the workspace role Algorithm "
+     "Developer / Administrator) and make sure PAI is activated in this region"),
+    (re.compile(r"InsufficientBalance|Arrear|Overdue|NotEnoughBalance", re.I),
+     "top up the account: pay-as-you-go DLC jobs need a positive balance"),
+    (re.compile(r"quota|Exceed|Insufficient|NoStock|OutOfStock|NotEnough|Resource.?Limit|LimitExceeded", re.I),
+     "public resources allow at most 2 GPUs and 8 vCPUs per job unless your account manager raises the limit: ask "
+     "for more, choose a smaller ECS spec, or run on a resource quota (dlc.resource_id); for a quota job make "
+     "ResourceConfig fit the quota's free nodes"),
+    (re.compile(r"image", re.I),
+     "check that the image exists in this region and that its tag is one you pinned (dlc.image_tag / job.image); "
+     "list official tags with PAI ListImages"),
+    (re.compile(r"EcsSpec|InstanceType", re.I),
+     "use an ECS spec DLC offers in this region (PAI ListEcsSpecs), e.g. pin resources.instance_types"),
+    (re.compile(r"Invalid|Missing|Illegal|Malformed", re.I),
+     "a request field was rejected: compare the message with the request shown by `trainstack plan` and fix the "
+     "profile value it comes from"),
+)
+DEFAULT_FIX = ("look the code up with the request id in the Alibaba Cloud troubleshooting center "
+               "(https://api.aliyun.com/troubleshoot)")
+
+
+def fix_for(info: ApiErrorInfo) -> str:
+    if info.credentials:
+        return FIXES[1][1]
+    if info.network:
+        return "check network access to the PAI-DLC endpoint (proxy, DNS) and re-run"
+    text = f"{info.code or ''} {info.message}"
+    for pattern, fix in FIXES:
+        if pattern.search(text):
+            return fix
+    return DEFAULT_FIX
+
+
+class DlcApiError(CloudApiError):
+    """A PAI-DLC call failed for good (exit 5): code, message, request id and what to fix."""
+
+    def __init__(self, operation: str, info: ApiErrorInfo, *, fix: Optional[str] = None, attempts: int = 1):
+        self.operation = operation
+        self.info = info
+        self.code = info.code
+        self.api_message = info.message
+        self.request_id = info.request_id
+        self.status = info.status
+        self.attempts = attempts
+        self.fix = fix or fix_for(info)
+        head = f"PAI-DLC {operation} failed: {info.code or 'error'}: {info.message}"
+        details = []
+        if info.status:
+            details.append(f"HTTP {info.status}")
+        if info.request_id:
+            details.append(f"request id {info.request_id}")
+        if attempts > 1:
+            details.append(f"after {attempts} attempts")
+        if details:
+            head += f" ({', '.join(details)})"
+        super().__init__(f"{head}\nWhat to fix: {self.fix}")
+
+    @property
+    def not_found(self) -> bool:
+        """The job (the only entity GetJob/StopJob/DeleteJob name) does not exist. The DLC code for
+        it is not documented, so: HTTP 404, or 'not found' / 'not exist' in the code or message."""
+        if self.info.network or self.info.credentials:
+            return False
+        return self.info.status == 404 or bool(_NOT_FOUND.search(f"{self.info.code or ''} {self.info.message}"))
+
+
+def is_throttled(info: ApiErrorInfo) -> bool:
+    return bool(info.status == 429 or info.retry_after_ms or _THROTTLED.search(info.code or ""))
+
+
+def is_transient(info: ApiErrorInfo, *, idempotent: bool) -> bool:
+    """Worth retrying. A non-idempotent call (CreateJob) is retried only when the API surely did not
+    run it: throttled, 503 / ServiceUnavailable, or the connection was never made."""
+    if info.credentials:
+        return False
+    if is_throttled(info) or info.status == 503 or _UNAVAILABLE.search(info.code or "") or info.connect_failed:
+        return True
+    if not idempotent:
+        return False
+    return bool(info.network or info.status in (500, 502, 504) or _INTERNAL.search(info.code or ""))
+
+
+# ---------------------------------------------------------------------------------------------
+# the dynamic provider
+
+
+def _inputs_only(props: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in props.items() if k in INPUT_KEYS}
+
+
+def _reason(body: Any) -> str:
+    code, message = _clean(getattr(body, "reason_code", None)), _clean(getattr(body, "reason_message", None))
+    return ": ".join(p for p in (code, message) if p)
+
+
+class DlcJobProvider(dyn.ResourceProvider):
+    """CRUD for one PAI-DLC job. Arguments are for tests; defaults are what ``pulumi up`` uses."""
+
+    serialize_as_secret_always = False  # the pickled provider holds no secrets
+
+    def __init__(self, client_factory: Optional[Callable[[str], Any]] = None, *,
+                 sleep: Optional[Callable[[float], None]] = None, rand: Optional[Callable[[], float]] = None,
+                 max_attempts: int = 6, base_delay: float = 1.0, max_delay: float = 30.0,
+                 poll_interval: float = 10.0, stop_timeout: float = 900.0) -> None:
+        super().__init__()
+        self.client_factory = client_factory
+        self.sleep = sleep
+        self.rand = rand
+        self.max_attempts = max_attempts
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self.poll_interval = poll_interval
+        self.stop_timeout = stop_timeout
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _client(self, region: str) -> Any:
+        factory = self.client_factory or client_factory  # module global looked up at call time
+        return factory(region)
+
+    def _sleep(self, seconds: float) -> None:
+        (self.sleep or time.sleep)(seconds)
+
+    def backoff(self, attempt: int, info: Optional[ApiErrorInfo] = None) -> float:
+        """Seconds to wait after failed attempt ``attempt`` (1-based): exponential, capped, half of it
+        jittered; never shorter than the API's Retry-After."""
+        delay = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
+        delay = delay / 2 + (self.rand or random.random)() * delay / 2
+        if info is not None and info.retry_after_ms:
+            delay = max(delay, min(self.max_delay, info.retry_after_ms / 1000))
+        return delay
+
+    def call(self, operation: str, fn: Callable[[], Any], *, idempotent: bool = True) -> Any:
+        """``fn()`` with retries on throttling / transient errors; :class:`DlcApiError` otherwise."""
+        attempt = 1
+        while True:
+            try:
+                return fn()
+            except Exception as exc:  # noqa: BLE001 - every SDK failure is classified below
+                if isinstance(exc, DlcApiError):
+                    raise
+                info = ApiErrorInfo.from_exception(exc)
+                if attempt < self.max_attempts and is_transient(info, idempotent=idempotent):
+                    self._sleep(self.backoff(attempt, info))
+                    attempt += 1
+                    continue
+                fix = None
+                if not idempotent and not is_transient(info, idempotent=False) and (
+                        info.network or info.status in (500, 502, 504) or _INTERNAL.search(info.code or "")):
+                    fix = ("the API may have accepted the request before failing: look in PAI-DLC for a job with "
+                           "this display name before re-running `pulumi up`, and delete any duplicate")
+                raise DlcApiError(operation, info, fix=fix, attempts=attempt) from exc
+
+    def _get(self, client: Any, job_id: str) -> Any:
+        resp = self.call("GetJob", lambda: client.get_job(job_id, dlc_models.GetJobRequest(need_detail=False)))
+        return resp.body
+
+    # -- CRUD -----------------------------------------------------------------------------------
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> dyn.CheckResult:
+        known = {k: v for k, v in news.items() if not (isinstance(v, str) and v == rpc.UNKNOWN)}
+        return dyn.CheckResult(news, [dyn.CheckFailure(p, r) for p, r in validate_inputs(known)])
+
+    def create(self, props: dict[str, Any]) -> dyn.CreateResult:
+        inputs = _inputs_only(props)
+        request = build_request_model(inputs)
+        client = self._client(inputs["region"])
+        resp = self.call("CreateJob", lambda: client.create_job(request), idempotent=False)
+        job_id = resp.body.job_id
+        status, reason = "Creating", ""
+        try:  # the job exists now; a failing status read must not fail (and leak) the create
+            body = self._get(client, job_id)
+            status, reason = _clean(body.status) or status, _reason(body)
+        except DlcApiError:
+            pass
+        return dyn.CreateResult(job_id, {**inputs, "job_id": job_id, "status": status, "reason": reason})
+
+    def read(self, id_: str, props: dict[str, Any]) -> dyn.ReadResult:
+        client = self._client(props["region"])
+        try:
+            body = self._get(client, id_)
+        except DlcApiError as err:
+            if err.not_found:
+                return dyn.ReadResult("", {})  # gone: the engine drops it from the state
+            raise
+        outs = {**_inputs_only(props), "job_id": id_, "status": _clean(body.status) or "", "reason": _reason(body)}
+        return dyn.ReadResult(id_, outs)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dyn.DiffResult:
+        changed = sorted(k for k in INPUT_KEYS if _norm(olds.get(k)) != _norm(news.get(k)))
+        return dyn.DiffResult(changes=bool(changed), replaces=changed, delete_before_replace=True)
+
+    def update(self, _id: str, _olds: dict[str, Any], _news: dict[str, Any]) -> dyn.UpdateResult:
+        raise CloudApiError("a PAI-DLC job cannot be changed in place; it is replaced (this is a bug if reached)")
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        client = self._client(props["region"])
+        try:
+            status = _clean(self._get(client, id_).status) or ""
+        except DlcApiError as err:
+            if err.not_found:
+                return
+            raise
+        if status not in TERMINAL_STATUSES:
+            if status != "Stopping":
+                try:
+                    self.call("StopJob", lambda: client.stop_job(id_))
+                except DlcApiError as err:
+                    if err.not_found:
+                        return
+                    status = self._status_or_raise(client, id_, err)  # finished meanwhile?
+                    if status is None:
+                        return
+            if not self._wait_stopped(client, id_):
+                return
+        try:
+            self.call("DeleteJob", lambda: client.delete_job(id_))
+        except DlcApiError as err:
+            if not err.not_found:
+                raise
+
+    def _status_or_raise(self, client: Any, id_: str, err: DlcApiError) -> Optional[str]:
+        try:
+            status = _clean(self._get(client, id_).status) or ""
+        except DlcApiError as again:
+            if again.not_found:
+                return None
+            raise err from again
+        if status in TERMINAL_STATUSES or status == "Stopping":
+            return status
+        raise err
+
+    def _wait_stopped(self, client: Any, id_: str) -> bool:
+        """Poll until the job is stopped; False when it disappeared meanwhile."""
+        polls = max(1, int(self.stop_timeout // max(self.poll_interval, 1e-9)))
+        for _ in range(polls):
+            try:
+                status = _clean(self._get(client, id_).status) or ""
+            except DlcApiError as err:
+                if err.not_found:
+                    return False
+                raise
+            if status in TERMINAL_STATUSES:
+                return True
+            self._sleep(self.poll_interval)
+        raise DlcApiError("StopJob", ApiErrorInfo(code="StopTimeout",
+                                                  message=f"job {id_} still not stopped after {self.stop_timeout:.0f}s"),
+                          fix="the job is still stopping; re-run `pulumi destroy` in a few minutes")
+
+
+def _norm(value: Any) -> Any:
+    """Compare like the engine stores values: numbers as floats, tuples as lists."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {k: _norm(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_norm(v) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# resources
+
+
+class DlcJob(dyn.Resource):
+    """One PAI-DLC job. Plain inputs (``kind``, ``ecs_spec``, ``pod_count``, ``enable_rdma`` ...) are
+    what policies judge; ``workspace_id``, network ids and ``data_sources`` may be Outputs."""
+
+    job_id: pulumi.Output[str]
+    status: pulumi.Output[str]
+    reason: pulumi.Output[str]
+
+    def __init__(self, name: str, *, region: str, workspace_id: pulumi.Input[str], image: str, command: str,
+                 pod_count: int, gpus_per_pod: int = 1, ecs_spec: Optional[str] = None,
+                 resource_id: Optional[str] = None, cpu_per_pod: Optional[int] = None,
+                 memory_gib_per_pod: Optional[float] = None, enable_rdma: bool = False, spot: bool = False,
+                 spot_price_limit: Optional[float] = None, job_type: str = "PyTorchJob",
+                 envs: Optional[Mapping[str, str]] = None,
+                 data_sources: Optional[Sequence[Mapping[str, pulumi.Input[Any]]]] = None,
+                 vpc_id: pulumi.Input[Optional[str]] = None, vswitch_id: pulumi.Input[Optional[str]] = None,
+                 security_group_id: pulumi.Input[Optional[str]] = None, vpc_cidr: Optional[str] = None,
+                 max_running_minutes: Optional[int] = None, display_name: Optional[str] = None,
+                 kind: str = KIND, opts: Optional[pulumi.ResourceOptions] = None,
+                 provider: Optional[DlcJobProvider] = None) -> None:
+        if kind != KIND:
+            raise ValueError(f"DlcJob kind must be {KIND!r}")
+        props: dict[str, Any] = {
+            "kind": kind, "region": region, "display_name": display_name or name, "job_type": job_type,
+            "image": image, "command": command, "envs": dict(envs or {}), "ecs_spec": ecs_spec,
+            "resource_id": resource_id, "pod_count": pod_count, "gpus_per_pod": gpus_per_pod,
+            "cpu_per_pod": cpu_per_pod, "memory_gib_per_pod": memory_gib_per_pod, "enable_rdma": enable_rdma,
+            "spot": spot, "spot_price_limit": spot_price_limit, "max_running_minutes": max_running_minutes,
+            "vpc_cidr": vpc_cidr, "workspace_id": workspace_id, "vpc_id": vpc_id, "vswitch_id": vswitch_id,
+            "security_group_id": security_group_id, "data_sources": [dict(d) for d in (data_sources or [])],
+            "job_id": None, "status": None, "reason": None,
+        }
+        super().__init__(provider or DlcJobProvider(), name, props, opts)
+
+
+def _check_plan(plan: Plan) -> None:
+    d = plan.dlc
+    if d is not None and d.resource_id and not d.workspace_id:
+        raise InputError(f"dlc.resource_id {d.resource_id} needs dlc.workspace_id: a resource quota is usable only "
+                         "in a workspace it is attached to, and a workspace trainstack creates has none",
+                         hint="set dlc.workspace_id to the workspace the quota is attached to")
+
+
+class DlcTraining(pulumi.ComponentResource):
+    """Workspace, datasets and the DLC job of a plan whose target is ``dlc`` (no ECS nodes)."""
+
+    def __init__(self, name: str, plan: Plan, vpc_id: pulumi.Input[str], vswitch_id: pulumi.Input[str],
+                 security_group_id: pulumi.Input[str], opts: Optional[pulumi.ResourceOptions] = None) -> None:
+        super().__init__("trainstack:index:DlcTraining", name, None, opts)
+        # all plan checks first, so a bad plan creates nothing
+        inputs = job_inputs(plan)
+        _check_plan(plan)
+        stack = pulumi.get_stack()
+        specs = planned_datasets(plan, stack)
+        from pulumi_alicloud import pai
+
+        child = pulumi.ResourceOptions(parent=self)
+        if plan.dlc.workspace_id:
+            self.workspace = None
+            workspace_id: pulumi.Input[str] = plan.dlc.workspace_id
+        else:
+            self.workspace = pai.WorkspaceWorkspace(
+                f"{name}-workspace", workspace_name=workspace_name(plan.name, stack), display_name=plan.name,
+                description=f"trainstack {plan.name} ({stack})"[:80], env_types=["prod"], opts=child)
+            workspace_id = self.workspace.id
+        self.datasets: dict[str, Any] = {}
+        for spec in specs:
+            self.datasets[spec.role] = pai.WorkspaceDataset(
+                f"{name}-{spec.role}", workspace_id=workspace_id, dataset_name=spec.dataset_name,
+                data_source_type=spec.data_source_type, uri=spec.uri, property=spec.data_property,
+                options=spec.options, accessibility="PRIVATE", data_type="COMMON", source_type="USER",
+                description=f"trainstack {plan.name}: {spec.role} ({spec.mount_access} at {spec.mount_path})",
+                opts=child)
+        data_sources = [spec.data_source(self.datasets[spec.role].id) for spec in specs]
+        self.job = DlcJob(f"{name}-job", **inputs, workspace_id=workspace_id, data_sources=data_sources,
+                          vpc_id=vpc_id, vswitch_id=vswitch_id, security_group_id=security_group_id,
+                          opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.datasets.values())))
+        self.workspace_id = pulumi.Output.from_input(workspace_id)
+        self.job_id = self.job.job_id
+        self.job_status = self.job.status
+        self.register_outputs({
+            "workspace_id": self.workspace_id, "job_id": self.job.job_id, "job_status": self.job.status,
+            "dataset_ids": {role: ds.id for role, ds in self.datasets.items()},
+        })

@@ -1,0 +1,240 @@
+"""The exact PAI-DLC CreateJob body a plan turns into (built through the installed SDK models)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from alibabacloud_pai_dlc20201203 import models as dlc_models
+
+from plan_factory import ERDMA_NCCL, dlc_plan
+from trainstack import dlc_request as r
+from trainstack.errors import InputError
+from trainstack.plan import DlcPlan, JobPlan
+
+REGION = "cn-shenzhen"
+IMAGE = "dsw-registry-vpc.cn-shenzhen.cr.aliyuncs.com/pai/pytorch-training:2.1-gpu-py310-cu121-ubuntu22.04"
+NET = dict(vpc_id="vpc-wz9abc", vswitch_id="vsw-wz9abc", security_group_id="sg-wz9abc")
+#: what every JobSpec.to_map() carries besides the fields set
+EMPTY_SPEC_LISTS = {"ElasticSpotSpecs": [], "LocalMountSpecs": [], "StartupDependencies": []}
+USER_VPC = {"VpcId": "vpc-wz9abc", "SwitchId": "vsw-wz9abc", "SecurityGroupId": "sg-wz9abc",
+            "ExtendedCIDRs": ["10.0.0.0/16"]}
+
+
+def _dlc(plan, **update):
+    return plan.model_copy(update={"dlc": plan.dlc.model_copy(update=update)})
+
+
+def single_gpu_plan():
+    return dlc_plan(name="llama3-8b-lora", nodes=1, gpus_per_node=1, total_gpus=1,
+                    instance_type="ecs.gn7i-c8g1.2xlarge", gpu_model="A10",
+                    dlc=DlcPlan(image=IMAGE, ecs_spec="ecs.gn7i-c8g1.2xlarge", pod_count=1, gpus_per_pod=1,
+                                command="python train.py --lora", max_running_minutes=600))
+
+
+def quota_rdma_plan():
+    base = dlc_plan(name="llama3-70b-full", nodes=4, gpus_per_node=8, total_gpus=32, instance_type=None)
+    return base.model_copy(update={
+        "network": base.network.model_copy(update={"rdma": "erdma", "nccl_env": dict(ERDMA_NCCL)}),
+        "job": JobPlan(command="torchrun train.py", method="full", precision="bf16-mixed",
+                       env={"WANDB_PROJECT": "llama3"}),
+        "dlc": DlcPlan(workspace_id="ws-123", resource_id="quotaabc123", image=IMAGE, pod_count=4, gpus_per_pod=8,
+                       cpu_per_pod=96, memory_gib_per_pod=960, enable_rdma=True,
+                       command="torchrun --nnodes 4 --nproc-per-node 8 train.py",
+                       envs={"NCCL_DEBUG": "INFO"}, max_running_minutes=2880)})
+
+
+def spot_plan():
+    return _dlc(dlc_plan(spot=True), image=IMAGE, pod_count=1, spot=True, spot_price_limit=34.742,
+                max_running_minutes=None)
+
+
+def test_single_gpu_public_resource_job_exact_body():
+    body = r.build_create_job_request(
+        single_gpu_plan(), workspace_id="ws-123", **NET,
+        data_sources=[{"data_source_id": "d-ckpt", "mount_path": "/mnt/data/checkpoints", "mount_access": "RW"}])
+    assert body == {
+        "CustomEnvs": [],
+        "DataSources": [{"DataSourceId": "d-ckpt", "MountPath": "/mnt/data/checkpoints", "MountAccess": "RW"}],
+        "DisplayName": "llama3-8b-lora",
+        "JobMaxRunningTimeMinutes": 600,
+        "JobSpecs": [{"Type": "Worker", "PodCount": 1, "EcsSpec": "ecs.gn7i-c8g1.2xlarge", "Image": IMAGE,
+                      **EMPTY_SPEC_LISTS}],
+        "JobType": "PyTorchJob",
+        "UserCommand": "python train.py --lora",
+        "UserVpc": USER_VPC,
+        "WorkspaceId": "ws-123",
+    }
+    # no envs planned -> no Envs; a public-resource job has no quota, RDMA or spot fields
+    assert "ResourceId" not in body and "Settings" not in body and "SpotSpec" not in body["JobSpecs"][0]
+
+
+def test_multi_worker_quota_job_with_rdma_exact_body():
+    body = r.build_create_job_request(quota_rdma_plan(), workspace_id="ws-123", **NET, data_sources=[])
+    assert body == {
+        "CustomEnvs": [],
+        "DataSources": [],
+        "DisplayName": "llama3-70b-full",
+        "Envs": {**ERDMA_NCCL, "NCCL_DEBUG": "INFO", "WANDB_PROJECT": "llama3"},
+        "JobMaxRunningTimeMinutes": 2880,
+        "JobSpecs": [{"Type": "Worker", "PodCount": 4, "Image": IMAGE,
+                      "ResourceConfig": {"GPU": "8", "CPU": "96", "Memory": "960Gi"}, **EMPTY_SPEC_LISTS}],
+        "JobType": "PyTorchJob",
+        "ResourceId": "quotaabc123",
+        "Settings": {"EnableRDMA": True},
+        "UserCommand": "torchrun --nnodes 4 --nproc-per-node 8 train.py",
+        "UserVpc": USER_VPC,
+        "WorkspaceId": "ws-123",
+    }
+    assert "EcsSpec" not in body["JobSpecs"][0]
+
+
+def test_spot_job_bids_per_minute_price_limit():
+    body = r.build_create_job_request(spot_plan(), workspace_id="ws-1", vpc_id=None, vswitch_id=None,
+                                      security_group_id=None, data_sources=[])
+    spec = body["JobSpecs"][0]
+    # 34.742 CNY/h per pod -> 0.579 CNY/min (rounded down, never above the hourly limit)
+    assert spec["SpotSpec"] == {"SpotStrategy": "SpotWithPriceLimit", "SpotPriceLimit": 0.579}
+    assert "UseSpotInstance" not in spec  # deprecated in the API reference
+    assert spec["EcsSpec"] == "ecs.gn7e-c16g1.4xlarge" and spec["PodCount"] == 1
+    assert "UserVpc" not in body and "JobMaxRunningTimeMinutes" not in body
+
+
+def test_spot_limit_falls_back_to_the_plans_hourly_limit_and_is_required():
+    plan = _dlc(dlc_plan(spot=True, spot_price_limit=60.0), image=IMAGE, spot=True, spot_price_limit=None)
+    body = r.build_create_job_request(plan, workspace_id="ws-1", vpc_id=None, vswitch_id=None,
+                                      security_group_id=None, data_sources=[])
+    assert body["JobSpecs"][0]["SpotSpec"]["SpotPriceLimit"] == 1.0
+    with pytest.raises(InputError, match="spot DLC job without a price limit"):
+        r.job_inputs(_dlc(dlc_plan(), image=IMAGE, spot=True))
+
+
+def test_body_round_trips_through_the_sdk_model():
+    body = r.build_create_job_request(quota_rdma_plan(), workspace_id="ws-123", **NET, data_sources=[])
+    assert dlc_models.CreateJobRequest().from_map(body).to_map() == body
+
+
+def test_max_running_minutes_falls_back_to_job_max_runtime_hours():
+    plan = _dlc(dlc_plan(job=JobPlan(command="python train.py", method="lora", precision="bf16",
+                                     max_runtime_hours=1.5)), image=IMAGE, max_running_minutes=None)
+    assert r.job_inputs(plan)["max_running_minutes"] == 90
+
+
+def test_job_inputs_are_plain_values_policies_can_judge():
+    inputs = r.job_inputs(quota_rdma_plan())
+    assert inputs["kind"] == "pai-dlc-job"
+    assert inputs["pod_count"] == 4 and inputs["enable_rdma"] is True and inputs["resource_id"] == "quotaabc123"
+    assert all(isinstance(v, (str, int, float, bool, dict)) for v in inputs.values())
+    assert set(inputs) <= set(r.PLAN_INPUT_KEYS)
+
+
+def test_quota_job_needs_cpu_and_memory_per_pod():
+    with pytest.raises(InputError, match="cpu_per_pod and memory_gib_per_pod"):
+        r.job_inputs(_dlc(quota_rdma_plan(), cpu_per_pod=None, memory_gib_per_pod=None))
+
+
+def test_public_job_needs_an_ecs_spec():
+    with pytest.raises(InputError, match="neither an ECS spec"):
+        r.job_inputs(_dlc(dlc_plan(), ecs_spec=None))
+
+
+def test_not_a_dlc_plan_is_rejected():
+    with pytest.raises(ValueError, match="target"):
+        r.job_inputs(dlc_plan(target="ecs", dlc=None))
+
+
+def test_default_image_rule_and_no_invented_tag():
+    assert r.default_image("cn-wulanchabu", "2.1-gpu-py310") == \
+        "dsw-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/pai/pytorch-training:2.1-gpu-py310"
+    with pytest.raises(InputError, match="dlc.image_tag") as err:
+        r.default_image(REGION, None)
+    assert "never invents a tag" in err.value.hint
+    untagged = "dsw-registry-vpc.cn-shenzhen.cr.aliyuncs.com/pai/pytorch-training"
+    with pytest.raises(InputError, match="has no tag"):
+        r.job_inputs(_dlc(dlc_plan(), image=untagged))
+
+
+def test_memory_quantity_and_per_minute_rounding():
+    assert r.memory_quantity(960) == "960Gi"
+    assert r.memory_quantity(7.5) == "7680Mi"
+    assert r.spot_price_limit_per_minute(60) == 1.0
+    assert r.spot_price_limit_per_minute(0.06) == 0.001
+    with pytest.raises(InputError):
+        r.spot_price_limit_per_minute(0.001)
+
+
+def test_redacted_request_hides_secrets_from_the_plan_output():
+    plan = _dlc(dlc_plan(job=JobPlan(command="python train.py", method="lora", precision="bf16",
+                                     env={"HF_TOKEN": "hf_abcdef", "NOTE": "key LTAI5tAbCdEfGhIjKlMnOp here"})),
+                image=IMAGE)
+    body = r.redacted_request(plan, workspace_id="ws-1", **NET, data_sources=[])
+    assert body["Envs"]["HF_TOKEN"] == "***redacted***"
+    assert "LTAI5t" not in json.dumps(body)
+    assert body["Envs"]["NCCL_DEBUG"] == "INFO"
+    # the unredacted body still carries them (it is what the API needs)
+    assert r.build_create_job_request(plan, workspace_id="ws-1", **NET, data_sources=[])["Envs"]["HF_TOKEN"] == "hf_abcdef"
+
+
+def test_preview_request_uses_placeholders_for_deploy_time_ids():
+    body = r.preview_request(dlc_plan(), stack="prod")
+    assert body["WorkspaceId"] == r.UNKNOWN
+    assert body["UserVpc"]["VpcId"] == r.UNKNOWN
+    assert body["DataSources"] == [{"DataSourceId": f"{r.UNKNOWN}: dataset qwen-7b-dlc-prod-checkpoints",
+                                    "MountPath": "/mnt/data/checkpoints", "MountAccess": "RW"}]
+    pinned = r.preview_request(_dlc(dlc_plan(), workspace_id="ws-777"))
+    assert pinned["WorkspaceId"] == "ws-777"
+
+
+@pytest.mark.parametrize("uri, expected", [
+    ("oss://my-data/corpus", ("OSS", "oss://my-data.oss-cn-shenzhen-internal.aliyuncs.com/corpus/")),
+    ("oss://my-data.oss-cn-beijing-internal.aliyuncs.com/c/", ("OSS", "oss://my-data.oss-cn-beijing-internal.aliyuncs.com/c/")),
+    ("cpfs://cpfs-0123abcd/datasets", ("NAS", "nas://cpfs-0123abcd.cn-shenzhen/datasets/")),
+    ("nas://0a1b2c.cn-shenzhen/x", ("NAS", "nas://0a1b2c.cn-shenzhen/x/")),
+    ("nas://0a1b2c", ("NAS", "nas://0a1b2c.cn-shenzhen/")),
+])
+def test_dataset_uri_in_pai_form(uri, expected):
+    assert r.dataset_uri(uri, REGION) == expected
+
+
+def _storage(plan, **update):
+    return plan.model_copy(update={"storage": plan.storage.model_copy(update=update)})
+
+
+def test_planned_datasets_checkpoint_bucket_and_read_only_dataset():
+    specs = r.planned_datasets(_storage(dlc_plan(), dataset_uri="oss://corpus/tokens"), stack="dev")
+    ckpt, data = specs
+    assert (ckpt.role, ckpt.data_source_type, ckpt.mount_access, ckpt.mount_path) == \
+        ("checkpoints", "OSS", "RW", "/mnt/data/checkpoints")
+    assert ckpt.uri == "oss://qwen-7b-dlc-ckpt-1b2c.oss-cn-shenzhen-internal.aliyuncs.com/checkpoints/"
+    assert json.loads(ckpt.options) == {"mountPath": "/mnt/data/checkpoints"}
+    assert (data.role, data.mount_access, data.mount_path) == ("dataset", "RO", r.DATASET_MOUNT_PATH)
+
+
+def test_planned_datasets_checkpoints_on_existing_cpfs():
+    plan = _storage(dlc_plan(), checkpoint="cpfs", oss=None, dataset_uri="cpfs://cpfs-0123abcd/train",
+                    checkpoint_path="/mnt/dataset/checkpoints")
+    (spec,) = r.planned_datasets(plan, stack="dev")
+    assert spec.data_source_type == "NAS" and spec.mount_access == "RW"
+    with pytest.raises(InputError, match="must be under /mnt/dataset"):
+        r.planned_datasets(_storage(plan, checkpoint_path="/mnt/cpfs/checkpoints"), stack="dev")
+    with pytest.raises(InputError, match="cannot mount a CPFS that trainstack creates"):
+        r.planned_datasets(_storage(plan, dataset_uri=None), stack="dev")
+    with pytest.raises(InputError, match="no ESSD"):
+        r.planned_datasets(_storage(dlc_plan(), checkpoint="essd"), stack="dev")
+
+
+def test_workspace_name_fits_pai_rules():
+    name = r.workspace_name("9-very-long-profile-name-for-dlc", "prod")
+    assert 3 <= len(name) <= 23 and name[0].isalpha()
+    assert all(c.isalnum() or c == "_" for c in name)
+    assert name != r.workspace_name("9-very-long-profile-name-for-dlc", "dev")
+    assert name == r.workspace_name("9-very-long-profile-name-for-dlc", "prod")
+
+
+def test_validate_inputs_names_each_bad_field():
+    bad = {"kind": "other", "region": "", "image": IMAGE, "command": "x", "job_type": "PyTorchJob",
+           "pod_count": 0, "spot": True}
+    fields = [p for p, _ in r.validate_inputs(bad)]
+    assert fields == ["kind", "region", "ecs_spec", "pod_count", "spot_price_limit"]
+    with pytest.raises(ValueError, match="workspace_id is required"):
+        r.build_request_model({**r.job_inputs(dlc_plan())})

@@ -1,0 +1,382 @@
+"""PAI-DLC job requests, built from a Plan without Pulumi and without network I/O.
+
+Three layers, each a pure function of the one before:
+
+``job_inputs(plan)``
+    The plain values of the DLC job (``kind: pai-dlc-job``, ECS spec or quota, pod count, RDMA,
+    spot, image, command, envs ...). ``components.dlc.DlcJob`` carries exactly these as its
+    inputs, so policies judge the same values that are sent.
+``build_request_model(inputs)``
+    Those inputs plus the ids known only at deploy time (workspace, VPC, vSwitch, security
+    group, dataset ids) as the SDK's ``CreateJobRequest``. The dynamic provider sends this.
+``build_create_job_request(plan, ...)``
+    ``build_request_model(...).to_map()``: the API body with the SDK's own PascalCase names,
+    so a field name can never drift from the installed ``alibabacloud-pai-dlc20201203``.
+
+``redacted_request`` / ``preview_request`` are what ``trainstack plan`` shows (secrets redacted,
+ids not known offline shown as placeholders).
+
+Units: ``DlcPlan.spot_price_limit`` is CNY per hour per pod, like every price in trainstack;
+the API's ``SpotSpec.SpotPriceLimit`` is CNY per **minute** (SDK docstring and the SpotSpec API
+page), so it is divided by 60 and rounded down to 4 decimals (never bid above the limit).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+from alibabacloud_pai_dlc20201203 import models as dlc_models
+
+from .errors import InputError
+from .plan import Plan
+from .secrets import redact
+
+KIND = "pai-dlc-job"
+WORKER = "Worker"
+SPOT_STRATEGY = "SpotWithPriceLimit"
+#: Official PAI training image repository; the tag is always chosen by the user (never invented).
+DEFAULT_IMAGE_REPOSITORY = "dsw-registry-vpc.{region}.cr.aliyuncs.com/pai/pytorch-training"
+#: Where a ``storage.dataset_uri`` is mounted in every pod.
+DATASET_MOUNT_PATH = "/mnt/dataset"
+#: Where the OSS bucket is mounted when checkpoints do not go to OSS.
+OSS_MOUNT_PATH = "/mnt/oss"
+#: Statuses in which a job holds no resources and cannot be stopped.
+TERMINAL_STATUSES = frozenset({"Succeeded", "Failed", "Stopped"})
+#: Placeholder for an id that exists only after deploy (plan output).
+UNKNOWN = "(known after deploy)"
+
+#: Input names of the DlcJob resource set from the plan (``job_inputs``) ...
+PLAN_INPUT_KEYS = (
+    "kind", "region", "display_name", "job_type", "image", "command", "envs", "ecs_spec", "resource_id",
+    "pod_count", "gpus_per_pod", "cpu_per_pod", "memory_gib_per_pod", "enable_rdma", "spot",
+    "spot_price_limit", "max_running_minutes", "vpc_cidr",
+)
+#: ... and those known only at deploy time.
+DEPLOY_INPUT_KEYS = ("workspace_id", "vpc_id", "vswitch_id", "security_group_id", "data_sources")
+INPUT_KEYS = PLAN_INPUT_KEYS + DEPLOY_INPUT_KEYS
+#: Outputs of the DlcJob resource.
+OUTPUT_KEYS = ("job_id", "status", "reason")
+
+_DATA_SOURCE_FIELDS = ("access_point_id", "data_source_id", "data_source_version", "enable_cache", "mount_access",
+                       "mount_path", "options", "role_arn", "role_chain", "uri")
+
+
+# ---------------------------------------------------------------------------------------------
+# small pure helpers
+
+
+def default_image(region: str, tag: Optional[str]) -> str:
+    """The official PAI PyTorch training image of ``region`` with the user's ``tag``.
+
+    There is no safe default tag offline (tags come from AIWorkspace ``ListImages``), so a missing
+    tag is an error rather than a guess.
+    """
+    if not tag or not str(tag).strip():
+        raise InputError(
+            "no image for the DLC job: set job.image, or dlc.image_tag to pin a tag of "
+            + DEFAULT_IMAGE_REPOSITORY.format(region=region),
+            hint="list the official tags with PAI AIWorkspace ListImages (labels system.supported.dlc=true) "
+                 "or in the PAI console; trainstack never invents a tag")
+    return f"{DEFAULT_IMAGE_REPOSITORY.format(region=region)}:{str(tag).strip()}"
+
+
+def _check_image(image: Optional[str], region: str) -> None:
+    """An image must be given; the official PAI repository must carry a tag or digest (no implicit
+    ``latest``, which would be a tag nobody chose)."""
+    if not image:
+        default_image(region, None)  # raises the explanatory error
+    last = str(image).rsplit("/", 1)[-1]
+    if "/pai/" in str(image) and ":" not in last and "@" not in last:
+        raise InputError(f"DLC image {image!r} has no tag",
+                         hint="pin one with dlc.image_tag or job.image (tags: PAI ListImages or the console)")
+
+
+def spot_price_limit_per_minute(hourly_cny: float) -> float:
+    """CNY/hour -> the API's CNY/minute, rounded down to 4 decimals (never above the hourly cap)."""
+    per_minute = math.floor(float(hourly_cny) / 60 * 10_000 + 1e-9) / 10_000
+    if per_minute <= 0:
+        raise InputError(f"spot price limit {hourly_cny} CNY/h is too small for DLC (below 0.0001 CNY/min)")
+    return per_minute
+
+
+def memory_quantity(gib: float) -> str:
+    """A memory size in the API's Kubernetes-style notation (``"10Gi"``, fractional as ``Mi``)."""
+    value = float(gib)
+    if value <= 0:
+        raise InputError(f"memory per pod must be positive, got {gib}")
+    return f"{int(value)}Gi" if value.is_integer() else f"{int(round(value * 1024))}Mi"
+
+
+def workspace_name(plan_name: str, stack: str) -> str:
+    """A PAI workspace name: 3-23 letters, digits or underscores, starting with a letter, unique per
+    region, so it carries a short hash of stack and plan name."""
+    base = re.sub(r"[^A-Za-z0-9_]", "_", plan_name)
+    if not base[:1].isalpha():
+        base = "ts_" + base
+    digest = hashlib.sha256(f"{stack}/{plan_name}".encode()).hexdigest()[:4]
+    return f"{base[:18]}_{digest}"
+
+
+def _int(value: Any) -> Optional[int]:
+    """Pulumi hands numbers to providers as floats; the API wants integers."""
+    if value is None:
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"expected a whole number, got {value}")
+    return int(value)
+
+
+def _str_envs(envs: Optional[Mapping[str, Any]]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in sorted((envs or {}).items())}
+
+
+# ---------------------------------------------------------------------------------------------
+# Plan -> plain job inputs
+
+
+def job_inputs(plan: Plan) -> dict[str, Any]:
+    """The plain inputs of the DLC job resource, from the plan alone (None values omitted)."""
+    d = plan.dlc
+    if plan.target != "dlc" or d is None:
+        raise ValueError(f"plan {plan.name!r} targets {plan.target!r}; a DLC job needs target 'dlc' and plan.dlc")
+    _check_image(d.image, plan.region)
+    envs: dict[str, str] = {}
+    if d.enable_rdma:
+        envs.update(plan.network.nccl_env)
+    envs.update(d.envs)
+    envs.update(plan.job.env)  # what the user wrote wins over planned defaults
+    inputs: dict[str, Any] = {
+        "kind": KIND,
+        "region": plan.region,
+        "display_name": plan.name,
+        "job_type": d.job_type,
+        "image": d.image,
+        "command": d.command,
+        "envs": _str_envs(envs),
+        "pod_count": d.pod_count,
+        "gpus_per_pod": d.gpus_per_pod,
+        "enable_rdma": d.enable_rdma,
+        "spot": d.spot,
+        "vpc_cidr": plan.network.vpc_cidr,
+    }
+    if d.resource_id:
+        missing = [n for n in ("cpu_per_pod", "memory_gib_per_pod") if getattr(d, n) is None]
+        if missing:
+            raise InputError(f"DLC quota job (dlc.resource_id {d.resource_id}) needs {' and '.join(missing)} "
+                             "per pod for ResourceConfig",
+                             hint="the resolver fills them from the quota's node size")
+        inputs.update(resource_id=d.resource_id, cpu_per_pod=d.cpu_per_pod, memory_gib_per_pod=d.memory_gib_per_pod)
+        if d.ecs_spec:
+            inputs["ecs_spec"] = d.ecs_spec  # informational for policies; not sent with a quota
+    elif d.ecs_spec:
+        inputs["ecs_spec"] = d.ecs_spec
+    else:
+        raise InputError("DLC job has neither an ECS spec (public resources) nor dlc.resource_id (quota)",
+                         hint="set resources.instance_types / gpu_models, or dlc.resource_id for a quota")
+    if d.spot:
+        limit = d.spot_price_limit if d.spot_price_limit is not None else plan.spot_price_limit
+        if limit is None:
+            raise InputError("spot DLC job without a price limit",
+                             hint="the limit defaults to the on-demand price per pod; the resolver sets "
+                                  "dlc.spot_price_limit (CNY/h)")
+        spot_price_limit_per_minute(limit)  # validates
+        inputs["spot_price_limit"] = limit
+    minutes = d.max_running_minutes
+    if minutes is None and plan.job.max_runtime_hours:
+        minutes = math.ceil(plan.job.max_runtime_hours * 60)
+    if minutes is not None:
+        inputs["max_running_minutes"] = minutes
+    return inputs
+
+
+def validate_inputs(inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(property, reason)`` for each plain input the API would reject (provider ``check``).
+    Values that are still unknown (preview) are skipped."""
+    problems: list[tuple[str, str]] = []
+    if inputs.get("kind") != KIND:
+        problems.append(("kind", f"must be {KIND!r}"))
+    for key in ("region", "image", "command", "job_type"):
+        if not inputs.get(key):
+            problems.append((key, "is required"))
+    if not inputs.get("ecs_spec") and not inputs.get("resource_id"):
+        problems.append(("ecs_spec", "set ecs_spec (public resources) or resource_id (quota)"))
+    if inputs.get("resource_id"):
+        for key in ("cpu_per_pod", "memory_gib_per_pod", "gpus_per_pod"):
+            if inputs.get(key) is None:
+                problems.append((key, "is required with resource_id (ResourceConfig)"))
+    pods = inputs.get("pod_count")
+    if not isinstance(pods, (int, float)) or pods < 1 or float(pods) != int(pods):
+        problems.append(("pod_count", f"must be a whole number >= 1, got {pods!r}"))
+    if inputs.get("spot") and not inputs.get("spot_price_limit"):
+        problems.append(("spot_price_limit", "is required for a spot job (CNY/h per pod)"))
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# inputs -> SDK request
+
+
+def _data_source(entry: Mapping[str, Any]) -> dlc_models.CreateJobRequestDataSources:
+    unknown = sorted(set(entry) - set(_DATA_SOURCE_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown DataSources field(s) {unknown}; allowed: {', '.join(_DATA_SOURCE_FIELDS)}")
+    return dlc_models.CreateJobRequestDataSources(**{k: v for k, v in entry.items() if v is not None})
+
+
+def build_request_model(inputs: Mapping[str, Any]) -> dlc_models.CreateJobRequest:
+    """The SDK ``CreateJobRequest`` for the job inputs (plan inputs plus deploy-time ids)."""
+    problems = validate_inputs(inputs)
+    if not inputs.get("workspace_id"):
+        problems.append(("workspace_id", "is required"))
+    if problems:
+        raise ValueError("invalid DLC job inputs: " + "; ".join(f"{k} {r}" for k, r in problems))
+    quota = inputs.get("resource_id")
+    spec = dlc_models.JobSpec(type=WORKER, pod_count=_int(inputs["pod_count"]), image=inputs["image"])
+    if quota:
+        spec.resource_config = dlc_models.ResourceConfig(
+            cpu=str(_int(inputs["cpu_per_pod"])), gpu=str(_int(inputs["gpus_per_pod"])),
+            memory=memory_quantity(inputs["memory_gib_per_pod"]))
+    else:
+        spec.ecs_spec = inputs["ecs_spec"]
+    if inputs.get("spot"):
+        spec.spot_spec = dlc_models.SpotSpec(
+            spot_strategy=SPOT_STRATEGY, spot_price_limit=spot_price_limit_per_minute(inputs["spot_price_limit"]))
+    user_vpc = None
+    if inputs.get("vpc_id"):
+        user_vpc = dlc_models.CreateJobRequestUserVpc(
+            vpc_id=inputs["vpc_id"], switch_id=inputs.get("vswitch_id"),
+            security_group_id=inputs.get("security_group_id"),
+            # the API wants every CIDR of the VPC whenever a vSwitch is given
+            extended_cidrs=[inputs["vpc_cidr"]] if inputs.get("vswitch_id") and inputs.get("vpc_cidr") else None)
+    envs = _str_envs(inputs.get("envs"))
+    data_sources = [_data_source(e) for e in (inputs.get("data_sources") or [])]
+    return dlc_models.CreateJobRequest(
+        display_name=inputs.get("display_name"),
+        job_type=inputs["job_type"],
+        job_specs=[spec],
+        user_command=inputs["command"],
+        workspace_id=inputs["workspace_id"],
+        resource_id=quota or None,
+        data_sources=data_sources or None,
+        envs=envs or None,
+        user_vpc=user_vpc,
+        settings=dlc_models.JobSettings(enable_rdma=True) if inputs.get("enable_rdma") else None,
+        job_max_running_time_minutes=_int(inputs.get("max_running_minutes")),
+    )
+
+
+def build_create_job_request(plan: Plan, *, workspace_id: str, vpc_id: Optional[str], vswitch_id: Optional[str],
+                             security_group_id: Optional[str], data_sources: Sequence[Mapping[str, Any]]) -> dict:
+    """The CreateJob API body for ``plan`` (PascalCase keys exactly as ``CreateJobRequest.to_map()``).
+
+    ``data_sources`` entries use the SDK's ``CreateJobRequestDataSources`` argument names
+    (``data_source_id``, ``mount_path``, ``mount_access``, ``uri``, ``options`` ...).
+    """
+    inputs = dict(job_inputs(plan), workspace_id=workspace_id, vpc_id=vpc_id, vswitch_id=vswitch_id,
+                  security_group_id=security_group_id, data_sources=[dict(d) for d in data_sources])
+    return build_request_model(inputs).to_map()
+
+
+def redacted_request(plan: Plan, *, workspace_id: str, vpc_id: Optional[str], vswitch_id: Optional[str],
+                     security_group_id: Optional[str], data_sources: Sequence[Mapping[str, Any]]) -> dict:
+    """``build_create_job_request`` with secret-named keys and secret-shaped values replaced."""
+    return redact(build_create_job_request(
+        plan, workspace_id=workspace_id, vpc_id=vpc_id, vswitch_id=vswitch_id,
+        security_group_id=security_group_id, data_sources=data_sources))
+
+
+# ---------------------------------------------------------------------------------------------
+# datasets (what DlcTraining creates) and the offline preview
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """One PAI dataset DlcTraining registers and the job mounts."""
+
+    role: str                      # "checkpoints" | "dataset" | "oss"
+    dataset_name: str
+    data_source_type: str          # "OSS" | "NAS"
+    uri: str
+    mount_path: str
+    mount_access: str              # "RW" | "RO"
+    data_property: str = "DIRECTORY"  # the dataset's ``property``: DIRECTORY | FILE
+
+    @property
+    def options(self) -> str:
+        """The dataset's ``options``: DLC's default mount path."""
+        return json.dumps({"mountPath": self.mount_path})
+
+    def data_source(self, data_source_id: Any) -> dict[str, Any]:
+        """The CreateJob ``DataSources`` entry for this dataset once it has an id."""
+        return {"data_source_id": data_source_id, "mount_path": self.mount_path, "mount_access": self.mount_access}
+
+
+def _dir(path: str) -> str:
+    return path if path.endswith("/") else path + "/"
+
+
+def dataset_uri(uri: str, region: str) -> tuple[str, str]:
+    """``(data_source_type, PAI uri)`` for a profile's ``oss://``, ``nas://`` or ``cpfs://`` URI.
+
+    PAI wants ``oss://<bucket>.<endpoint>/<path>/`` and ``nas://<file system id>.<region>/<path>/``
+    (CPFS file systems are NAS data sources with a ``cpfs-`` id). A bare bucket or file-system id
+    gets the region's internal endpoint / region added.
+    """
+    m = re.fullmatch(r"(oss|nas|cpfs)://([^/]+)(/.*)?", uri)
+    if not m:
+        raise InputError(f"storage.dataset_uri {uri!r} is not an oss://, nas:// or cpfs:// URI")
+    scheme, host, path = m.group(1), m.group(2), m.group(3) or "/"
+    if scheme == "oss":
+        if "." not in host:
+            host = f"{host}.oss-{region}-internal.aliyuncs.com"
+        return "OSS", f"oss://{host}{_dir(path)}"
+    if "." not in host:
+        host = f"{host}.{region}"
+    return "NAS", f"nas://{host}{_dir(path)}"
+
+
+def planned_datasets(plan: Plan, stack: str) -> list[DatasetSpec]:
+    """The PAI datasets a DLC plan needs: the OSS checkpoint bucket and ``storage.dataset_uri``."""
+    s = plan.storage
+    if s.checkpoint == "essd":
+        raise InputError("a DLC job has no ESSD data disks: use storage.checkpoint oss (or cpfs with an existing "
+                         "CPFS in storage.dataset_uri)")
+    if s.checkpoint == "oss" and s.oss is None:
+        raise InputError("storage.checkpoint is oss but the plan has no OSS bucket")
+    out: list[DatasetSpec] = []
+    prefix = f"{plan.name}-{stack}"
+    if s.oss is not None:
+        ckpt = s.checkpoint == "oss"
+        out.append(DatasetSpec(
+            role="checkpoints" if ckpt else "oss", dataset_name=f"{prefix}-{'checkpoints' if ckpt else 'oss'}"[:127],
+            data_source_type="OSS", uri=f"oss://{s.oss.bucket}.{s.oss.internal_endpoint}/{_dir(s.oss.prefix.lstrip('/'))}",
+            mount_path=s.checkpoint_path if ckpt else OSS_MOUNT_PATH, mount_access="RW"))
+    if s.dataset_uri:
+        kind, uri = dataset_uri(s.dataset_uri, plan.region)
+        on_fs = s.checkpoint == "cpfs"
+        if on_fs and kind != "NAS":
+            raise InputError("storage.checkpoint is cpfs but storage.dataset_uri is not a cpfs:// or nas:// file system")
+        if on_fs and not (s.checkpoint_path + "/").startswith(DATASET_MOUNT_PATH + "/"):
+            raise InputError(f"with checkpoint cpfs on DLC, checkpoints live on the dataset file system: "
+                             f"checkpoint_path must be under {DATASET_MOUNT_PATH}, got {s.checkpoint_path}")
+        out.append(DatasetSpec(role="dataset", dataset_name=f"{prefix}-dataset"[:127], data_source_type=kind, uri=uri,
+                               mount_path=DATASET_MOUNT_PATH, mount_access="RW" if on_fs else "RO"))
+    elif s.checkpoint == "cpfs":
+        raise InputError("a DLC job cannot mount a CPFS that trainstack creates; set storage.dataset_uri to an "
+                         "existing CPFS (cpfs://<file system id>/path) in the stack's VPC, or use checkpoint oss")
+    return out
+
+
+def preview_request(plan: Plan, stack: str = "dev") -> dict:
+    """The redacted CreateJob body ``trainstack plan`` shows: ids that exist only after deploy are
+    placeholders; a workspace pinned in ``dlc.workspace_id`` is shown as is."""
+    d = plan.dlc
+    workspace = d.workspace_id if d is not None and d.workspace_id else UNKNOWN
+    sources = [spec.data_source(f"{UNKNOWN}: dataset {spec.dataset_name}") for spec in planned_datasets(plan, stack)]
+    return redacted_request(plan, workspace_id=workspace, vpc_id=UNKNOWN, vswitch_id=UNKNOWN,
+                            security_group_id=UNKNOWN, data_sources=sources)
