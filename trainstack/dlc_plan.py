@@ -65,6 +65,8 @@ def resolve_dlc(profile, catalog: Catalog, ecs_res=None):
             for pods in pods_options:
                 if pods < 1 or pods * inst.gpu_count > DLC_PUBLIC_MAX_GPUS:
                     continue
+                if pods > 1 and inst.rdma not in ("erdma", "roce"):
+                    continue  # several pods train together only over RDMA
                 zone, _ = _zone_for(profile, catalog, inst)
                 ev = _evaluate(profile, catalog, inst, pods, False, zone, ())
                 c = ev.cand
@@ -84,7 +86,7 @@ def resolve_dlc(profile, catalog: Catalog, ecs_res=None):
         labels.append(f"DLC spec {chosen.instance_type} ranked by its ECS list price as a proxy for DLC's price")
         labels.append(f"PAI-DLC public resources are limited to {DLC_PUBLIC_MAX_GPUS} GPUs and 8 vCPU per account "
                       "unless raised via your account manager")
-        rdma = bool(profile.dlc.enable_rdma)
+        rdma = bool(profile.dlc.enable_rdma) or chosen.nodes > 1
     gpus = chosen.nodes * chosen.gpus_per_node
     mem = sizing.memory_estimate(profile.architecture, t, gpus)
     gpu_model = catalog.gpu(chosen.gpu_model or DEFAULT_QUOTA_GPU)

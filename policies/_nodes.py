@@ -1,0 +1,250 @@
+"""Recognise what a resource is for: GPU nodes, disks, storage, rules (by type token and markers).
+
+Markers (DESIGN.md): every training node carries the tags ``trainstack:role=training`` and
+``trainstack:zone=<zone>``; the PAI-DLC job is a resource (a ``pulumi-python:dynamic:Resource``)
+whose inputs hold ``kind: pai-dlc-job`` with its ECS spec, pod count and RDMA setting. DLC inputs
+are read in both spellings (``ecs_spec``/``ecsSpec``, ``pod_count``/``podCount``, ...).
+
+Everything here takes :func:`_props.plain` props and reads values through the ``_props``
+coercers, so an unknown value that matters raises the engine's ``UnknownValueError``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+if __package__:
+    from . import _props as P
+else:  # run by Pulumi from inside policies/ (see __main__.py)
+    import _props as P  # type: ignore[no-redef]
+
+# ---- type tokens (pulumi-alicloud 4.0.0, reference/pulumi-notes.md §2-§4) -------------------
+INSTANCE = "alicloud:ecs/instance:Instance"
+INSTANCE_SET = "alicloud:ecs/ecsInstanceSet:EcsInstanceSet"
+LAUNCH_TEMPLATE = "alicloud:ecs/ecsLaunchTemplate:EcsLaunchTemplate"
+SCALING_CONFIGURATION = "alicloud:ess/scalingConfiguration:ScalingConfiguration"
+SCALING_GROUP = "alicloud:ess/scalingGroup:ScalingGroup"
+NETWORK_INTERFACE = "alicloud:ecs/ecsNetworkInterface:EcsNetworkInterface"
+NETWORK_INTERFACE_ATTACHMENT = "alicloud:ecs/ecsNetworkInterfaceAttachment:EcsNetworkInterfaceAttachment"
+ECS_DISK = "alicloud:ecs/ecsDisk:EcsDisk"
+DISK = "alicloud:ecs/disk:Disk"
+SECURITY_GROUP = "alicloud:ecs/securityGroup:SecurityGroup"
+SECURITY_GROUP_RULE = "alicloud:ecs/securityGroupRule:SecurityGroupRule"
+NAS_FILE_SYSTEM = "alicloud:nas/fileSystem:FileSystem"
+OSS_BUCKET = "alicloud:oss/bucket:Bucket"
+DYNAMIC = "pulumi-python:dynamic:Resource"
+ALICLOUD_PROVIDER = "pulumi:providers:alicloud"
+
+DLC_KIND = "pai-dlc-job"
+SPOT_STRATEGIES = ("SpotWithPriceLimit", "SpotAsPriceGo")
+HIGH_PERFORMANCE = "HighPerformance"
+TRAINING = "training"
+CHECKPOINT = "checkpoint"
+
+#: Resource types that carry instance types (and so may be GPU nodes).
+NODE_TYPES = (INSTANCE, INSTANCE_SET, LAUNCH_TEMPLATE, SCALING_CONFIGURATION)
+#: Types that support Alibaba tags (``required-tags`` judges these and anything with ``tags``).
+TAGGABLE_TYPES = frozenset({
+    INSTANCE, INSTANCE_SET, LAUNCH_TEMPLATE, SCALING_CONFIGURATION, SCALING_GROUP, NETWORK_INTERFACE,
+    ECS_DISK, DISK, SECURITY_GROUP, NAS_FILE_SYSTEM, OSS_BUCKET,
+    "alicloud:vpc/network:Network", "alicloud:vpc/switch:Switch",
+})
+#: Shared persistent storage that survives a spot reclaim: NAS (standard/extreme/CPFS) and OSS.
+SHARED_STORAGE_TYPES = (NAS_FILE_SYSTEM, OSS_BUCKET)
+
+_GPU_FAMILY = re.compile(r"^ecs\.(?:ebm|scc|v|s)?gn\d")
+
+
+def looks_like_gpu_type(name: str) -> bool:
+    """ECS GPU family names: gn*, ebmgn*, sccgn*, vgn*, sgn* (CPU types are out of scope)."""
+    return bool(_GPU_FAMILY.match(name))
+
+
+def is_dlc_job(props: Mapping[str, Any]) -> bool:
+    """The DLC job marker; ``kind`` is a literal, so an unknown ``kind`` is not a DLC job."""
+    return props.get("kind") == DLC_KIND
+
+
+def spot_strategy(props: Mapping[str, Any]) -> str:
+    return P.as_str(props.get("spotStrategy")) or "NoSpot"
+
+
+@dataclass
+class Node:
+    """One GPU node declaration (a resource standing for ``count`` identical machines)."""
+
+    name: str
+    urn: str
+    resource_type: str
+    kind: str  # "ecs" | "instance-set" | "launch-template" | "ess" | "dlc"
+    instance_types: list[str] = field(default_factory=list)
+    training: bool = False
+    count: Optional[int] = 1  # None: decided elsewhere (an ESS scaling group)
+    spot: bool = False
+    spot_strategy: str = "NoSpot"
+    spot_price_limits: dict[str, float] = field(default_factory=dict)  # type -> CNY/h; "*" = any
+    zone: Any = None  # str | None | Unknown (the trainstack:zone tag)
+    high_performance: bool = False  # an eRDMA (HighPerformance) interface on the node itself
+    rdma_enabled: Optional[bool] = None  # DLC ``enable_rdma``
+    gpus_per_pod: Optional[int] = None
+    region: Optional[str] = None  # DLC ``region`` input, if any
+
+    @property
+    def is_template(self) -> bool:
+        return self.kind == "launch-template"
+
+    def label(self) -> str:
+        return self.name if self.count in (None, 1) else f"{self.name} (x{self.count})"
+
+
+def _types(props: Mapping[str, Any], *keys: str) -> list[str]:
+    out: list[str] = []
+    for key in keys:
+        if key not in props:
+            continue
+        for value in P.as_list(props[key]):
+            if isinstance(value, Mapping):
+                value = value.get("instanceType")
+            value = P.as_str(value)
+            if value and value not in out:
+                out.append(value)
+    return out
+
+
+def _high_performance(props: Mapping[str, Any]) -> bool:
+    modes = []
+    if "networkInterfaceTrafficMode" in props:
+        modes.append(props["networkInterfaceTrafficMode"])
+    if "networkInterfaces" in props:
+        for eni in P.as_list(props["networkInterfaces"]):
+            if isinstance(eni, Mapping) and "networkInterfaceTrafficMode" in eni:
+                modes.append(eni["networkInterfaceTrafficMode"])
+    return any(P.as_str(m) == HIGH_PERFORMANCE for m in modes)
+
+
+def _spot_limits(props: Mapping[str, Any], types: list[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    if "spotPriceLimit" in props:  # Instance, EcsInstanceSet, EcsLaunchTemplate
+        limit = P.as_number(props["spotPriceLimit"])
+        if limit:
+            out["*"] = limit
+    for row in P.as_list(props.get("spotPriceLimits")):  # ScalingConfiguration
+        if isinstance(row, Mapping):
+            t = P.as_str(row.get("instanceType"))
+            limit = P.as_number(row.get("priceLimit"))
+            if limit:
+                out[t or "*"] = limit
+    return out
+
+
+def node_of(resource_type: str, props: Mapping[str, Any], name: str, urn: str = "") -> Optional[Node]:
+    """The GPU node a resource declares, or ``None`` when it declares none."""
+    if is_dlc_job(props):
+        return _dlc_node(props, name, urn, resource_type)
+    if resource_type not in NODE_TYPES:
+        return None
+    kind = {INSTANCE: "ecs", INSTANCE_SET: "instance-set", LAUNCH_TEMPLATE: "launch-template",
+            SCALING_CONFIGURATION: "ess"}[resource_type]
+    keys = ("instanceType", "instanceTypes", "instanceTypeOverrides") if kind == "ess" else ("instanceType",)
+    types = _types(props, *keys)
+    strategy = spot_strategy(props)
+    count: Optional[int] = 1
+    if kind == "instance-set":
+        count = P.as_int(props["amount"]) if "amount" in props else 1
+    elif kind == "ess":
+        count = None
+    elif kind == "launch-template":
+        count = 0
+    return Node(
+        name=name, urn=urn, resource_type=resource_type, kind=kind, instance_types=types,
+        training=P.role(props) == TRAINING, count=count,
+        spot=strategy in SPOT_STRATEGIES, spot_strategy=strategy,
+        spot_price_limits=_spot_limits(props, types) if strategy == "SpotWithPriceLimit" else {},
+        zone=P.tag(props, P.ZONE_TAG), high_performance=_high_performance(props))
+
+
+def _dlc_node(props: Mapping[str, Any], name: str, urn: str, resource_type: str) -> Node:
+    types = _types(props, "ecs_spec", "ecsSpec")
+    pods = P.first(props, "pod_count", "podCount", default=1)
+    spot_raw = P.first(props, "spot", "use_spot_instance", "useSpotInstance", "spot_strategy", "spotStrategy")
+    strategy = "NoSpot"
+    if spot_raw is not None:
+        spot_raw = P.need(spot_raw)
+        if isinstance(spot_raw, str) and spot_raw in SPOT_STRATEGIES + ("NoSpot",):
+            strategy = spot_raw
+        elif P.as_bool(spot_raw):
+            strategy = "SpotWithPriceLimit" if P.present(props, "spot_price_limit", "spotPriceLimit") \
+                else "SpotAsPriceGo"
+    limit = P.as_number(P.first(props, "spot_price_limit", "spotPriceLimit"))
+    rdma = P.first(props, "enable_rdma", "enableRdma", "enableRDMA")
+    return Node(
+        name=name, urn=urn, resource_type=resource_type, kind="dlc", instance_types=types,
+        training=True, count=P.as_int(pods), spot=strategy in SPOT_STRATEGIES, spot_strategy=strategy,
+        spot_price_limits={"*": limit} if limit and strategy != "NoSpot" else {},
+        rdma_enabled=None if rdma is None else P.as_bool(rdma),
+        gpus_per_pod=P.as_int(P.first(props, "gpus_per_pod", "gpusPerPod")),
+        region=P.as_str(props.get("region")))
+
+
+# ---- stack view -------------------------------------------------------------------------------
+def _linked(resource: Any, prop: str, resource_type: str) -> list[Any]:
+    """Resources of ``resource_type`` that ``resource.prop`` (else any input) depends on."""
+    deps = list((getattr(resource, "property_dependencies", None) or {}).get(prop, []))
+    hits = [d for d in deps if d.resource_type == resource_type]
+    if not hits:
+        hits = [d for d in getattr(resource, "dependencies", None) or [] if d.resource_type == resource_type]
+    return hits
+
+
+def stack_nodes(resources: list[Any]) -> list[Node]:
+    """Every GPU node declaration of a stack (``PolicyResource`` list), counts and eRDMA resolved.
+
+    ESS scaling configurations count their scaling group's ``maxSize`` (the worst case); an ENI
+    attachment of a ``HighPerformance`` ``EcsNetworkInterface`` gives its instance eRDMA. Both
+    links come from the engine's dependencies (``scalingGroupId``/``instanceId``/
+    ``networkInterfaceId`` property dependencies).
+    """
+    props = {id(r): P.plain(r.props) for r in resources}
+    groups = [r for r in resources if r.resource_type == SCALING_GROUP]
+    hp_instances: set[str] = set()
+    for r in resources:
+        if r.resource_type != NETWORK_INTERFACE_ATTACHMENT:
+            continue
+        enis = _linked(r, "networkInterfaceId", NETWORK_INTERFACE)
+        if any(P.as_str(props[id(e)].get("networkInterfaceTrafficMode")) == HIGH_PERFORMANCE for e in enis):
+            hp_instances.update(i.urn for i in _linked(r, "instanceId", INSTANCE))
+    nodes: list[Node] = []
+    for r in resources:
+        node = node_of(r.resource_type, props[id(r)], r.name, r.urn)
+        if node is None or node.is_template:
+            continue
+        if r.urn in hp_instances:
+            node.high_performance = True
+        if node.kind == "ess":
+            linked = _linked(r, "scalingGroupId", SCALING_GROUP) or (groups if len(groups) == 1 else [])
+            if linked:
+                g = props[id(linked[0])]
+                node.count = P.as_int(P.first(g, "maxSize", "desiredCapacity", default=1))
+            else:
+                node.count = 1
+        nodes.append(node)
+    return nodes
+
+
+def provider_region(provider: Any) -> Optional[str]:
+    """The ``region`` of an alicloud provider (``PolicyProviderResource``/``PolicyResource``)."""
+    if provider is None or not str(getattr(provider, "resource_type", "")).startswith(ALICLOUD_PROVIDER):
+        return None
+    value = P.plain(provider.props).get("region")
+    return value if isinstance(value, str) and value else None
+
+
+def stack_region(resources: list[Any]) -> Optional[str]:
+    """The region of the stack's alicloud provider, when the engine shows one."""
+    for r in resources:
+        region = provider_region(r) or provider_region(getattr(r, "provider", None))
+        if region:
+            return region
+    return None

@@ -1,0 +1,148 @@
+"""Read CrossGuard props safely: unwrap the engine's proxy, keep unknowns explicit, coerce numbers.
+
+The engine hands a policy the resource inputs as camelCase wire names, numbers as floats, wrapped
+by ``pulumi_policy.proxy.unknown_checking_proxy``: reading a value that is unknown during preview
+raises ``UnknownValueError`` (the engine turns that into an advisory "can't run policy ...").
+Even ``"key" in props`` and ``props.get(key)`` read the value and may raise.
+
+:func:`plain` unwraps the proxy once into plain dicts and lists and replaces every unknown by an
+:class:`Unknown` that remembers where it was. Policies then decide per value: ``key in p`` tests
+presence without reading, :func:`need` raises the engine's ``UnknownValueError`` for a value the
+policy cannot judge without, and the coercers return ``None`` for garbage instead of crashing the
+analyzer (an exception other than ``UnknownValueError`` aborts the whole preview).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping, Optional
+
+from pulumi_policy.proxy import UnknownValueError, _DictProxy, _ListProxy, _is_unknown
+
+#: ``trainstack:role`` marks what a resource is for (DESIGN.md "Markers the policies rely on").
+ROLE_TAG = "trainstack:role"
+ZONE_TAG = "trainstack:zone"
+#: ``trainstack:name`` ties every trainstack resource to its profile (components/tags.py).
+NAME_TAG = "trainstack:name"
+
+
+class Unknown:
+    """A value the engine does not know yet (an Output of another resource at preview)."""
+
+    __slots__ = ("sentinel", "path")
+
+    def __init__(self, sentinel: str, path: tuple[str, ...]):
+        self.sentinel = sentinel
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"<unknown .{'.'.join(self.path)}>"
+
+    def __bool__(self) -> bool:  # an accidental truth test must not silently pass or fail
+        raise UnknownValueError(self.sentinel, list(self.path))
+
+
+def plain(value: Any, path: tuple[str, ...] = ()) -> Any:
+    """Props as plain dicts/lists; unknown sentinels become :class:`Unknown` (never raises)."""
+    if isinstance(value, (_DictProxy, _ListProxy)):
+        value = value["__target"]  # reading ``__target`` returns the wrapped object unchecked
+    if isinstance(value, Mapping):
+        return {str(k): plain(value[k], path + (str(k),)) for k in value}
+    if isinstance(value, (list, tuple)):
+        return [plain(v, path + (str(i),)) for i, v in enumerate(value)]
+    if _is_unknown(value):
+        return Unknown(value, path)
+    return value
+
+
+def is_unknown(value: Any) -> bool:
+    return isinstance(value, Unknown)
+
+
+def need(value: Any) -> Any:
+    """``value``, or the engine's ``UnknownValueError`` when it is unknown (policy can't run)."""
+    if isinstance(value, Unknown):
+        raise UnknownValueError(value.sentinel, list(value.path))
+    return value
+
+
+def first(props: Mapping[str, Any], *keys: str, default: Any = None) -> Any:
+    """The value of the first key present (camelCase and snake_case spellings)."""
+    for key in keys:
+        if key in props:
+            return props[key]
+    return default
+
+
+def present(props: Mapping[str, Any], *keys: str) -> bool:
+    """Whether any key is set, whatever its value (even unknown); no value is read."""
+    return any(key in props for key in keys)
+
+
+def as_number(value: Any) -> Optional[float]:
+    """A finite float, or ``None`` for missing/garbage. Unknown raises (see :func:`need`)."""
+    value = need(value)
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def as_int(value: Any) -> Optional[int]:
+    """Engine floats (``2.0``) back to ints; ``None`` for missing, garbage or fractions."""
+    number = as_number(value)
+    if number is None or number != int(number):
+        return None
+    return int(number)
+
+
+def as_bool(value: Any) -> Optional[bool]:
+    value = need(value)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    if isinstance(value, (int, float)):
+        return bool(value)
+    return None
+
+
+def as_str(value: Any) -> Optional[str]:
+    value = need(value)
+    return value if isinstance(value, str) and value else None
+
+
+def as_list(value: Any) -> list:
+    """A list value (a single object becomes a one-item list); unknown raises."""
+    value = need(value)
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def tags(props: Mapping[str, Any]) -> dict[str, Any]:
+    """The resource's tags (values may be :class:`Unknown`); unknown tag map raises."""
+    value = need(props.get("tags"))
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def tag(props: Mapping[str, Any], key: str) -> Any:
+    return tags(props).get(key)
+
+
+def role(props: Mapping[str, Any]) -> Optional[str]:
+    return as_str(tag(props, ROLE_TAG))
+
+
+def names(items: Iterable[str], limit: int = 6) -> str:
+    """``a, b, c`` (and ``... (N more)`` past ``limit``) for one-line messages."""
+    items = list(items)
+    shown = ", ".join(items[:limit])
+    return shown + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
+
+
+def fmt_money(value: float) -> str:
+    return f"{value:,.2f}"

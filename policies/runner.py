@@ -1,0 +1,214 @@
+"""Run the pack's policies offline, the way the Pulumi engine runs them (for ``trainstack plan``).
+
+``run_policies(resources, config)`` takes the resources a (mocked) program registered and returns
+one verdict per violation::
+
+    resource = {"type": "alicloud:ecs/instance:Instance", "name": "node-0",
+                "urn": "urn:pulumi:...",            # optional; made up from type and name
+                "inputs": {...camelCase...},         # as the engine sends them
+                "parent": "urn or name" | None, "protect": False,
+                "provider_region": "cn-shenzhen" | None,
+                # optional, like the engine's: URNs (or names) this resource depends on
+                "dependencies": [...], "property_dependencies": {"instanceId": [...]}}
+    verdict = {"policy": "no-public-ssh", "level": "mandatory" | "advisory",
+               "resource": "ssh-rule" | None, "message": "ssh-rule: ingress rule opens ..."}
+
+Faithful to the engine (pulumi-policy 1.21 ``_PolicyAnalyzerServicer``): inputs travel through a
+protobuf ``Struct`` (every number becomes a float), are deserialised and wrapped by
+``unknown_checking_proxy``; resource policies run per resource, then stack policies once; a
+policy that reads an unknown value gives an advisory "can't run policy" verdict; a policy that
+calls ``not_applicable`` gives none. ``resource`` is the resource's name, or ``None`` for a
+stack-level verdict (a stack policy that names a resource URN gets that resource's name).
+
+``config`` has the shape of a ``--policy-pack-config`` file: ``{policy: level}`` or
+``{policy: {"enforcementLevel": level, **properties}}``, ``level`` one of ``advisory``,
+``mandatory``, ``remediate`` (= mandatory), ``disabled``; the key ``all`` sets every level.
+Schema defaults fill unset properties, as the Pulumi CLI does. A bad config raises ValueError.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping, Optional
+
+from google.protobuf import json_format, struct_pb2
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyCustomTimeouts,
+    PolicyProviderResource,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy.deserialize import deserialize_properties
+from pulumi_policy.policy import _NotApplicableError
+from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
+
+if __package__:
+    from .rules import ALL_POLICIES
+else:
+    from rules import ALL_POLICIES  # type: ignore[no-redef]
+
+_LEVELS = {level.value: level for level in EnforcementLevel}
+_JSON_TYPES = {"string": (str,), "number": (int, float), "integer": (int,), "boolean": (bool,),
+               "array": (list, tuple), "object": (dict,)}
+
+
+def engine_props(inputs: Optional[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """``inputs`` exactly as a policy sees them: Struct round trip, deserialised, proxied."""
+    struct = struct_pb2.Struct()
+    struct.update(_jsonable(dict(inputs or {})))
+    return unknown_checking_proxy(deserialize_properties(json_format.MessageToDict(struct)))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    return str(value)
+
+
+def _parse_level(value: Any, where: str) -> EnforcementLevel:
+    if isinstance(value, EnforcementLevel):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _LEVELS:
+        return _LEVELS[value.strip().lower()]
+    raise ValueError(f"policy config {where}: enforcement level {value!r} is not one of "
+                     f"{', '.join(_LEVELS)}")
+
+
+def _check_type(policy: Any, key: str, value: Any) -> None:
+    schema = policy.config_schema.properties if policy.config_schema else {}
+    if key not in schema:
+        known = ", ".join(sorted(schema)) or "none"
+        raise ValueError(f"policy config {policy.name}: unknown setting {key!r} (settings: {known})")
+    kind = schema[key].get("type")
+    ok = _JSON_TYPES.get(kind, (object,))
+    if isinstance(value, bool) and kind in ("number", "integer") or not isinstance(value, ok):
+        raise ValueError(f"policy config {policy.name}.{key}: expected {kind}, got {json.dumps(value)}")
+    if kind == "array" and "items" in schema[key]:
+        for item in value:
+            if not isinstance(item, _JSON_TYPES.get(schema[key]["items"].get("type"), (object,))):
+                raise ValueError(f"policy config {policy.name}.{key}: expected a list of "
+                                 f"{schema[key]['items'].get('type')}s, got {json.dumps(value)}")
+
+
+def resolve_config(config: Optional[Mapping[str, Any]],
+                   policies: Iterable[Any] = ALL_POLICIES) -> dict[str, tuple[EnforcementLevel, dict]]:
+    """``{policy name: (level, properties)}`` from a policy-pack config (defaults filled in)."""
+    policies = list(policies)
+    by_name = {p.name: p for p in policies}
+    config = dict(config or {})
+    every = _parse_level(config.pop("all"), "all") if "all" in config else None
+    out: dict[str, tuple[EnforcementLevel, dict]] = {}
+    for p in policies:
+        schema = p.config_schema.properties if p.config_schema else {}
+        props = {k: v["default"] for k, v in schema.items() if "default" in v}
+        level = every or p.enforcement_level or EnforcementLevel.ADVISORY
+        out[p.name] = (level, props)
+    for name, value in config.items():
+        if name not in by_name:
+            raise ValueError(f"policy config: unknown policy {name!r} (policies: {', '.join(by_name)})")
+        level, props = out[name]
+        if isinstance(value, Mapping):
+            value = dict(value)
+            if "enforcementLevel" in value:
+                level = _parse_level(value.pop("enforcementLevel"), name)
+            for key, setting in value.items():
+                _check_type(by_name[name], key, setting)
+            props.update(value)
+        else:
+            level = _parse_level(value, name)
+        out[name] = (level, props)
+    return out
+
+
+def _urn(r: Mapping[str, Any]) -> str:
+    return r.get("urn") or f"urn:pulumi:offline::trainstack::{r['type']}::{r['name']}"
+
+
+def _provider(r: Mapping[str, Any]) -> Optional[PolicyProviderResource]:
+    region = r.get("provider_region")
+    if not region:
+        return None
+    return PolicyProviderResource("pulumi:providers:alicloud", engine_props({"region": region}),
+                                  "urn:pulumi:offline::trainstack::pulumi:providers:alicloud::default",
+                                  "default")
+
+
+def _opts(r: Mapping[str, Any], parent_urn: Optional[str]) -> PolicyResourceOptions:
+    return PolicyResourceOptions(bool(r.get("protect")), [], None, [], PolicyCustomTimeouts(0, 0, 0), [],
+                                 parent_urn)
+
+
+def _verdict(policy: Any, level: EnforcementLevel, resource: Optional[str], message: str) -> dict:
+    shown = "mandatory" if level in (EnforcementLevel.MANDATORY, EnforcementLevel.REMEDIATE) else level.value
+    return {"policy": policy.name, "level": shown, "resource": resource,
+            "message": message or policy.description}
+
+
+def run_policies(resources: list[dict], config: Optional[dict] = None,
+                 policies: Optional[Iterable[Any]] = None) -> list[dict]:
+    """Every policy verdict for ``resources`` (see the module docstring for both shapes)."""
+    policies = list(ALL_POLICIES if policies is None else policies)
+    settings = resolve_config(config, policies)
+    urns = [_urn(r) for r in resources]
+    by_key: dict[str, str] = {}  # urn or name -> urn
+    for r, urn in zip(resources, urns):
+        by_key[urn] = urn
+        by_key.setdefault(r["name"], urn)
+    names = {urn: r["name"] for r, urn in zip(resources, urns)}
+    parents = [by_key.get(r.get("parent") or "", r.get("parent") or None) for r in resources]
+    verdicts: list[dict] = []
+
+    def call(policy: Any, args: Any, level: EnforcementLevel, resource: Optional[str]) -> None:
+        def report(message: str, urn: Optional[str] = None) -> None:
+            verdicts.append(_verdict(policy, level, names.get(urn or "", resource), message))
+        try:
+            policy.validate(args, report)  # our policies are synchronous
+        except UnknownValueError as exc:
+            where = f"{resource}: " if resource else ""
+            verdicts.append(_verdict(policy, EnforcementLevel.ADVISORY, resource,
+                                     f"{where}can't run policy '{policy.name}' during preview: {exc.message}"))
+        except _NotApplicableError:
+            pass
+
+    active = [(p, *settings[p.name]) for p in policies if settings[p.name][0] != EnforcementLevel.DISABLED]
+    for r, urn, parent in zip(resources, urns, parents):
+        props = engine_props(r.get("inputs"))
+        for policy, level, cfg in active:
+            if isinstance(policy, ResourceValidationPolicy):
+                args = ResourceValidationArgs(r["type"], props, urn, r["name"], _opts(r, parent), _provider(r),
+                                              dict(cfg) or None)
+                call(policy, args, level, r["name"])
+
+    stack_policies = [(p, level, cfg) for p, level, cfg in active if isinstance(p, StackValidationPolicy)]
+    if stack_policies:
+        for policy, level, cfg in stack_policies:
+            call(policy, StackValidationArgs(_stack(resources, urns, parents, by_key), dict(cfg) or None),
+                 level, None)
+    return verdicts
+
+
+def _stack(resources: list[dict], urns: list[str], parents: list[Optional[str]],
+           by_key: dict[str, str]) -> list[PolicyResource]:
+    """``PolicyResource`` objects linked by parent and dependencies, as the engine links them."""
+    out = [PolicyResource(r["type"], engine_props(r.get("inputs")), urn, r["name"], _opts(r, parent),
+                          _provider(r), None, [], {})
+           for r, urn, parent in zip(resources, urns, parents)]
+    by_urn = {p.urn: p for p in out}
+
+    def find(keys: Iterable[str]) -> list[PolicyResource]:
+        return [by_urn[by_key[k]] for k in keys or () if k in by_key]
+
+    for r, p, parent in zip(resources, out, parents):
+        p.parent = by_urn.get(parent or "")
+        p.dependencies = find(r.get("dependencies") or ())
+        p.property_dependencies = {k: find(v) for k, v in (r.get("property_dependencies") or {}).items()}
+    return out
