@@ -43,6 +43,8 @@ SPOT_RESTART_ALLOWANCE = 1.15
 #: PAI-DLC public resources: at most 2 GPUs per account unless raised [DLC-CREATE].
 DLC_PUBLIC_MAX_GPUS = 2
 ALTERNATIVES_SHOWN = 8
+#: Without ``training.tokens`` the time objective ranks by hours per this many tokens.
+TIME_REFERENCE_TOKENS = 1e9
 BF16_ARCHS = {"ampere", "ada", "hopper", "blackwell"}
 FP8_ARCHS = {"ada", "hopper", "blackwell"}
 
@@ -121,7 +123,7 @@ def _evaluate(profile: TrainingProfile, catalog: Catalog, inst: ResolvedInstance
         interconnect=inst.interconnect, network=inst.rdma if nodes > 1 else "none",
         network_gbps=inst.type.rdma_bandwidth_gbps or inst.type.network_bandwidth_gbps)
     tps = thr.tokens_per_second
-    hours = (t.tokens / tps) if (t.tokens and tps) else None
+    hours = (t.tokens / tps / 3600) if (t.tokens and tps) else None
     if hours is not None and spot:
         hours *= SPOT_RESTART_ALLOWANCE
     quote = catalog.quote(profile.region, inst.name)
@@ -141,11 +143,16 @@ def _evaluate(profile: TrainingProfile, catalog: Catalog, inst: ResolvedInstance
         reason = f"costs {hourly:.2f} CNY/h, max_hourly_cost is {r.max_hourly_cost:g}"
     elif r.max_total_cost is not None and total is not None and total > r.max_total_cost:
         reason = f"costs {total:.0f} CNY in total, max_total_cost is {r.max_total_cost:g}"
+    elif tps is None and (t.tokens or r.objective == "time"):
+        reason = f"speed unknown: {gpu.name} peak TFLOPS are not in the catalog"
     elif hourly is None:
         reason = "price unknown (listed, never chosen)"
     objective = None
     if reason is None:
-        objective = (total if total is not None else hourly) if r.objective == "cost" else hours
+        if r.objective == "cost":
+            objective = total if total is not None else hourly
+        else:  # time; without training.tokens, hours per billion tokens ranks the same way
+            objective = hours if hours is not None else TIME_REFERENCE_TOKENS / tps / 3600
     cand = Candidate(
         target="ecs", instance_type=inst.name, gpu_model=gpu.name, nodes=nodes, gpus_per_node=inst.gpu_count,
         spot=spot, zone=zone, hourly_cost_cny=hourly, estimated_hours=None if hours is None else round(hours, 3),
@@ -345,12 +352,12 @@ def _infeasible(profile: TrainingProfile, catalog: Catalog, res: Resolution) -> 
 
 
 def _summarise_why(res: Resolution) -> str:
-    reasons = [c.reason for c in res.candidates if c.reason]
+    """Counts per kind of rejection, most decisive first (budget and deadline before memory)."""
+    reasons = [c.reason or "" for c in res.candidates if c.reason]
     if not reasons:
         return "every instance family was rejected (see below)" if res.rejected else "the catalog has no candidates"
-    kinds = {"memory": sum("GiB per GPU" in r for r in reasons), "deadline": sum("deadline" in r for r in reasons),
-             "budget": sum("max_" in r for r in reasons), "price": sum("price unknown" in r for r in reasons)}
-    top = max(kinds, key=lambda k: kinds[k])
-    return {"memory": "the job does not fit in GPU memory on any candidate",
-            "deadline": "no candidate meets the deadline", "budget": "no candidate fits the budget",
-            "price": "no candidate with a known price"}[top]
+    kinds = [("exceed the budget", lambda r: "max_" in r), ("miss the deadline", lambda r: "deadline" in r),
+             ("do not fit in GPU memory", lambda r: "GiB per GPU" in r),
+             ("have no known price", lambda r: "price unknown" in r), ("need more than one GPU", lambda r: "zero_stage" in r)]
+    parts = [f"{n} candidates {text}" for text, hit in kinds if (n := sum(map(hit, reasons)))]
+    return "; ".join(parts)

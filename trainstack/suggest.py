@@ -13,11 +13,12 @@ from .plan import Candidate
 from .profile import TrainingProfile
 
 
-def _variant(profile: TrainingProfile, section: str, **changes: Any) -> TrainingProfile:
+def _variant(profile: TrainingProfile, section: str, extra: Optional[dict] = None, **changes: Any) -> TrainingProfile:
+    """``profile`` with ``changes`` in ``section`` (and ``extra``: {section: changes})."""
     data = profile.model_dump()
     data[section].update(changes)
-    if section == "training" and changes.get("method") in ("full", "pretrain"):
-        data["training"]["lora"] = None
+    for sec, more in (extra or {}).items():
+        data[sec].update(more)
     return TrainingProfile.model_validate(data)
 
 
@@ -46,7 +47,7 @@ def suggestions_for(profile: TrainingProfile, catalog: Catalog, res: Any) -> lis
                       lambda: _variant(profile, "training", method="qlora")))
         if t.zero_stage < 3:
             tries.append(("shard weights, gradients and optimizer with ZeRO-3 (training.zero_stage: 3, gpus: auto)",
-                          lambda: _variant(_variant(profile, "training", zero_stage=3), "resources", gpus="auto")))
+                          lambda: _variant(profile, "training", {"resources": {"gpus": "auto"}}, zero_stage=3)))
     if r.max_nodes < 64:
         tries.append((f"allow more nodes (resources.max_nodes: {min(64, r.max_nodes * 4)})",
                       lambda: _variant(profile, "resources", max_nodes=min(64, r.max_nodes * 4))))
@@ -69,7 +70,11 @@ def suggestions_for(profile: TrainingProfile, catalog: Catalog, res: Any) -> lis
         tries.append(("allow spot nodes (resources.spot: allow)", lambda: _variant(profile, "resources", spot="allow")))
     out: list[str] = []
     for text, make in tries:
-        best = _best(make(), catalog)
+        try:
+            variant = make()
+        except ValueError:  # the change conflicts with another field: not a one-step fix
+            continue
+        best = _best(variant, catalog)
         if best is not None:
             out.append(f"{text}: {_describe(best)}")
     # Budget and deadline: how far they would have to move.

@@ -1,0 +1,370 @@
+"""Render a training node's cloud-init user data from the Plan.
+
+Pure and deterministic: the same Plan, rank and options give the same text (no clock, no
+randomness), so a preview shows no diff unless the Plan changed. The scripts are static
+files under ``templates/``; every value that comes from the Plan or a profile is written,
+shell-quoted, to ``/etc/trainstack/node.env`` and ``job.env``, which the scripts source.
+No profile value is ever spliced into script text, so none can break or inject into it.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import math
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+from urllib.parse import urlsplit
+
+import yaml
+
+from trainstack.plan import Plan
+
+from .command import parse_command
+from .locations import classify_code_uri, cpfs_source
+
+TEMPLATES = Path(__file__).with_name("templates")
+#: ECS accepts at most 32 KB of user data before Base64 encoding (RunInstances UserData)
+USER_DATA_LIMIT = 32 * 1024
+ERDMA_INSTALLER_URL = "http://mirrors.cloud.aliyuncs.com/erdma/erdma_installer-{version}.tar.gz"
+OSSUTIL_URL = "https://gosspublic.alicdn.com/ossutil/v2/{v}/ossutil-{v}-linux-@ARCH@.zip"
+
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_VERSION = re.compile(r"^[0-9]+(\.[0-9A-Za-z]+)*$")
+_SCRIPT_NAME = re.compile(r"^[A-Za-z0-9._-]+\.sh$")
+_CHECKPOINT_SIGNALS = ("USR1", "USR2")
+_STOP_ON = ("always", "success", "never")
+
+
+@dataclass(frozen=True)
+class BootstrapOptions:
+    """Knobs the Plan does not decide, each with a documented default (docs/bootstrap.md)."""
+
+    driver_version: str = "570.133.20"
+    cuda_version: str = "12.8.1"
+    cudnn_version: str = "9.8.0.87"
+    auto_install_script: str = "auto_install_v4.0.sh"
+    driver_wait_seconds: int = 2400
+    erdma_version: str = "1.4.5"
+    ossutil_url: str = OSSUTIL_URL.format(v="2.2.2")
+    pip_index_url: str = "http://mirrors.cloud.aliyuncs.com/pypi/simple/"
+    torch_spec: str = "torch==2.7.1"
+    install_requirements: bool = True
+    master_port: int = 29500
+    rdzv_timeout_seconds: int = 1800
+    nccl_check_timeout_seconds: int = 300
+    require_rdma: bool = True
+    checkpoint_signal: str = "USR1"
+    checkpoint_grace_seconds: int = 300
+    kill_after_seconds: int = 30
+    spot_poll_seconds: float = 5.0
+    ckpt_sync_seconds: int = 300
+    stop_on: str = "always"
+    poweroff_fallback: bool = True
+    setup_timeout_seconds: int = 5400
+
+    def __post_init__(self) -> None:
+        for name in ("driver_version", "cuda_version", "cudnn_version", "erdma_version"):
+            if not _VERSION.match(getattr(self, name)):
+                raise ValueError(f"bootstrap option {name}={getattr(self, name)!r} is not a version")
+        for name in ("ossutil_url", "pip_index_url"):
+            if urlsplit(getattr(self, name)).scheme not in ("http", "https"):
+                raise ValueError(f"bootstrap option {name} must be an http(s) URL")
+        if not _SCRIPT_NAME.match(self.auto_install_script):
+            raise ValueError("bootstrap option auto_install_script must be a plain *.sh file name")
+        if self.checkpoint_signal not in _CHECKPOINT_SIGNALS:
+            raise ValueError(f"checkpoint_signal must be one of {_CHECKPOINT_SIGNALS}: torchrun must be "
+                             "able to ignore it while it still stops on SIGTERM")
+        if self.stop_on not in _STOP_ON:
+            raise ValueError(f"stop_on must be one of {_STOP_ON}")
+        if not 1024 <= self.master_port <= 65534:
+            raise ValueError("master_port must be in 1024..65534 (the NCCL check uses master_port + 1)")
+        for name in ("driver_wait_seconds", "rdzv_timeout_seconds", "nccl_check_timeout_seconds",
+                     "checkpoint_grace_seconds", "kill_after_seconds", "ckpt_sync_seconds",
+                     "setup_timeout_seconds"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"bootstrap option {name} must be a positive integer")
+        if not 0 < self.spot_poll_seconds <= 60:
+            raise ValueError("spot_poll_seconds must be in (0, 60]: the notice is only 5 minutes")
+
+
+@dataclass(frozen=True)
+class NodeFile:
+    """One file cloud-init writes on the node; ``name`` is how render_script finds it."""
+
+    name: str
+    path: str
+    content: str
+    permissions: str = "0644"
+    static: bool = False  # script text from templates/, no Plan values inside
+
+    @property
+    def is_shell(self) -> bool:
+        return self.content.startswith(("#!/bin/bash", "# shellcheck shell="))
+
+
+def _template(name: str) -> str:
+    return (TEMPLATES / name).read_text(encoding="utf-8")
+
+
+def _static(name: str, path: str, permissions: str = "0755") -> NodeFile:
+    return NodeFile(name, path, _template(name), permissions, static=True)
+
+
+def _fill(text: str, **values: object) -> str:
+    """Replace ``@KEY@`` markers with values validated by this module (never profile text)."""
+    for key, value in values.items():
+        text = text.replace(f"@{key}@", str(value))
+    if leftover := re.findall(r"@[A-Z_]+@", text):
+        raise AssertionError(f"unfilled template markers: {leftover}")
+    return text
+
+
+def _env_lines(pairs: Iterable[tuple[str, object]], export: bool = False) -> str:
+    prefix = "export " if export else ""
+    return "".join(f"{prefix}{k}={shlex.quote('' if v is None else str(v))}\n" for k, v in pairs)
+
+
+def _bash_array(name: str, words: Iterable[str]) -> str:
+    return f"{name}=({' '.join(shlex.quote(w) for w in words)})\n"
+
+
+def _flag(value: bool) -> int:
+    return 1 if value else 0
+
+
+def _nproc_per_node(plan: Plan) -> int:
+    # the resolver sets it; a hand-built JobPlan that leaves the default means "one per GPU"
+    return plan.job.nproc_per_node if "nproc_per_node" in plan.job.model_fields_set else plan.gpus_per_node
+
+
+@dataclass(frozen=True)
+class _Step:
+    fragment: str
+    function: str
+    what: str
+
+
+class _Node:
+    """Everything one node's files are made of, validated once."""
+
+    def __init__(self, plan: Plan, rank: int, cpfs_address: Optional[str], opts: BootstrapOptions):
+        if plan.target != "ecs":
+            raise ValueError(f"the node bootstrap is for ECS nodes; this plan targets {plan.target!r}")
+        if not 0 <= rank < plan.nodes:
+            raise ValueError(f"node_rank {rank} is outside 0..{plan.nodes - 1}")
+        if not _NAME.match(plan.name):
+            raise ValueError(f"plan name {plan.name!r} is not DNS-safe")
+        if bad := [k for k in plan.job.env if not _ENV_NAME.match(k)]:
+            raise ValueError(f"job.env names are not shell variable names: {bad}")
+        storage = plan.storage
+        if storage.cpfs and not cpfs_address:
+            raise ValueError("the plan mounts CPFS: pass cpfs_mount_address (the protocol mount target)")
+        if storage.checkpoint == "oss" and storage.oss is None:
+            raise ValueError("checkpoints go to OSS but the plan has no OSS bucket")
+        self.plan, self.rank, self.opts = plan, rank, opts
+        self.command = parse_command(plan.job.command)
+        if bad := [k for k in self.command.env if not _ENV_NAME.match(k)]:
+            raise ValueError(f"job.command sets invalid variable names: {bad}")
+        self.code = classify_code_uri(plan.job.code_uri)
+        self.cpfs = cpfs_source(cpfs_address) if storage.cpfs and cpfs_address else None
+        self.ips = plan.node_private_ips()
+        self.nproc = _nproc_per_node(plan)
+        self.oss_checkpoints = storage.checkpoint == "oss"
+        self.needs_ossutil = self.oss_checkpoints or self.code.uses_oss
+
+    def steps(self) -> list[_Step]:
+        p, steps = self.plan, []
+        if p.storage.data_disk:
+            steps.append(_Step("10-data-disk.sh", "setup_data_disk", "data disk"))
+        if self.cpfs:
+            steps.append(_Step("20-cpfs.sh", "setup_cpfs", "CPFS"))
+        steps.append(_Step("30-gpu-driver.sh", "setup_gpu_driver", "GPU driver"))
+        if p.network.rdma == "erdma":
+            steps.append(_Step("40-erdma.sh", "setup_erdma", "eRDMA"))
+        if p.network.mtu != 1500:
+            steps.append(_Step("45-mtu.sh", "setup_mtu", f"MTU {p.network.mtu}"))
+        if self.needs_ossutil:
+            steps.append(_Step("50-ossutil.sh", "setup_ossutil", "ossutil"))
+        if self.code.kind == "git":
+            steps.append(_Step("55-git.sh", "setup_git", "git"))
+        steps.append(_Step("60-python.sh", "setup_python", "PyTorch"))
+        return steps
+
+    def node_env(self) -> str:
+        p, o, s = self.plan, self.opts, self.plan.storage
+        oss_endpoint = s.oss.internal_endpoint if s.oss else f"oss-{p.region}-internal.aliyuncs.com"
+        pairs: list[tuple[str, object]] = [
+            ("NAME", p.name), ("REGION", p.region),
+            ("NODE_RANK", self.rank), ("NNODES", p.nodes), ("NPROC_PER_NODE", self.nproc),
+            ("GPUS_PER_NODE", p.gpus_per_node), ("MASTER_ADDR", self.ips[0]), ("MASTER_PORT", o.master_port),
+            ("RDMA", p.network.rdma), ("REQUIRE_RDMA", _flag(o.require_rdma)),
+            ("RDZV_TIMEOUT_SECONDS", o.rdzv_timeout_seconds),
+            ("NCCL_CHECK_TIMEOUT_SECONDS", o.nccl_check_timeout_seconds),
+            ("CHECKPOINT_KIND", s.checkpoint), ("CHECKPOINT_DIR", s.checkpoint_path),
+            ("OSS_ENDPOINT", oss_endpoint),
+            ("CODE_KIND", self.code.kind), ("CODE_URI", self.code.uri), ("CODE_REF", self.code.ref),
+            ("CODE_ARCHIVE", self.code.archive), ("INSTALL_REQUIREMENTS", _flag(o.install_requirements)),
+            ("MAX_RUNTIME_SECONDS",
+             math.ceil(p.job.max_runtime_hours * 3600) if p.job.max_runtime_hours else ""),
+            ("CHECKPOINT_SIGNAL", o.checkpoint_signal), ("CHECKPOINT_GRACE_SECONDS", o.checkpoint_grace_seconds),
+            ("KILL_AFTER_SECONDS", o.kill_after_seconds),
+            ("STOP_ON", o.stop_on), ("POWEROFF_FALLBACK", _flag(o.poweroff_fallback)),
+            ("VENV", "/opt/trainstack/venv"), ("TORCH_SPEC", o.torch_spec),
+            ("PIP_INDEX_URL", o.pip_index_url), ("PIP_TRUSTED_HOST", urlsplit(o.pip_index_url).hostname),
+            ("AUTO_INSTALL_DRIVER", _flag(p.image.auto_install_driver)),
+            ("AUTO_INSTALL_SCRIPT", o.auto_install_script), ("DRIVER_VERSION", o.driver_version),
+            ("CUDA_VERSION", o.cuda_version), ("CUDNN_VERSION", o.cudnn_version),
+            ("DRIVER_WAIT_SECONDS", o.driver_wait_seconds),
+        ]
+        if s.data_disk:
+            pairs += [("DATA_DISK_GIB", s.data_disk.size_gib), ("DATA_DISK_MOUNT", s.data_disk.mount_path)]
+        if self.cpfs and s.cpfs:
+            pairs += [("CPFS_SOURCE", self.cpfs), ("CPFS_MOUNT", s.cpfs.mount_path)]
+        if self.oss_checkpoints and s.oss:
+            prefix = s.oss.prefix if s.oss.prefix.endswith("/") else s.oss.prefix + "/"
+            pairs += [("OSS_CHECKPOINT_URI", f"oss://{s.oss.bucket}/{prefix.lstrip('/')}"),
+                      ("CKPT_SYNC_SECONDS", o.ckpt_sync_seconds)]
+        if p.network.rdma == "erdma":
+            pairs += [("ERDMA_VERSION", o.erdma_version),
+                      ("ERDMA_INSTALLER_URL", ERDMA_INSTALLER_URL.format(version=o.erdma_version))]
+        if p.network.mtu != 1500:
+            pairs.append(("MTU", p.network.mtu))
+        if self.needs_ossutil:
+            pairs.append(("OSSUTIL_URL", o.ossutil_url))
+        return ("# shellcheck shell=bash disable=SC2034\n"
+                f"# trainstack node settings for {p.name}, node {self.rank} of {p.nodes}, rendered from the "
+                "Plan.\n# Sourced by the trainstack scripts. Every value is shell-quoted.\n"
+                + _env_lines(pairs))
+
+    def job_env(self) -> str:
+        cmd = self.command
+        text = ("# shellcheck shell=bash disable=SC2034\n"
+                "# trainstack job settings: job.env and job.command, shell-quoted, never evaluated.\n")
+        if cmd.dropped:
+            text += f"# the Plan's topology replaces these torchrun options of job.command: {' '.join(cmd.dropped)}\n"
+        text += _env_lines(sorted({**cmd.env, **self.plan.job.env}.items()), export=True)
+        return text + _bash_array("TORCHRUN_USER_OPTS", cmd.torchrun_options) + _bash_array(
+            "TRAINER_ARGS", cmd.program)
+
+    def node_setup(self) -> str:
+        steps = self.steps()
+        body = "".join(_template(f"setup/{s.fragment}") for s in steps)
+        main = _fill(_template("setup/99-main.sh"), STEPS="\n".join(f"  {s.function}" for s in steps))
+        return _template("setup/00-common.sh") + body + main
+
+    def units(self) -> list[NodeFile]:
+        p, o = self.plan, self.opts
+        what = ", ".join(s.what for s in self.steps() if s.what != "GPU driver")
+        units = [
+            ("trainstack-setup.service",
+             {"SETUP_WHAT": what, "SETUP_TIMEOUT": o.setup_timeout_seconds}),
+            ("trainstack-setup-failed.service", {}),
+            ("trainstack-job.service",
+             {"NAME": p.name, "RANK": self.rank, "NNODES": p.nodes,
+              "STOP_TIMEOUT": o.checkpoint_grace_seconds + o.kill_after_seconds + 30}),
+        ]
+        if p.spot:
+            units.append(("trainstack-spot-watcher.service",
+                          {"POLL": f"{o.spot_poll_seconds:g}", "SIGNAL": o.checkpoint_signal}))
+        if self.oss_checkpoints:
+            units.append(("trainstack-ckpt-sync.service", {}))
+        return [NodeFile(name, f"/etc/systemd/system/{name}", _fill(_template(f"systemd/{name}"), **values))
+                for name, values in units]
+
+    def files(self) -> list[NodeFile]:
+        p = self.plan
+        files = [
+            NodeFile("node.env", "/etc/trainstack/node.env", self.node_env()),
+            NodeFile("job.env", "/etc/trainstack/job.env", self.job_env(), "0600"),
+            NodeFile("hostfile", "/etc/trainstack/hostfile", "".join(f"{ip}\n" for ip in self.ips)),
+        ]
+        if p.network.nccl_env:
+            bad = [k for k in p.network.nccl_env if not _ENV_NAME.match(k)]
+            if bad:
+                raise ValueError(f"network.nccl_env names are not shell variable names: {bad}")
+            nccl = ("# shellcheck shell=sh\n# NCCL settings for this cluster's network, from the Plan.\n"
+                    + _env_lines(sorted(p.network.nccl_env.items()), export=True))
+            files += [NodeFile("nccl.env", "/etc/trainstack/nccl.env", nccl),
+                      NodeFile("trainstack-nccl.sh", "/etc/profile.d/trainstack-nccl.sh", nccl)]
+        files += [
+            NodeFile("node-setup.sh", "/usr/local/sbin/trainstack-node-setup", self.node_setup(), "0755",
+                     static=True),
+            _static("trainstack-launch.sh", "/usr/local/bin/trainstack-launch"),
+            _static("trainstack_agent.py", "/usr/local/lib/trainstack/trainstack_agent.py"),
+        ]
+        if p.nodes * self.nproc > 1:
+            files.append(_static("nccl_check.py", "/usr/local/lib/trainstack/nccl_check.py", "0644"))
+        if p.spot:
+            files.append(_static("spot-watcher.py", "/usr/local/lib/trainstack/spot-watcher.py"))
+        if self.oss_checkpoints:
+            files.append(_static("ckpt-sync.sh", "/usr/local/bin/trainstack-ckpt-sync"))
+        return files + self.units()
+
+    def runcmd(self) -> list[list[str]]:
+        started = ["trainstack-job.service"]
+        if self.plan.spot:
+            started.append("trainstack-spot-watcher.service")
+        if self.oss_checkpoints:
+            started.append("trainstack-ckpt-sync.service")
+        return [["systemctl", "daemon-reload"],
+                ["systemctl", "enable", "trainstack-setup.service", *started],
+                ["systemctl", "start", "--no-block", *started]]
+
+
+def render_files(plan: Plan, node_rank: int, cpfs_mount_address: Optional[str] = None,
+                 options: Optional[BootstrapOptions] = None) -> list[NodeFile]:
+    """Every file the bootstrap writes on node ``node_rank``, in write order."""
+    return _Node(plan, node_rank, cpfs_mount_address, options or BootstrapOptions()).files()
+
+
+def render_script(plan: Plan, name: str, node_rank: int = 0, cpfs_mount_address: Optional[str] = None,
+                  options: Optional[BootstrapOptions] = None) -> str:
+    """One rendered file by name (``node-setup.sh``, ``trainstack-launch.sh``, ``spot-watcher.py``,
+    ``node.env``, ``trainstack-job.service``, ...); KeyError when this plan does not have it."""
+    for f in render_files(plan, node_rank, cpfs_mount_address, options):
+        if f.name == name:
+            return f.content
+    raise KeyError(f"{name!r} is not part of this plan's bootstrap")
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def _write_file(f: NodeFile) -> dict[str, str]:
+    """A cloud-init write_files entry. The static scripts travel gzip+base64 (mtime 0, so the
+    bytes stay deterministic) to fit ECS's 32 KB; the plan-specific settings stay readable."""
+    entry = {"path": f.path, "owner": "root:root", "permissions": f.permissions}
+    if f.static:
+        packed = gzip.compress(f.content.encode("utf-8"), compresslevel=9, mtime=0)
+        return {**entry, "encoding": "gz+b64", "content": base64.b64encode(packed).decode("ascii")}
+    return {**entry, "content": f.content}
+
+
+def render_user_data(plan: Plan, node_rank: int, cpfs_mount_address: Optional[str] = None,
+                     options: Optional[BootstrapOptions] = None) -> str:
+    """The complete ``#cloud-config`` document for ECS UserData of node ``node_rank``.
+
+    ``cpfs_mount_address`` is the CPFS protocol mount target (``<domain>[:/export]``), known only
+    at deploy time: pass the Output-applied string. Required when the plan mounts CPFS."""
+    node = _Node(plan, node_rank, cpfs_mount_address, options or BootstrapOptions())
+    doc = {"write_files": [_write_file(f) for f in node.files()], "runcmd": node.runcmd()}
+    text = (f"#cloud-config\n# trainstack bootstrap: {plan.name}, node {node_rank} of {plan.nodes} "
+            "(rendered from the Plan; edit the profile, not this)\n"
+            + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=1_000_000, allow_unicode=True))
+    if len(text.encode("utf-8")) > USER_DATA_LIMIT:
+        raise ValueError(f"user data is {len(text.encode('utf-8'))} bytes; ECS accepts {USER_DATA_LIMIT}")
+    return text

@@ -1,0 +1,43 @@
+#!/bin/bash
+# trainstack node setup, run by trainstack-setup.service at every boot before the job.
+# Every step checks before it changes anything, so a reboot (the GPU driver installer
+# reboots the node) resumes where it stopped. A failed step stops here with a FATAL line;
+# trainstack-setup-failed.service then applies the stop-billing policy.
+set -euo pipefail
+
+ETC=${TRAINSTACK_ETC:-/etc/trainstack}
+STATE=${TRAINSTACK_STATE:-/var/lib/trainstack}
+RUN=${TRAINSTACK_RUN:-/run/trainstack}
+LIB=${TRAINSTACK_LIB:-/usr/local/lib/trainstack}
+# shellcheck source=/dev/null
+. "$ETC/node.env"
+
+log() { printf '%s trainstack-setup: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >&2; }
+die() { log "FATAL: $*"; exit 1; }
+agent() { python3 "$LIB/trainstack_agent.py" "$@"; }
+
+# pkg RPM_NAMES DEB_NAMES: install with whichever package manager the image has
+pkg() {
+  local rpm=$1 deb=$2
+  if command -v yum >/dev/null 2>&1; then
+    # shellcheck disable=SC2086  # word splitting: lists of package names
+    yum install -y $rpm
+  elif command -v apt-get >/dev/null 2>&1; then
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive apt-get install -y $deb \
+      || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $deb; }
+  else
+    die "no yum or apt-get on this image to install: $rpm"
+  fi
+}
+
+# retry TIMES DELAY CMD...: for cloud resources that appear a little after the node boots
+retry() {
+  local times=$1 delay=$2 i
+  shift 2
+  for ((i = 1; i <= times; i++)); do
+    "$@" && return 0
+    [ "$i" -lt "$times" ] && sleep "$delay"
+  done
+  return 1
+}

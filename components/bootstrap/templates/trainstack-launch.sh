@@ -1,0 +1,242 @@
+#!/bin/bash
+# trainstack-launch: fetch the job's code, check the GPU fabric with one NCCL all-reduce,
+# run job.command under torchrun, then stop this instance so it stops billing.
+# Run by trainstack-job.service once trainstack-setup.service has prepared the node.
+# Exit codes: the trainer's own, or 10 NCCL check failed, 11 code fetch failed,
+# 12 node setup failed, 124 max runtime reached.
+set -uo pipefail # not -e: every way out must pass through finish (checkpoint upload, stop)
+
+ETC=${TRAINSTACK_ETC:-/etc/trainstack}
+STATE=${TRAINSTACK_STATE:-/var/lib/trainstack}
+RUN=${TRAINSTACK_RUN:-/run/trainstack}
+LIB=${TRAINSTACK_LIB:-/usr/local/lib/trainstack}
+WORKDIR=${TRAINSTACK_WORKDIR:-/opt/trainstack/code}
+# shellcheck source=/dev/null
+. "$ETC/node.env"
+if [ -f "$ETC/nccl.env" ]; then
+  # shellcheck source=/dev/null
+  . "$ETC/nccl.env"
+fi
+# shellcheck source=/dev/null
+. "$ETC/job.env" # job.env last: the job's own variables win
+
+PIDFILE=$RUN/trainer.pid
+SPOT_MARKER=$RUN/spot-termination-time
+if [ -d "$VENV/bin" ]; then PATH=$VENV/bin:$PATH; fi
+export PATH
+export TRAINSTACK_CHECKPOINT_DIR=$CHECKPOINT_DIR TRAINSTACK_SPOT_MARKER=$SPOT_MARKER \
+  TRAINSTACK_CHECKPOINT_SIGNAL=$CHECKPOINT_SIGNAL TRAINSTACK_HOSTFILE=$ETC/hostfile
+TORCHRUN=(torchrun --nnodes "$NNODES" --nproc-per-node "$NPROC_PER_NODE" --node-rank "$NODE_RANK"
+  --master-addr "$MASTER_ADDR" --rdzv-conf "timeout=$RDZV_TIMEOUT_SECONDS")
+DEADLINE=""
+TRAPPED=0
+STOPPED_FROM_OUTSIDE=0
+
+log() { printf '%s trainstack-launch: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >&2; }
+agent() { python3 "$LIB/trainstack_agent.py" "$@"; }
+oss() { agent oss --region "$REGION" --endpoint "$OSS_ENDPOINT" "$@"; }
+signal_trainer() { agent signal-trainer "$1" --pidfile "$PIDFILE"; }
+pip_install() { "$(command -v python || command -v python3)" -m pip install --index-url "$PIP_INDEX_URL" --trusted-host "$PIP_TRUSTED_HOST" "$@"; }
+
+stop_billing() {
+  log "stopping this instance in no-charge mode (StopInstance, StoppedMode=StopCharging)"
+  agent stop-instance --region "$REGION" && return 0
+  log "StopInstance failed: this node keeps billing until it is stopped"
+  if [ "$POWEROFF_FALLBACK" = 1 ]; then
+    log "powering off from inside (best effort)"
+    systemctl poweroff
+  fi
+}
+
+upload_checkpoints() {
+  [ "$CHECKPOINT_KIND" = oss ] && [ -n "$(ls -A "$CHECKPOINT_DIR" 2>/dev/null)" ] || return 0
+  log "uploading checkpoints to $OSS_CHECKPOINT_URI"
+  oss cp -r -u -f "$CHECKPOINT_DIR/" "$OSS_CHECKPOINT_URI" || log "WARNING: checkpoint upload failed"
+}
+
+# finish RC: the one way out once the job has started
+finish() {
+  local rc=$1
+  rm -f "$PIDFILE"
+  upload_checkpoints
+  if [ -e "$SPOT_MARKER" ]; then
+    log "exit $rc while the spot instance is reclaimed ($(cat "$SPOT_MARKER")): not marking the job finished"
+    exit "$rc"
+  fi
+  if [ "$STOPPED_FROM_OUTSIDE" = 1 ]; then
+    log "exit $rc after SIGTERM (systemctl stop, reboot, shutdown): the job resumes at the next start"
+    exit "$rc"
+  fi
+  echo "$rc" >"$STATE/job-finished"
+  case "$STOP_ON:$rc" in
+    always:* | success:0) stop_billing ;;
+    *) log "exit $rc with stop_on=$STOP_ON: leaving the instance running" ;;
+  esac
+  exit "$rc"
+}
+
+setup_failed() {
+  if [ "$(systemctl is-system-running 2>/dev/null)" = stopping ]; then
+    exit 0 # a reboot (the driver installer's), not a failure
+  fi
+  log "node setup failed (journalctl -u trainstack-setup)"
+  [ "$STOP_ON" = always ] && stop_billing
+  exit 12
+}
+
+extract_into() { # ARCHIVE DIR
+  case "$1" in
+    *.zip) unzip -q "$1" -d "$2" ;;
+    *.tar) tar -xf "$1" -C "$2" ;;
+    *) tar -xzf "$1" -C "$2" ;;
+  esac
+}
+
+fetch_code() {
+  local new=$WORKDIR.new tmp top ref=()
+  if [ "$CODE_KIND" = none ]; then
+    mkdir -p "$WORKDIR"
+    log "no job.code_uri: running in $WORKDIR"
+    return 0
+  fi
+  rm -rf "$new"
+  mkdir -p "$new"
+  tmp=$(mktemp -d)
+  case "$CODE_KIND" in
+    git)
+      [ -n "$CODE_REF" ] && ref=(--branch "$CODE_REF")
+      git clone --quiet --depth 1 ${ref[@]+"${ref[@]}"} -- "$CODE_URI" "$new" || return 1
+      ;;
+    oss-archive) { oss cp -f "$CODE_URI" "$tmp/$CODE_ARCHIVE" && extract_into "$tmp/$CODE_ARCHIVE" "$new"; } || return 1 ;;
+    oss-dir) oss cp -r -f "$CODE_URI" "$new/" || return 1 ;;
+    oss-file) oss cp -f "$CODE_URI" "$new/" || return 1 ;;
+    url-archive) { curl -fsSL --retry 5 -o "$tmp/$CODE_ARCHIVE" "$CODE_URI" && extract_into "$tmp/$CODE_ARCHIVE" "$new"; } || return 1 ;;
+    *) log "unknown CODE_KIND $CODE_KIND"; return 1 ;;
+  esac
+  rm -rf "$tmp"
+  # an archive of one top-level folder: run inside that folder
+  top=$(ls -A "$new")
+  if [ -n "$top" ] && [ "$(printf '%s\n' "$top" | wc -l)" -eq 1 ] && [ -d "$new/$top" ] && [ "$CODE_KIND" != git ]; then
+    mv "$new" "$new.x" && mv "$new.x/$top" "$new" && rm -rf "$new.x"
+  fi
+  rm -rf "$WORKDIR" && mv "$new" "$WORKDIR" || return 1
+  log "code from $CODE_URI is in $WORKDIR"
+  if [ "$INSTALL_REQUIREMENTS" = 1 ] && [ -f "$WORKDIR/requirements.txt" ]; then
+    log "installing $WORKDIR/requirements.txt"
+    pip_install -r "$WORKDIR/requirements.txt" || return 1
+  fi
+}
+
+restore_checkpoints() {
+  [ "$CHECKPOINT_KIND" = oss ] || return 0
+  mkdir -p "$CHECKPOINT_DIR"
+  [ -z "$(ls -A "$CHECKPOINT_DIR")" ] || return 0
+  log "restoring checkpoints from $OSS_CHECKPOINT_URI"
+  oss cp -r -f "$OSS_CHECKPOINT_URI" "$CHECKPOINT_DIR/" || log "no checkpoint restored (a first run has none)"
+}
+
+nccl_check() {
+  local world=$((NNODES * NPROC_PER_NODE)) out=$RUN/nccl-check.log st
+  if [ "$world" -le 1 ]; then
+    log "one GPU: NCCL check skipped"
+    return 0
+  fi
+  log "NCCL all-reduce check across $world GPUs on $NNODES node(s)"
+  NCCL_DEBUG=INFO TRAINSTACK_NCCL_CHECK_TIMEOUT=$NCCL_CHECK_TIMEOUT_SECONDS \
+    timeout "$((RDZV_TIMEOUT_SECONDS + NCCL_CHECK_TIMEOUT_SECONDS))" \
+    "${TORCHRUN[@]}" --master-port "$((MASTER_PORT + 1))" "$LIB/nccl_check.py" 2>&1 | tee "$out"
+  st=${PIPESTATUS[0]}
+  if [ "$st" -ne 0 ]; then
+    log "FATAL: NCCL all-reduce check failed (exit $st, 124 = timed out): the GPU fabric between the nodes is broken; see $out"
+    return 1
+  fi
+  if [ "$NNODES" -gt 1 ] && [ "$RDMA" != none ] && [ "$REQUIRE_RDMA" = 1 ] && ! grep -q 'NET/IB : Using' "$out"; then
+    log "FATAL: NCCL fell back to TCP instead of $RDMA (no 'NET/IB : Using' line in $out)"
+    return 1
+  fi
+}
+
+# sleep_alive PID SECONDS: sleep, but return early (1) when PID has exited
+sleep_alive() {
+  local pid=$1 end=$(($(date +%s) + $2))
+  while [ "$(date +%s)" -lt "$end" ]; do
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 1
+  done
+}
+
+# at the deadline: checkpoint signal, grace period, SIGTERM, then SIGKILL
+deadline_watchdog() {
+  local pid=$1
+  sleep_alive "$pid" "$((DEADLINE - $(date +%s)))" || return 0
+  touch "$RUN/deadline-reached"
+  log "max runtime reached: checkpoint signal, ${CHECKPOINT_GRACE_SECONDS}s to save, then stop"
+  signal_trainer "$CHECKPOINT_SIGNAL"
+  sleep_alive "$pid" "$CHECKPOINT_GRACE_SECONDS" || return 0
+  signal_trainer TERM
+  sleep_alive "$pid" "$KILL_AFTER_SECONDS" || return 0
+  signal_trainer KILL
+}
+
+run_trainer() {
+  local pid st rc=0 watchdog=""
+  cd "$WORKDIR" || return 1
+  log "running: ${TORCHRUN[*]} --master-port $MASTER_PORT ${TORCHRUN_USER_OPTS[*]-} ${TRAINER_ARGS[*]}"
+  # torchrun inherits an ignored checkpoint signal (it would die of it); the ranks install a handler
+  (
+    trap '' "$CHECKPOINT_SIGNAL"
+    exec "${TORCHRUN[@]}" --master-port "$MASTER_PORT" ${TORCHRUN_USER_OPTS[@]+"${TORCHRUN_USER_OPTS[@]}"} "${TRAINER_ARGS[@]}"
+  ) &
+  pid=$!
+  echo "$pid" >"$PIDFILE"
+  trap 'TRAPPED=1; STOPPED_FROM_OUTSIDE=1; signal_trainer TERM' TERM INT
+  trap 'TRAPPED=1; signal_trainer "$CHECKPOINT_SIGNAL"' "$CHECKPOINT_SIGNAL"
+  if [ -n "$DEADLINE" ]; then
+    deadline_watchdog "$pid" &
+    watchdog=$!
+  fi
+  while :; do # wait returns early when a trapped signal arrives; wait again for the real exit
+    TRAPPED=0
+    wait "$pid"
+    st=$?
+    [ "$st" -eq 127 ] && break
+    rc=$st
+    [ "$TRAPPED" = 1 ] || break
+  done
+  if [ -n "$watchdog" ]; then kill "$watchdog" 2>/dev/null; fi
+  trap - TERM INT "$CHECKPOINT_SIGNAL"
+  return "$rc"
+}
+
+main() {
+  local rc now
+  mkdir -p "$STATE" "$RUN"
+  if [ -f "$STATE/job-finished" ]; then
+    log "the job already ran (exit $(cat "$STATE/job-finished")); remove $STATE/job-finished and restart trainstack-job to run it again"
+    exit 0
+  fi
+  if [ -e "$SPOT_MARKER" ]; then
+    log "this spot instance is being reclaimed: not starting the job"
+    exit 0
+  fi
+  if [ -n "$MAX_RUNTIME_SECONDS" ]; then # the clock starts at the first launch and survives reboots
+    now=$(date +%s)
+    [ -f "$STATE/deadline" ] || echo "$((now + MAX_RUNTIME_SECONDS))" >"$STATE/deadline"
+    DEADLINE=$(cat "$STATE/deadline")
+    [ "$now" -lt "$DEADLINE" ] || { log "max runtime already used up"; finish 124; }
+  fi
+  rm -f "$RUN/deadline-reached"
+  fetch_code || { log "FATAL: cannot fetch job.code_uri $CODE_URI"; finish 11; }
+  restore_checkpoints
+  nccl_check || finish 10
+  run_trainer
+  rc=$?
+  [ -e "$RUN/deadline-reached" ] && rc=124
+  log "trainer exited with $rc"
+  finish "$rc"
+}
+
+if [ "${1:-}" = --setup-failed ]; then
+  setup_failed
+fi
+main

@@ -1,0 +1,151 @@
+"""Fixtures for the bootstrap tests: a fake ECS metadata service (with tokens) and a fake ECS
+API on 127.0.0.1, and a way to write a plan's rendered files to a directory."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from components.bootstrap import render_files
+
+SECRET = "fake-secret-for-tests"
+TOKEN_TTL_HEADER = "X-aliyun-ecs-metadata-token-ttl-seconds"
+TOKEN_HEADER = "X-aliyun-ecs-metadata-token"
+
+
+class FakeCloud:
+    """Metadata service at /latest/... and the ECS RPC API at /?Action=..., one server.
+
+    ``routes`` maps a metadata path to a list of (status, body) answers, used in order; the
+    last one repeats. GETs without a valid token get 401, as with http_tokens=required."""
+
+    def __init__(self) -> None:
+        self.tokens: set[str] = set()
+        self.token_requests: list[dict[str, str]] = []
+        self.gets: list[tuple[str, str | None]] = []
+        self.ecs_calls: list[dict[str, str]] = []
+        self.routes: dict[str, list[tuple[int, str]]] = {
+            "meta-data/instance-id": [(200, "i-wz9testinstance")],
+            "meta-data/region-id": [(200, "cn-shenzhen")],
+            "meta-data/ram/security-credentials/": [(200, "TrainstackNodeRole")],
+            "meta-data/ram/security-credentials/TrainstackNodeRole": [(200, json.dumps({
+                "AccessKeyId": "STS.fakeid", "AccessKeySecret": SECRET, "SecurityToken": "sts-token/+=",
+                "Expiration": "2099-01-01T00:00:00Z", "Code": "Success"}))],
+        }
+        self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def revoke_tokens(self) -> None:
+        with self.lock:
+            self.tokens.clear()
+
+    def _answer(self, path: str) -> tuple[int, str]:
+        with self.lock:
+            answers = self.routes.get(path)
+            if not answers:
+                return 404, ""
+            return answers.pop(0) if len(answers) > 1 else answers[0]
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        cloud = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _send(self, status: int, body: str) -> None:
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_PUT(self) -> None:  # noqa: N802
+                if self.path != "/latest/api/token" or not self.headers.get(TOKEN_TTL_HEADER):
+                    return self._send(400, "")
+                with cloud.lock:
+                    token = f"token-{len(cloud.token_requests)}"
+                    cloud.token_requests.append({"ttl": self.headers[TOKEN_TTL_HEADER]})
+                    cloud.tokens.add(token)
+                self._send(200, token)
+
+            def do_GET(self) -> None:  # noqa: N802
+                if self.path.startswith("/?"):
+                    return self._ecs()
+                token = self.headers.get(TOKEN_HEADER)
+                path = self.path.removeprefix("/latest/")
+                with cloud.lock:
+                    cloud.gets.append((path, token))
+                    valid = token in cloud.tokens
+                if not valid:
+                    return self._send(401, "")
+                self._send(*cloud._answer(path))
+
+            def _ecs(self) -> None:
+                from alibabacloud_tea_openapi.utils import Utils  # Alibaba's own signer, as a check
+
+                query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+                signature = query.pop("Signature", "")
+                with cloud.lock:
+                    cloud.ecs_calls.append(dict(query, Signature=signature))
+                if signature != Utils.get_rpcsignature(query, "GET", SECRET):
+                    return self._send(400, json.dumps({"Code": "SignatureDoesNotMatch", "Message": "bad"}))
+                self._send(200, json.dumps({"RequestId": "REQ-1"}))
+
+        return Handler
+
+
+@pytest.fixture
+def fake_cloud():
+    cloud = FakeCloud()
+    cloud.thread.start()
+    try:
+        yield cloud
+    finally:
+        cloud.server.shutdown()
+        cloud.server.server_close()
+
+
+def write_rendered(plan, directory: Path, node_rank: int = 0, **kwargs) -> dict[str, Path]:
+    """Write each rendered file as ``directory/<name>``; returns name -> path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for f in render_files(plan, node_rank, **kwargs):
+        path = directory / f.name
+        path.write_text(f.content, encoding="utf-8")
+        path.chmod(int(f.permissions, 8))
+        out[f.name] = path
+    return out
+
+
+@pytest.fixture
+def rendered() -> Callable[..., dict[str, Path]]:
+    return write_rendered
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+    """Poll ``predicate`` until it holds; fail after ``timeout`` seconds (never a fixed sleep)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@pytest.fixture
+def waiter() -> Callable[..., None]:
+    return wait_for

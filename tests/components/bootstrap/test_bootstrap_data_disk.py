@@ -1,0 +1,104 @@
+"""The data-disk step of the rendered node setup, run for real in bash against stub disk tools:
+it formats only a disk that blkid positively reports as empty, and never reformats data."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from plan_factory import single_gpu_lora_plan
+
+from components.bootstrap import render_script
+from trainstack.plan import DataDiskPlan, OssPlan, StoragePlan
+
+GIB = 2**30
+
+STUBS = {
+    # system disk, a local NVMe disk of another size, then the 200 GiB ESSD data disk
+    "lsblk": f'printf "/dev/vda {40 * GIB} disk\\n/dev/nvme0n1 {300 * GIB} disk\\n/dev/vdb {200 * GIB} disk\\n"',
+    "blkid": """
+fs=${FAKE_FSTYPE-}; [ -f "$FAKE_DIR/formatted" ] && fs=ext4
+echo "blkid $*" >>"$FAKE_DIR/calls"
+case " $* " in
+  *" -s UUID "*) echo 0f0e0d0c-1111-2222-3333-444455556666; exit 0 ;;
+  *" -s TYPE "*) [ -n "$fs" ] && echo "$fs"; exit 0 ;;
+esac
+[ -f "$FAKE_DIR/formatted" ] && exit 0
+exit "$FAKE_BLKID_RC"
+""",
+    "mkfs.ext4": 'echo "mkfs.ext4 $*" >>"$FAKE_DIR/calls"; touch "$FAKE_DIR/formatted"',
+    "mount": 'echo "mount $*" >>"$FAKE_DIR/calls"',
+    "mountpoint": "exit 1",
+}
+
+
+@pytest.fixture
+def disk(tmp_path):
+    bin_dir, etc, fake = tmp_path / "bin", tmp_path / "etc", tmp_path / "fake"
+    for d in (bin_dir, etc, fake):
+        d.mkdir()
+    for name, body in STUBS.items():
+        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    plan = single_gpu_lora_plan(storage=StoragePlan(
+        checkpoint="oss", checkpoint_path=str(tmp_path / "ckpt"),
+        data_disk=DataDiskPlan(size_gib=200, mount_path=str(tmp_path / "data")),
+        oss=OssPlan(bucket="b", internal_endpoint="oss-cn-shenzhen-internal.aliyuncs.com")))
+    (etc / "node.env").write_text(render_script(plan, "node.env"))
+    setup = tmp_path / "node-setup.sh"
+    setup.write_text(render_script(plan, "node-setup.sh"))
+
+    def run(blkid_rc: int, fstype: str = "") -> subprocess.CompletedProcess:
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "TRAINSTACK_ETC": str(etc), "TRAINSTACK_FSTAB": str(tmp_path / "fstab"),
+               "TRAINSTACK_STATE": str(tmp_path / "state"), "TRAINSTACK_RUN": str(tmp_path / "run"),
+               "FAKE_DIR": str(fake), "FAKE_BLKID_RC": str(blkid_rc), "FAKE_FSTYPE": fstype}
+        return subprocess.run(["bash", "-c", 'source "$1"; setup_data_disk', "-", str(setup)],
+                              capture_output=True, text=True, env=env, timeout=30)
+
+    def calls() -> list[str]:
+        path = fake / "calls"
+        return path.read_text().splitlines() if path.exists() else []
+
+    run.calls = calls
+    run.fstab = tmp_path / "fstab"
+    run.mount_path = str(tmp_path / "data")
+    return run
+
+
+def test_an_existing_filesystem_is_mounted_and_never_reformatted(disk):
+    result = disk(blkid_rc=0, fstype="xfs")
+    assert result.returncode == 0, result.stderr
+    assert not [c for c in disk.calls() if c.startswith("mkfs")]
+    assert f"mount -t xfs /dev/vdb {disk.mount_path}" in disk.calls()
+    assert "never reformatted" in result.stderr
+    assert disk.fstab.read_text() == \
+        f"UUID=0f0e0d0c-1111-2222-3333-444455556666 {disk.mount_path} xfs defaults,nofail 0 2\n"
+    assert disk(blkid_rc=0, fstype="xfs").returncode == 0
+    assert len(disk.fstab.read_text().splitlines()) == 1  # a second boot adds no second entry
+
+
+def test_only_a_disk_blkid_reports_empty_is_formatted(disk):
+    result = disk(blkid_rc=2)
+    assert result.returncode == 0, result.stderr
+    mkfs = [c for c in disk.calls() if c.startswith("mkfs")]
+    assert mkfs == ["mkfs.ext4 -q -L trainstack-data /dev/vdb"]  # the 200 GiB disk, not vda or nvme0n1
+    assert f"mount -t ext4 /dev/vdb {disk.mount_path}" in disk.calls()
+
+
+@pytest.mark.parametrize("blkid_rc, fstype, message", [
+    (4, "", "refusing to format"),  # blkid could not probe: unknown is not empty
+    (8, "", "refusing to format"),  # ambivalent probe result
+    (0, "", "partition table"),  # signatures but no filesystem: a partitioned disk
+])
+def test_anything_but_a_positive_empty_answer_leaves_the_disk_alone(disk, blkid_rc, fstype, message):
+    result = disk(blkid_rc=blkid_rc, fstype=fstype)
+    assert result.returncode != 0
+    assert message in result.stderr and "FATAL" in result.stderr
+    assert not [c for c in disk.calls() if c.startswith(("mkfs", "mount"))]
+
+
+def test_the_rendered_step_has_no_other_path_to_mkfs():
+    setup = render_script(single_gpu_lora_plan(), "node-setup.sh")
+    assert setup.count("mkfs") == 1
+    guarded = setup[setup.index('blkid -p "$dev" >/dev/null'):setup.index("mkfs")]
+    assert "    2)\n" in guarded  # inside the `blkid -p` exit-2 ("nothing found") branch only

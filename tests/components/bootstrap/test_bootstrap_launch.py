@@ -1,0 +1,262 @@
+"""trainstack-launch run for real in bash with a stand-in torchrun and the fake cloud: the NCCL
+check, the trainer's arguments and signals, the max-runtime deadline, and stopping billing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
+
+from components.bootstrap import BootstrapOptions, render_files
+from trainstack.plan import JobPlan, StoragePlan
+
+FAST = BootstrapOptions(checkpoint_grace_seconds=1, kill_after_seconds=1, poweroff_fallback=False)
+
+TORCHRUN = """\
+import json, os, signal, sys, time
+def record(event, **data):
+    with open(os.environ["FAKE_LOG"], "a") as fh:
+        fh.write(json.dumps(dict(event=event, **data)) + "\\n")
+check = any(a.endswith("nccl_check.py") for a in sys.argv)
+record("nccl_check" if check else "trainer", argv=sys.argv[1:], cwd=os.getcwd(),
+       usr1_ignored=signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN,
+       env={k: os.environ.get(k) for k in ("NCCL_IB_HCA", "NCCL_DEBUG", "MY_VAR", "TRAINSTACK_CHECKPOINT_DIR")})
+if check:
+    if os.environ.get("FAKE_NCCL_LOG"):
+        print(os.environ["FAKE_NCCL_LOG"])
+    sys.exit(int(os.environ.get("FAKE_NCCL_RC", "0")))
+if os.environ.get("FAKE_MODE") == "run-until-stopped":
+    signal.signal(signal.SIGUSR1, lambda *_: record("USR1"))
+    def on_term(*_):
+        record("TERM")
+        sys.exit(143)
+    signal.signal(signal.SIGTERM, on_term)
+    end = time.monotonic() + 20  # bounded: the deadline test stops it long before
+    while time.monotonic() < end:
+        time.sleep(0.02)
+sys.exit(int(os.environ.get("FAKE_RC", "0")))
+"""
+
+
+@pytest.fixture
+def launch(tmp_path, fake_cloud, rendered):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "torchrun").write_text(f"#!{sys.executable}\n{TORCHRUN}")
+    (bin_dir / "systemctl").write_text(f'#!/bin/bash\necho "systemctl $*" >>"{tmp_path}/systemctl.log"\n')
+    for tool in ("torchrun", "systemctl"):
+        (bin_dir / tool).chmod(0o755)
+
+    def run(plan, rank=0, options=FAST, **env):
+        kwargs = {"cpfs_mount_address": "cpfs-x.cn-shenzhen.cpfs.aliyuncs.com"} if plan.storage.cpfs else {}
+        files = rendered(plan, tmp_path / "node", rank, options=options, **kwargs)
+        # the launcher reads /etc/trainstack and /usr/local/lib/trainstack: point both at the render
+        base = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", FAKE_LOG=str(tmp_path / "torchrun.log"),
+                    TRAINSTACK_ETC=str(tmp_path / "node"), TRAINSTACK_LIB=str(tmp_path / "node"),
+                    TRAINSTACK_STATE=str(tmp_path / "state"), TRAINSTACK_RUN=str(tmp_path / "run"),
+                    TRAINSTACK_WORKDIR=str(tmp_path / "work"), TRAINSTACK_METADATA_URL=fake_cloud.url,
+                    TRAINSTACK_ECS_ENDPOINT=fake_cloud.url, TRAINSTACK_RETRY_SECONDS="0")
+        return subprocess.run(["bash", str(files["trainstack-launch.sh"])], capture_output=True, text=True,
+                              env={**base, **env}, timeout=60)
+
+    def events():
+        log = tmp_path / "torchrun.log"
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    run.events = events
+    run.cloud = fake_cloud
+    run.state = tmp_path / "state"
+    return run
+
+
+def local_plan(base, tmp_path, **job):
+    """A plan whose checkpoints live under tmp_path (the launcher creates nothing outside it)."""
+    return base(storage=StoragePlan(checkpoint="essd", checkpoint_path=str(tmp_path / "ckpt")),
+                job=JobPlan(method="full", precision="bf16", **{"command": "python train.py", **job}))
+
+
+def test_single_gpu_job_runs_under_torchrun_then_the_node_stops_billing(launch, tmp_path):
+    plan = local_plan(single_gpu_lora_plan, tmp_path, command="python -u train.py --lr 3e-4",
+                      env={"MY_VAR": "x y"})
+    result = launch(plan)
+    assert result.returncode == 0, result.stderr
+    (trainer,) = launch.events()  # one GPU: no NCCL check
+    assert trainer["event"] == "trainer" and "NCCL check skipped" in result.stderr
+    assert trainer["argv"] == ["--nnodes", "1", "--nproc-per-node", "1", "--node-rank", "0", "--master-addr",
+                               "10.0.0.10", "--rdzv-conf", "timeout=1800", "--master-port", "29500",
+                               "train.py", "--lr", "3e-4"]
+    assert trainer["usr1_ignored"], "torchrun must not die of the checkpoint signal"
+    assert trainer["env"]["MY_VAR"] == "x y" and trainer["env"]["TRAINSTACK_CHECKPOINT_DIR"] == str(tmp_path / "ckpt")
+    assert trainer["cwd"] == str(tmp_path / "work")
+    (stop,) = launch.cloud.ecs_calls
+    assert (stop["Action"], stop["StoppedMode"], stop["InstanceId"]) == ("StopInstance", "StopCharging",
+                                                                         "i-wz9testinstance")
+    assert (launch.state / "job-finished").read_text() == "0\n"
+
+
+def test_a_finished_job_is_not_run_again_after_a_restart(launch, tmp_path):
+    plan = local_plan(single_gpu_lora_plan, tmp_path)
+    assert launch(plan).returncode == 0
+    result = launch(plan)
+    assert result.returncode == 0 and "already ran" in result.stderr
+    assert len(launch.events()) == 1 and len(launch.cloud.ecs_calls) == 1
+
+
+def test_hostile_arguments_reach_the_trainer_literally(launch, tmp_path):
+    pwned = tmp_path / "pwned"
+    plan = local_plan(single_gpu_lora_plan, tmp_path,
+                      command=f"python train.py '\"; rm -rf / #' '$(touch {pwned})' '`touch {pwned}`'")
+    assert launch(plan).returncode == 0
+    assert launch.events()[0]["argv"][-3:] == ['"; rm -rf / #', f"$(touch {pwned})", f"`touch {pwned}`"]
+    assert not pwned.exists()
+
+
+def test_multi_gpu_runs_the_nccl_check_first_and_a_failure_stops_before_training(launch, tmp_path):
+    plan = local_plan(spot_plan, tmp_path, command="python train.py")
+    ok = launch(plan)
+    assert ok.returncode == 0, ok.stderr
+    check, trainer = launch.events()
+    assert check["event"] == "nccl_check" and trainer["event"] == "trainer"
+    assert check["argv"][-3:] == ["--master-port", "29501", str(tmp_path / "node" / "nccl_check.py")]
+    assert check["env"]["NCCL_DEBUG"] == "INFO"
+
+    (launch.state / "job-finished").unlink()
+    failed = launch(plan, FAKE_NCCL_RC="1")
+    assert failed.returncode == 10
+    assert "NCCL all-reduce check failed" in failed.stderr
+    assert [e["event"] for e in launch.events()][2:] == ["nccl_check"], "the trainer never started"
+    assert len(launch.cloud.ecs_calls) == 2, "a broken fabric stops billing too"
+
+
+def test_multi_node_rdma_falling_back_to_tcp_fails_the_check(launch, tmp_path):
+    plan = multi_node_erdma_plan(nodes=2).model_copy(update={"storage": StoragePlan(
+        checkpoint="essd", checkpoint_path=str(tmp_path / "ckpt"))})
+    result = launch(plan, rank=1, FAKE_NCCL_LOG="NCCL INFO NET/Socket : Using [0]eth0:10.0.0.11<0>")
+    assert result.returncode == 10 and "fell back to TCP" in result.stderr
+    check = launch.events()[0]
+    assert check["env"]["NCCL_IB_HCA"] == "erdma"
+    assert check["argv"][:8] == ["--nnodes", "2", "--nproc-per-node", "8", "--node-rank", "1", "--master-addr",
+                                 "10.0.0.10"]
+    (launch.state / "job-finished").unlink()
+    good = launch(plan, rank=1, FAKE_NCCL_LOG="NCCL INFO NET/IB : Using [0]erdma_0:1/RoCE [RO]; OOB eth0")
+    assert good.returncode == 0, good.stderr
+
+
+def test_max_runtime_sends_the_checkpoint_signal_then_stops_the_trainer_and_the_node(launch, tmp_path):
+    plan = local_plan(single_gpu_lora_plan, tmp_path, max_runtime_hours=0.5 / 3600)
+    result = launch(plan, FAKE_MODE="run-until-stopped")
+    assert result.returncode == 124, result.stderr
+    assert [e["event"] for e in launch.events()] == ["trainer", "USR1", "TERM"]
+    assert "max runtime reached" in result.stderr
+    assert len(launch.cloud.ecs_calls) == 1 and (launch.state / "job-finished").read_text() == "124\n"
+
+
+def test_stop_on_success_leaves_a_failed_node_running_for_debugging(launch, tmp_path):
+    plan = local_plan(single_gpu_lora_plan, tmp_path)
+    result = launch(plan, options=BootstrapOptions(stop_on="success", poweroff_fallback=False), FAKE_RC="3")
+    assert result.returncode == 3 and not launch.cloud.ecs_calls
+    assert "leaving the instance running" in result.stderr
+
+
+def test_a_failed_stop_falls_back_to_poweroff(launch, tmp_path):
+    launch.cloud.routes["meta-data/ram/security-credentials/"] = [(404, "")]
+    plan = local_plan(single_gpu_lora_plan, tmp_path)
+    result = launch(plan, options=BootstrapOptions())
+    assert result.returncode == 0
+    assert "StopInstance failed" in result.stderr
+    assert (tmp_path / "systemctl.log").read_text() == "systemctl poweroff\n"
+
+
+def test_no_job_starts_on_a_spot_instance_that_is_being_reclaimed(launch, tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "spot-termination-time").write_text("2026-11-30T01:05:00Z\n")
+    result = launch(local_plan(single_gpu_lora_plan, tmp_path))
+    assert result.returncode == 0 and "being reclaimed" in result.stderr
+    assert not launch.events() and not launch.cloud.ecs_calls
+
+
+def test_setup_failure_applies_the_stop_policy(launch, tmp_path):
+    plan = local_plan(single_gpu_lora_plan, tmp_path)
+    files = {f.name: f for f in render_files(plan, 0, options=FAST)}
+    assert "--setup-failed" in files["trainstack-setup-failed.service"].content
+    assert "OnFailure=trainstack-setup-failed.service" in files["trainstack-setup.service"].content
+    launch(plan)  # renders the files; then run the failure path the unit runs
+    env = dict(os.environ, TRAINSTACK_ETC=str(tmp_path / "node"), TRAINSTACK_LIB=str(tmp_path / "node"),
+               TRAINSTACK_STATE=str(tmp_path / "s2"), TRAINSTACK_RUN=str(tmp_path / "r2"),
+               TRAINSTACK_METADATA_URL=launch.cloud.url, TRAINSTACK_ECS_ENDPOINT=launch.cloud.url,
+               PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    result = subprocess.run(["bash", str(tmp_path / "node" / "trainstack-launch.sh"), "--setup-failed"],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 12 and len(launch.cloud.ecs_calls) == 2
+    assert not (tmp_path / "s2" / "job-finished").exists(), "a restarted node retries the setup"
+
+
+def test_systemctl_stop_forwards_sigterm_and_neither_finishes_the_job_nor_stops_the_node(launch, tmp_path,
+                                                                                         waiter):
+    plan = local_plan(single_gpu_lora_plan, tmp_path)
+    launch(plan, FAKE_RC="0")  # render the files once
+    (launch.state / "job-finished").unlink()
+    launch.cloud.ecs_calls.clear()
+    (tmp_path / "torchrun.log").unlink()
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}", FAKE_LOG=str(tmp_path / "torchrun.log"),
+               FAKE_MODE="run-until-stopped", TRAINSTACK_ETC=str(tmp_path / "node"),
+               TRAINSTACK_LIB=str(tmp_path / "node"), TRAINSTACK_STATE=str(launch.state),
+               TRAINSTACK_RUN=str(tmp_path / "run"), TRAINSTACK_WORKDIR=str(tmp_path / "work"),
+               TRAINSTACK_METADATA_URL=launch.cloud.url, TRAINSTACK_ECS_ENDPOINT=launch.cloud.url)
+    proc = subprocess.Popen(["bash", str(tmp_path / "node" / "trainstack-launch.sh")], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        waiter(lambda: bool(launch.events()), what="the trainer to start")
+        proc.send_signal(signal.SIGTERM)  # what systemd sends the main process (KillMode=mixed)
+        _, stderr = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert [e["event"] for e in launch.events()] == ["trainer", "TERM"]
+    assert proc.returncode == 143, stderr
+    assert "resumes at the next start" in stderr
+    assert not launch.cloud.ecs_calls and not (launch.state / "job-finished").exists()
+
+
+def test_code_is_cloned_from_git_and_the_trainer_runs_inside_it(launch, tmp_path):
+    repo = tmp_path / "src"
+    repo.mkdir()
+    (repo / "train.py").write_text("print('hi')\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"]
+    for args in (["init", "-q"], ["add", "train.py"], ["commit", "-qm", "code"], ["tag", "v1"]):
+        subprocess.run([*git, *args], cwd=repo, check=True, capture_output=True)
+    plan = local_plan(single_gpu_lora_plan, tmp_path, code_uri=f"file://{repo}/.git#v1")
+    result = launch(plan)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "work" / "train.py").read_text() == "print('hi')\n"
+    assert launch.events()[0]["cwd"] == str(tmp_path / "work")
+
+
+def test_an_oss_archive_is_fetched_with_ossutil_and_unpacked(launch, tmp_path):
+    pkg = tmp_path / "pkg" / "project"
+    pkg.mkdir(parents=True)
+    (pkg / "train.py").write_text("print('hi')\n")
+    archive = tmp_path / "code.tar.gz"
+    subprocess.run(["tar", "-czf", str(archive), "-C", str(tmp_path / "pkg"), "project"], check=True)
+    ossutil = tmp_path / "bin" / "ossutil"  # stand-in: `cp -f oss://... DEST --region R --endpoint E`
+    ossutil.write_text(f'#!/bin/bash\necho "$*" >>"{tmp_path}/ossutil.log"\ncp "{archive}" "$4"\n')
+    ossutil.chmod(0o755)
+    plan = local_plan(single_gpu_lora_plan, tmp_path, code_uri="oss://code-bucket/jobs/code.tar.gz")
+    result = launch(plan)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "work" / "train.py").exists(), "the archive's one top-level folder is entered"
+    (call,) = (tmp_path / "ossutil.log").read_text().splitlines()
+    assert call.startswith("cp -f oss://code-bucket/jobs/code.tar.gz ")
+    assert call.endswith("--region cn-shenzhen --endpoint oss-cn-shenzhen-internal.aliyuncs.com")
+
+
+def test_a_code_fetch_failure_exits_11_and_stops_billing(launch, tmp_path):
+    plan = local_plan(single_gpu_lora_plan, tmp_path, code_uri=f"file://{tmp_path}/missing.git")
+    result = launch(plan)
+    assert result.returncode == 11 and "cannot fetch job.code_uri" in result.stderr
+    assert not launch.events() and len(launch.cloud.ecs_calls) == 1

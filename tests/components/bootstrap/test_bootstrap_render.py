@@ -1,0 +1,197 @@
+"""What the bootstrap renders for each kind of plan (content per plan, determinism, format)."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import math
+import subprocess
+
+import pytest
+import yaml
+from plan_factory import dlc_plan, multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
+
+from components.bootstrap import (
+    USER_DATA_LIMIT, BootstrapOptions, render_files, render_script, render_user_data,
+)
+from trainstack.plan import JobPlan, StoragePlan
+
+CPFS = "cpfs-0a1b2c.cn-shenzhen.cpfs.aliyuncs.com"
+
+
+def env_of(text: str) -> dict[str, str]:
+    """The variables a rendered env file defines, as bash sees them after sourcing it."""
+    out = subprocess.run(["bash", "-c", 'set -a; source /dev/stdin; set +a; env -0'], input=text,
+                         capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"}).stdout
+    return dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
+
+
+def written_files(user_data: str) -> dict[str, str]:
+    """path -> content of every write_files entry, decoded as cloud-init decodes it."""
+    doc = yaml.safe_load(user_data)
+    out = {}
+    for entry in doc["write_files"]:
+        content = entry["content"]
+        if entry.get("encoding") == "gz+b64":
+            content = gzip.decompress(base64.b64decode(content)).decode()
+        out[entry["path"]] = content
+    return out
+
+
+def test_single_gpu_plan_has_no_rdma_and_no_nccl_check():
+    plan = single_gpu_lora_plan()
+    user_data = render_user_data(plan, 0)
+    files = written_files(user_data)
+    everything = "\n".join(files.values()).lower()
+    assert "erdma" not in everything and "nccl_ib" not in everything
+    assert "/etc/trainstack/nccl.env" not in files and "/usr/local/lib/trainstack/nccl_check.py" not in files
+    env = env_of(files["/etc/trainstack/node.env"])
+    assert (env["NNODES"], env["NPROC_PER_NODE"], env["NODE_RANK"]) == ("1", "1", "0")
+    assert env["RDMA"] == "none" and "MTU" not in env and "ERDMA_INSTALLER_URL" not in env
+    assert files["/etc/trainstack/hostfile"] == "10.0.0.10\n"
+    setup = files["/usr/local/sbin/trainstack-node-setup"]
+    assert "setup_erdma" not in setup and "setup_mtu" not in setup
+    assert "  setup_data_disk\n" in setup and "  setup_gpu_driver\n" in setup
+
+
+def test_multi_node_erdma_plan_installs_erdma_sets_nccl_env_mtu_and_hostfile():
+    plan = multi_node_erdma_plan(nodes=4)
+    files = written_files(render_user_data(plan, 2, cpfs_mount_address=CPFS))
+    env = env_of(files["/etc/trainstack/node.env"])
+    assert env["ERDMA_INSTALLER_URL"] == "http://mirrors.cloud.aliyuncs.com/erdma/erdma_installer-1.4.5.tar.gz"
+    assert env["MTU"] == "8500" and env["RDMA"] == "erdma"
+    assert (env["NODE_RANK"], env["NNODES"], env["NPROC_PER_NODE"]) == ("2", "4", "8")
+    assert env["MASTER_ADDR"] == "10.0.0.10" and env["MASTER_PORT"] == "29500"
+    assert files["/etc/trainstack/hostfile"].splitlines() == ["10.0.0.10", "10.0.0.11", "10.0.0.12", "10.0.0.13"]
+    setup = files["/usr/local/sbin/trainstack-node-setup"]
+    for step in ("setup_data_disk", "setup_cpfs", "setup_gpu_driver", "setup_erdma", "setup_mtu", "setup_python"):
+        assert f"  {step}\n" in setup
+    assert setup.index("  setup_gpu_driver\n") < setup.index("  setup_erdma\n") < setup.index("  setup_mtu\n")
+    assert "./install.sh --batch" in setup and "ibv_devices" in setup
+    nccl = env_of(files["/etc/trainstack/nccl.env"])
+    assert nccl["NCCL_IB_HCA"] == "erdma" and nccl["NCCL_IB_GID_INDEX"] == "1"
+    assert {k: nccl[k] for k in plan.network.nccl_env} == plan.network.nccl_env
+    assert files["/etc/profile.d/trainstack-nccl.sh"] == files["/etc/trainstack/nccl.env"]
+    assert "/usr/local/lib/trainstack/nccl_check.py" in files
+
+
+def test_every_rank_agrees_on_the_rendezvous_master():
+    plan = multi_node_erdma_plan(nodes=3)
+    masters = {env_of(render_script(plan, "node.env", rank, CPFS))["MASTER_ADDR"] for rank in range(3)}
+    assert masters == {plan.node_private_ips()[0]}
+
+
+def test_mtu_is_left_alone_unless_the_plan_asks_for_jumbo_frames():
+    plan = multi_node_erdma_plan()
+    plain = plan.model_copy(update={"network": plan.network.model_copy(update={"mtu": 1500})})
+    assert "MTU" not in env_of(render_script(plain, "node.env", 0, CPFS))
+    assert "setup_mtu" not in render_script(plain, "node-setup.sh", 0, CPFS)
+
+
+def test_cpfs_is_mounted_from_the_protocol_mount_target():
+    plan = multi_node_erdma_plan()
+    env = env_of(render_script(plan, "node.env", 0, CPFS))
+    assert env["CPFS_SOURCE"] == f"{CPFS}:/share" and env["CPFS_MOUNT"] == "/mnt/cpfs"
+    env = env_of(render_script(plan, "node.env", 0, f"{CPFS}:/share/job1/"))
+    assert env["CPFS_SOURCE"] == f"{CPFS}:/share/job1/"
+    with pytest.raises(ValueError, match="cpfs_mount_address"):
+        render_user_data(plan, 0)
+    with pytest.raises(ValueError, match="cpfs_mount_address"):
+        render_user_data(plan, 0, cpfs_mount_address="host; reboot")
+
+
+def test_spot_plan_runs_the_watcher_and_on_demand_plans_do_not():
+    user_data = yaml.safe_load(render_user_data(spot_plan(), 0))
+    paths = {e["path"] for e in user_data["write_files"]}
+    assert {"/usr/local/lib/trainstack/spot-watcher.py",
+            "/etc/systemd/system/trainstack-spot-watcher.service"} <= paths
+    assert ["systemctl", "start", "--no-block", "trainstack-job.service", "trainstack-spot-watcher.service",
+            "trainstack-ckpt-sync.service"] in user_data["runcmd"]
+    unit = render_script(spot_plan(), "trainstack-spot-watcher.service")
+    assert "TRAINSTACK_SPOT_POLL_SECONDS=5" in unit and "TRAINSTACK_CHECKPOINT_SIGNAL=USR1" in unit
+    for plan, kw in ((single_gpu_lora_plan(), {}), (multi_node_erdma_plan(), {"cpfs_mount_address": CPFS})):
+        text = render_user_data(plan, 0, **kw)
+        assert "spot-watcher" not in text and "spot" not in " ".join(map(str, yaml.safe_load(text)["runcmd"]))
+
+
+def test_oss_checkpoints_get_the_sync_service_and_cpfs_checkpoints_do_not():
+    env = env_of(render_script(single_gpu_lora_plan(), "node.env"))
+    assert env["OSS_CHECKPOINT_URI"] == "oss://llama3-8b-lora-ckpt-3f2a/checkpoints/"
+    assert env["OSS_ENDPOINT"] == "oss-cn-shenzhen-internal.aliyuncs.com"
+    assert "setup_ossutil" in render_script(single_gpu_lora_plan(), "node-setup.sh")
+    names = {f.name for f in render_files(multi_node_erdma_plan(), 0, CPFS)}
+    assert "ckpt-sync.sh" not in names and "trainstack-ckpt-sync.service" not in names
+
+
+def test_driver_auto_install_follows_the_image_plan():
+    plan = single_gpu_lora_plan()
+    assert env_of(render_script(plan, "node.env"))["AUTO_INSTALL_DRIVER"] == "1"
+    baked = plan.model_copy(update={"image": plan.image.model_copy(update={"auto_install_driver": False})})
+    env = env_of(render_script(baked, "node.env"))
+    assert env["AUTO_INSTALL_DRIVER"] == "0"
+    setup = render_script(plan, "node-setup.sh")
+    assert "ALL INSTALL OK" in setup and "/root/auto_install/auto_install.log" in setup
+    assert "/opsx/ecs/linux/binary/script/" in setup and "nvidia-smi" in setup
+
+
+def test_job_settings_and_max_runtime():
+    plan = single_gpu_lora_plan(job=JobPlan(command="torchrun --nproc-per-node 2 --max-restarts 3 train.py --lr 1e-4",
+                                            method="lora", precision="bf16", max_runtime_hours=1.5,
+                                            env={"HF_HOME": "/mnt/data/hf"}))
+    env = env_of(render_script(plan, "node.env"))
+    assert env["MAX_RUNTIME_SECONDS"] == str(math.ceil(1.5 * 3600))
+    job = render_script(plan, "job.env")
+    assert "TORCHRUN_USER_OPTS=(--max-restarts 3)" in job
+    assert "TRAINER_ARGS=(train.py --lr 1e-4)" in job
+    assert "--nproc-per-node 2" in job.splitlines()[2]  # noted as replaced by the Plan
+    assert env_of(job)["HF_HOME"] == "/mnt/data/hf"
+    assert env_of(render_script(single_gpu_lora_plan(), "node.env"))["MAX_RUNTIME_SECONDS"] == ""
+
+
+def test_nproc_per_node_defaults_to_the_gpus_of_a_node():
+    plan = spot_plan(job=JobPlan(command="python train.py", method="full", precision="bf16"))
+    assert env_of(render_script(plan, "node.env"))["NPROC_PER_NODE"] == "4"
+
+
+def test_user_data_is_a_deterministic_cloud_config_within_the_ecs_limit():
+    for plan, kw in ((single_gpu_lora_plan(), {}), (spot_plan(), {}),
+                     (multi_node_erdma_plan(nodes=8), {"cpfs_mount_address": CPFS})):
+        first = render_user_data(plan, 0, **kw)
+        assert first == render_user_data(plan, 0, **kw)
+        assert first.startswith("#cloud-config\n")
+        assert len(first.encode()) <= USER_DATA_LIMIT
+        files = written_files(first)
+        assert files == {f.path: f.content for f in render_files(plan, 0, **kw)}
+        runcmd = yaml.safe_load(first)["runcmd"]
+        assert runcmd[0] == ["systemctl", "daemon-reload"]
+        assert "trainstack-setup.service" in runcmd[1]
+
+
+def test_ranks_differ_only_in_their_rank():
+    plan = multi_node_erdma_plan(nodes=2)
+    a, b = (written_files(render_user_data(plan, r, cpfs_mount_address=CPFS)) for r in (0, 1))
+    differing = {path for path in a if a[path] != b[path]}
+    assert differing == {"/etc/trainstack/node.env", "/etc/systemd/system/trainstack-job.service"}
+
+
+def test_options_change_versions_and_are_validated():
+    plan = multi_node_erdma_plan()
+    env = env_of(render_script(plan, "node.env", 0, CPFS, BootstrapOptions(erdma_version="1.5.7")))
+    assert env["ERDMA_INSTALLER_URL"].endswith("/erdma_installer-1.5.7.tar.gz")
+    for bad in ({"erdma_version": "1.4.5; reboot"}, {"checkpoint_signal": "TERM"}, {"stop_on": "sometimes"},
+                {"master_port": 80}, {"pip_index_url": "file:///x"}, {"spot_poll_seconds": 300},
+                {"checkpoint_grace_seconds": 0}):
+        with pytest.raises(ValueError):
+            BootstrapOptions(**bad)
+
+
+def test_plans_the_bootstrap_cannot_serve_are_refused():
+    with pytest.raises(ValueError, match="ECS nodes"):
+        render_user_data(dlc_plan(), 0)
+    with pytest.raises(ValueError, match="node_rank"):
+        render_user_data(single_gpu_lora_plan(), 1)
+    no_bucket = single_gpu_lora_plan(storage=StoragePlan(checkpoint="oss", checkpoint_path="/mnt/c"))
+    with pytest.raises(ValueError, match="OSS bucket"):
+        render_user_data(no_bucket, 0)
+    with pytest.raises(KeyError):
+        render_script(single_gpu_lora_plan(), "spot-watcher.py")
