@@ -130,7 +130,7 @@ def _evaluate(profile: TrainingProfile, catalog: Catalog, inst: ResolvedInstance
     unit = quote.spot_cny_per_hour if spot else quote.on_demand_cny_per_hour
     hourly = round(unit * nodes, 4) if unit is not None else None
     total = round(hourly * hours, 2) if (hourly is not None and hours is not None) else None
-    labels = list(base_labels) + [lab for lab in quote.labels if spot or "spot price" not in lab]
+    labels = list(base_labels) + list(thr.labels) + [lab for lab in quote.labels if spot or "spot price" not in lab]
     reason = None
     if t.zero_stage > 0 and gpus == 1:
         reason = f"zero_stage {t.zero_stage} needs more than one GPU"
