@@ -1,0 +1,140 @@
+"""The training profile: strict schema, clear errors, documented derived shapes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from trainstack.architecture import derive_architecture, presets
+from trainstack.cli import main
+from trainstack.errors import InputError
+from trainstack.profile import TrainingProfile, load_profile, parse_profile
+
+BASE = {"name": "demo", "model": {"preset": "llama-3-8b"}}
+
+
+def write(tmp_path, content, name="p.yaml"):
+    f = tmp_path / name
+    if isinstance(content, bytes):
+        f.write_bytes(content)
+    else:
+        f.write_text(content if isinstance(content, str) else yaml.safe_dump(content))
+    return f
+
+
+def validate(capsys, path):
+    code = main(["validate", str(path)])
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err
+    return code, out.err
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("name: x\nmodel: {preset: [", "not valid YAML at line"),
+    ("", "is empty"),
+    ("   \n# only a comment\n", "is empty"),
+    (b"\x00\x01\x02binary", "binary file"),
+    (b"\xff\xfe not utf8", "not UTF-8"),
+    ("- a\n- b\n", "must be a YAML mapping"),
+    ("name: a\nname: b\nmodel: {preset: llama-3-8b}\n", "duplicate key 'name'"),
+    ("!!python/object/apply:os.system ['true']", "not valid YAML"),
+])
+def test_unreadable_files_exit_2_with_a_clear_message(tmp_path, capsys, content, needle):
+    code, err = validate(capsys, write(tmp_path, content))
+    assert code == 2 and needle in err and "p.yaml" in err
+
+
+def test_missing_file_and_directory(tmp_path, capsys):
+    code, err = validate(capsys, tmp_path / "nope.yaml")
+    assert code == 2 and "not found" in err
+    code, err = validate(capsys, tmp_path)
+    assert code == 2 and "is a directory" in err
+
+
+def test_one_line_per_problem_with_path_given_allowed_and_did_you_mean(tmp_path, capsys):
+    doc = {"name": "demo", "model": {"preset": "lama-3-8b"},
+           "training": {"methd": "lora", "micro_batch_size": 0, "precision": "bf32"},
+           "resources": {"spot": "sometimes"}}
+    code, err = validate(capsys, write(tmp_path, doc))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 5
+    assert any("model.preset" in l and "'lama-3-8b'" in l and "did you mean 'llama-3-8b'" in l for l in lines)
+    assert any("training.methd: unknown field" in l and "did you mean 'method'" in l for l in lines)
+    assert any("training.micro_batch_size" in l and "given 0" in l and ">= 1" in l for l in lines)
+    assert any("training.precision" in l and "'bf16'" in l for l in lines)
+    assert any("resources.spot" in l and "'sometimes'" in l for l in lines)
+
+
+def test_yaml_booleans_get_a_hint(tmp_path, capsys):
+    code, err = validate(capsys, write(tmp_path, "name: x\nmodel: {preset: llama-3-8b}\nresources: {spot: no}\n"))
+    assert code == 2 and "quote the word" in err
+
+
+@pytest.mark.parametrize("doc, needle", [
+    ({**BASE, "training": {"method": "full", "lora": {"rank": 8}}}, "lora block is only valid"),
+    ({**BASE, "training": {"zero_stage": 2}, "resources": {"gpus": 1}}, "with gpus: 1 use zero_stage: 0"),
+    ({**BASE, "model": {"preset": "llama-3-8b", "params_b": 8}}, "exactly one of"),
+    ({**BASE, "model": {}}, "exactly one of"),
+    ({**BASE, "name": "My_Job"}, "DNS-safe"),
+    ({**BASE, "zone": "cn-beijing-a"}, "not in region"),
+    ({**BASE, "access": {"ssh_cidrs": ["0.0.0.0/0"]}}, "whole internet"),
+    ({**BASE, "network": {"vpc_cidr": "8.8.0.0/16"}}, "private IPv4"),
+    ({**BASE, "network": {"vpc_cidr": "10.0.0.0/16", "vswitch_cidr": "10.1.0.0/20"}}, "not inside"),
+    ({**BASE, "resources": {"gpus": 0}}, "gpus"),
+    ({**BASE, "tags": {"trainstack:role": "x"}}, "reserved prefix"),
+    ({**BASE, "storage": {"dataset_uri": "s3://bucket"}}, "oss://"),
+])
+def test_cross_field_rules(doc, needle):
+    with pytest.raises(InputError) as err:
+        parse_profile(doc, file="p.yaml")
+    assert needle in "\n".join(err.value.lines())
+
+
+def test_profile_is_frozen_and_defaults_are_safe():
+    p = parse_profile(BASE)
+    with pytest.raises(Exception):
+        p.name = "other"  # type: ignore[misc]
+    assert p.access.ssh_cidrs == () and p.network.internet_egress is False
+    assert p.storage.retain_on_destroy is True and p.region == "cn-shenzhen"
+
+
+def test_lora_method_without_block_gets_defaults():
+    p = parse_profile({**BASE, "training": {"method": "qlora"}})
+    assert p.training.adapters.rank == 16 and p.training.adapters.targets == "attention"
+
+
+def test_every_preset_matches_its_published_parameter_count():
+    for p in {v.name: v for v in presets().values()}.values():
+        assert p.architecture.params == p.params, p.name
+    assert presets()["llama-3.1-8b"].architecture == presets()["llama-3-8b"].architecture
+
+
+@pytest.mark.parametrize("billions", [0.5, 1, 7, 13, 70, 405])
+def test_params_b_derives_a_documented_shape_close_to_the_size(billions):
+    arch = derive_architecture(billions)
+    assert abs(arch.params / (billions * 1e9) - 1) < 0.12
+    assert arch.dim_head == 128 and arch.vocab_size == 128256 and not arch.tie_embeddings
+    assert arch.num_attention_heads % arch.num_kv_heads == 0
+
+
+def test_architecture_only_profile(tmp_path, capsys):
+    arch = {"hidden_size": 1024, "num_layers": 8, "num_attention_heads": 16, "num_kv_heads": 4,
+            "intermediate_size": 4096, "vocab_size": 32000}
+    f = write(tmp_path, {"name": "custom", "model": {"architecture": arch}})
+    assert main(["validate", str(f), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["valid"] and doc["profile"]["model"]["architecture"]["hidden_size"] == 1024
+
+
+def test_sample_profiles_validate_and_schema_is_current(capsys):
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[2]
+    for f in (root / "stacks" / "profiles").glob("*.yaml"):
+        assert f.read_text().startswith("# yaml-language-server: $schema=../../profile.schema.json")
+        load_profile(f)
+    assert main(["schema"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads((root / "profile.schema.json").read_text()), "run `make schema`"
+    assert set(printed["properties"]) == set(TrainingProfile.model_fields)
