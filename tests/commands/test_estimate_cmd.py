@@ -1,0 +1,130 @@
+"""`trainstack estimate`: the JSON contract, fits, hours and cost, suggestions, user mistakes."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from trainstack import cli
+
+LORA_8B = """
+name: lora-8b
+model: {preset: llama-3-8b}
+training:
+  method: lora
+  precision: bf16
+  micro_batch_size: 1
+  sequence_length: 1024
+  gradient_checkpointing: true
+  lora: {rank: 16, targets: attention}
+  tokens: 5.0e7
+"""
+
+ARCH_ONLY = """
+name: custom
+model:
+  architecture: {hidden_size: 2048, num_layers: 16, num_attention_heads: 32, num_kv_heads: 8,
+                 intermediate_size: 8192, vocab_size: 128256, tie_embeddings: true}
+training: {precision: bf16-mixed, micro_batch_size: 8, sequence_length: 1024}
+"""
+
+HUGE = """
+name: huge
+model: {preset: llama-3-70b}
+training: {precision: bf16-mixed, micro_batch_size: 1, sequence_length: 8192}
+"""
+
+
+def write(tmp_path, text: str):
+    p = tmp_path / "profile.yaml"
+    p.write_text(textwrap.dedent(text), encoding="utf-8")
+    return str(p)
+
+
+def run(capsys, *argv):
+    rc = cli.main(["estimate", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def run_json(capsys, *argv):
+    rc, out, err = run(capsys, *argv, "--json")
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def test_json_contract_with_one_gpu(tmp_path, capsys):
+    doc = run_json(capsys, write(tmp_path, LORA_8B), "--gpu", "A10")
+    mem = doc["memory"]
+    for key in ("peak_gib_per_gpu", "required_gib_per_gpu", "breakdown_gib", "fits"):
+        assert key in mem
+    assert mem["required_gib_per_gpu"] > mem["peak_gib_per_gpu"] > 0
+    assert sum(mem["breakdown_gib"].values()) == pytest.approx(mem["peak_gib_per_gpu"], abs=0.01)
+    assert mem["fits"] == [{"gpu": "A10", "usable_gib": 22.2, "fits": True,
+                            "margin_gib": round(22.2 - mem["required_gib_per_gpu"], 2)}]
+    assert doc["throughput"]["gpu"] == "A10" and doc["throughput"]["tokens_per_second_per_gpu"] > 0
+    # tokens are set: hours and cost come with them
+    assert doc["hours"] == pytest.approx(5e7 / doc["throughput"]["tokens_per_second"] / 3600, rel=1e-3)
+    cost = doc["cost"]
+    assert cost["on_demand_cny"] == pytest.approx(cost["on_demand_cny_per_gpu_hour"] * doc["hours"], rel=1e-3)
+    assert cost["spot_cny"] < cost["on_demand_cny"]
+    assert any("spot price" in a and "estimate" in a for a in doc["assumptions"])
+
+
+def test_gpu_names_are_case_insensitive_and_typos_get_did_you_mean(tmp_path, capsys):
+    path = write(tmp_path, LORA_8B)
+    assert run_json(capsys, path, "--gpu", "h200")["memory"]["fits"][0]["gpu"] == "H200"
+    rc, _, err = run(capsys, path, "--gpu", "A1OO-80G")
+    assert rc == 2 and "did you mean" in err and "A100-80G" in err
+
+
+def test_without_gpu_every_catalog_gpu_is_listed(tmp_path, capsys):
+    doc = run_json(capsys, write(tmp_path, LORA_8B))
+    fits = doc["memory"]["fits"]
+    assert len(fits) > 5 and {"A10", "H200", "A100-80G"} <= {f["gpu"] for f in fits}
+    assert all(set(f) == {"gpu", "usable_gib", "fits", "margin_gib"} for f in fits)
+    assert len(doc["per_gpu"]) == len(fits)
+
+
+def test_a_profile_given_only_by_architecture_works_and_has_no_hours_without_tokens(tmp_path, capsys):
+    doc = run_json(capsys, write(tmp_path, ARCH_ONLY), "--gpu", "H200")
+    assert doc["params"] == 1_235_814_400
+    assert doc["memory"]["peak_gib_per_gpu"] == pytest.approx(46.3, rel=0.05)  # the calibrated 1B case
+    assert "hours" not in doc and "cost" not in doc
+
+
+def test_a_job_that_fits_nowhere_exits_0_and_says_what_would_fit(tmp_path, capsys):
+    path = write(tmp_path, HUGE)
+    doc = run_json(capsys, path)
+    assert all(not f["fits"] for f in doc["memory"]["fits"])
+    assert doc["fits_any_gpu"] is False
+    text = "\n".join(doc["suggestions"])
+    assert "ZeRO-3 over" in text and "LoRA" in text
+    rc, out, _ = run(capsys, path)
+    assert rc == 0 and "Fits no listed GPU model" in out and "ZeRO-3 over" in out
+
+
+def test_gpus_shard_zero_and_bad_counts_are_input_errors(tmp_path, capsys):
+    path = write(tmp_path, HUGE.replace("sequence_length: 8192}", "sequence_length: 8192, zero_stage: 3}"))
+    one = run_json(capsys, path, "--gpu", "H200", "--gpus", "8")
+    many = run_json(capsys, path, "--gpu", "H200", "--gpus", "64")
+    assert many["memory"]["peak_gib_per_gpu"] < one["memory"]["peak_gib_per_gpu"]
+    assert many["gpus"] == 64 and many["throughput"]["gpus"] == 64
+    assert any("ZeRO-3" in a for a in many["assumptions"])
+    rc, _, err = run(capsys, path, "--gpus", "0")
+    assert rc == 2 and "--gpus" in err
+
+
+def test_text_output_shows_the_breakdown_and_the_fit_table(tmp_path, capsys):
+    rc, out, _ = run(capsys, write(tmp_path, LORA_8B))
+    assert rc == 0
+    for words in ("COMPONENT", "weights", "logits and loss", "peak of allocated tensors", "required",
+                  "USABLE GiB", "FITS", "TOKENS/S/GPU", "A10", "CNY SPOT (EST.)"):
+        assert words in out
+
+
+def test_a_missing_profile_is_exit_2(tmp_path, capsys):
+    rc, _, err = run(capsys, str(tmp_path / "nope.yaml"))
+    assert rc == 2 and "not found" in err

@@ -1,0 +1,206 @@
+"""`trainstack estimate PROFILE [--gpu MODEL] [--gpus N] [--json]`: memory, fit, speed, hours, cost.
+
+A job that fits no GPU is not an error here (exit 0, every ``fits`` false, plus suggestions);
+the resolver is the command that refuses infeasible jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Optional
+
+from ..catalog import Catalog, GpuModel, load_catalog
+from ..catalog.models import TRAINING_INTERCONNECTS
+from ..errors import InputError, Problem
+from ..profile import TrainingProfile, load_profile
+from ..sizing import Estimate, GpuHourPrice, estimate, fit_suggestions, gpu_hour_price
+from ..sizing.estimate import NodeLayout
+from ..sizing.memory import COMPONENTS, PHASE_LABELS
+from ..sizing import constants as K
+from ..textable import render_table
+
+
+def register(sub) -> None:
+    p = sub.add_parser("estimate", help="predict peak GPU memory, fit, speed, hours and cost of a profile")
+    p.add_argument("profile", help="path to a profile YAML")
+    p.add_argument("--gpu", metavar="MODEL", help="one catalog GPU model (e.g. H200); default: every GPU")
+    p.add_argument("--gpus", metavar="N", type=int,
+                   help="total GPUs, data parallel; ZeRO shards over them (default: resources.gpus, else 1)")
+    p.add_argument("--json", action="store_true", help="print JSON (the contract in DESIGN.md)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    profile = load_profile(args.profile)
+    catalog = load_catalog()
+    gpus = [catalog.gpu(args.gpu, path="--gpu")] if args.gpu else list(catalog.gpus.values())
+    count = _gpu_count(args.gpus, profile)
+    layouts = {g.name: node_layout(catalog, g, count) for g in gpus}
+    est = estimate(profile.architecture, profile.training, gpus, gpu_count=count, layouts=layouts)
+    prices = ({g.name: gpu_hour_price(catalog, profile.region, g.name) for g in gpus}
+              if profile.training.tokens else {})
+    suggestions: list[str] = []
+    if not est.fits_anywhere:
+        roomiest = max(gpus, key=lambda g: g.usable_gib)
+        suggestions = fit_suggestions(profile.architecture, profile.training, roomiest.usable_gib, count)
+    doc = to_json(profile, est, prices, layouts, suggestions)
+    if suggestions or not est.fits_anywhere:
+        doc["suggestions_for"] = f"{roomiest.name}, {roomiest.usable_gib:g} GiB"
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        print(render_text(doc))
+    return 0
+
+
+def _gpu_count(flag: Optional[int], profile: TrainingProfile) -> int:
+    if flag is not None:
+        if not 1 <= flag <= 8192:
+            raise InputError(f"--gpus {flag} is out of range", problems=[Problem(
+                path="--gpus", message="must be a whole number from 1 to 8192", given=flag, has_given=True)])
+        return flag
+    return profile.resources.gpus if isinstance(profile.resources.gpus, int) else 1
+
+
+def node_layout(catalog: Catalog, gpu: GpuModel, count: int) -> NodeLayout:
+    """How ``count`` GPUs of ``gpu`` would sit: the largest trainable catalog node with that GPU."""
+    if count <= 1:
+        return NodeLayout(gpus_per_node=1)
+    nodes = [i for i in catalog.resolved_instances()
+             if i.trainable and i.gpu is not None and i.gpu.name == gpu.name
+             and (i.gpu_count == 1 or i.interconnect in TRAINING_INTERCONNECTS)]
+    if not nodes:
+        return NodeLayout(gpus_per_node=min(count, 8), interconnect="nvlink", network="erdma",
+                          label=f"no catalog type carries {gpu.name}: assumed 8-GPU NVLink nodes on eRDMA")
+    best = max(nodes, key=lambda i: (i.gpu_count, i.type.rdma_bandwidth_gbps or 0, i.rdma != "none"))
+    per_node = min(count, best.gpu_count)
+    rdma = best.rdma if best.rdma in ("erdma", "roce") else "tcp"
+    gbps = best.type.rdma_bandwidth_gbps if rdma != "tcp" else best.type.network_bandwidth_gbps
+    return NodeLayout(gpus_per_node=per_node, interconnect=best.interconnect, network=rdma,
+                      network_gbps=gbps, label=f"{count} x {gpu.name} laid out as {math.ceil(count / per_node)} "
+                                               f"x {best.name} ({best.interconnect}, {rdma})")
+
+
+def _round(v: Optional[float], nd: int = 2) -> Optional[float]:
+    return None if v is None else round(v, nd)
+
+
+def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPrice],
+            layouts: dict[str, NodeLayout], suggestions: list[str]) -> dict[str, Any]:
+    """The ``estimate --json`` document."""
+    t, mem = profile.training, est.memory
+    ref = est.reference_gpu()
+    speed = est.speed(ref) if ref else None
+    per_gpu, labels = [], list(est.assumptions)
+    for fit in est.fits:
+        s, hours, price = est.speed(fit.gpu), est.hours(fit.gpu), prices.get(fit.gpu)
+        per_gpu.append({
+            "gpu": fit.gpu, "usable_gib": fit.usable_gib, "fits": fit.fits, "margin_gib": fit.margin_gib,
+            "tokens_per_second_per_gpu": s.tokens_per_second_per_gpu if s else None,
+            "hours": _round(hours, 3), **_costs(price, hours, est.gpu_count)})
+    if speed is not None:
+        labels += [lab for lab in speed.labels if lab not in labels]
+    if ref and layouts.get(ref) and layouts[ref].label:
+        labels.append(layouts[ref].label)
+    doc: dict[str, Any] = {
+        "profile": profile.name, "model": profile.model.label, "params": mem.params,
+        "trainable_params": mem.trainable_params, "gpus": est.gpu_count,
+        "training": {"method": t.method, "precision": t.precision, "optimizer": t.optimizer,
+                     "micro_batch_size": t.micro_batch_size, "sequence_length": t.sequence_length,
+                     "gradient_checkpointing": t.gradient_checkpointing, "zero_stage": t.zero_stage,
+                     "lora": t.adapters.model_dump() if t.adapters else None, "tokens": t.tokens},
+        "memory": {"peak_gib_per_gpu": mem.peak_gib_per_gpu, "required_gib_per_gpu": mem.required_gib_per_gpu,
+                   "breakdown_gib": mem.breakdown_gib, "peak_phase": mem.peak_phase,
+                   "phases_gib": mem.phases_gib,
+                   "fits": [f.model_dump() for f in est.fits]},
+        "throughput": None if speed is None else {
+            "gpu": speed.gpu, "gpus": speed.gpus, "tokens_per_second_per_gpu": speed.tokens_per_second_per_gpu,
+            "tokens_per_second": speed.tokens_per_second, "step_seconds": speed.step_seconds,
+            "flops_per_token": speed.flops_per_token, "mfu": speed.mfu,
+            "scaling_efficiency": speed.scaling_efficiency,
+            "communication_seconds": speed.communication_seconds},
+        "per_gpu": per_gpu, "fits_any_gpu": est.fits_anywhere, "suggestions": suggestions,
+    }
+    if t.tokens is not None and ref is not None:
+        hours = est.hours(ref)
+        price = prices.get(ref)
+        doc["hours"] = _round(hours, 3)
+        doc["cost"] = {"gpu": ref, "instance_type": price.instance_type if price else None,
+                       "on_demand_cny_per_gpu_hour": price.on_demand_cny if price else None,
+                       "spot_cny_per_gpu_hour": price.spot_cny if price else None,
+                       **_costs(price, hours, est.gpu_count)}
+        if price:
+            labels += [lab for lab in price.labels if lab not in labels]
+        priced = [g for g in per_gpu if g["fits"] and g["on_demand_cny"] is not None]
+        if priced:
+            best = min(priced, key=lambda g: g["on_demand_cny"])
+            doc["cheapest"] = {k: best[k] for k in ("gpu", "hours", "on_demand_cny", "spot_cny")}
+    doc["assumptions"] = labels
+    return doc
+
+
+def _costs(price: Optional[GpuHourPrice], hours: Optional[float], gpus: int) -> dict[str, Optional[float]]:
+    def total(unit: Optional[float]) -> Optional[float]:
+        return None if unit is None or hours is None else round(unit * gpus * hours, 2)
+    return {"on_demand_cny": total(price.on_demand_cny if price else None),
+            "spot_cny": total(price.spot_cny if price else None)}
+
+
+# ---- text ------------------------------------------------------------------------------------
+
+def _num(v: Optional[float], fmt: str = "{:,.1f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def render_text(doc: dict[str, Any]) -> str:
+    t, mem = doc["training"], doc["memory"]
+    lora = f", LoRA rank {t['lora']['rank']} on {t['lora']['targets']}" if t["lora"] else ""
+    lines = [
+        f"{doc['profile']}: {doc['model']}, {doc['params'] / 1e9:.2f}B params "
+        f"({doc['trainable_params'] / 1e9:.3g}B trainable), {t['method']}{lora}, {t['precision']}, {t['optimizer']}",
+        f"  micro-batch {t['micro_batch_size']} x {t['sequence_length']} tokens, gradient checkpointing "
+        f"{'on' if t['gradient_checkpointing'] else 'off'}, ZeRO {t['zero_stage']}, {doc['gpus']} GPU(s)",
+        "",
+        "Memory per GPU at the peak (GiB = 2^30 bytes)",
+    ]
+    rows = [[k.replace("_", " "), f"{v:.2f}"] for k, v in ((k, mem["breakdown_gib"][k]) for k in COMPONENTS) if v]
+    rows.append(["peak of allocated tensors", f"{mem['peak_gib_per_gpu']:.2f}"])
+    rows.append(["required (+{:.0%} allocator, +{:g} GiB CUDA context)".format(
+        K.ALLOCATOR_HEADROOM, K.CUDA_CONTEXT_GIB), f"{mem['required_gib_per_gpu']:.2f}"])
+    lines.append(render_table(["COMPONENT", "GiB"], rows, align="lr"))
+    lines.append(f"  peak at: {PHASE_LABELS.get(mem['peak_phase'], mem['peak_phase'])}")
+    lines.append("")
+    lines.append(f"Fit and speed per GPU model ({doc['gpus']} GPU(s); costs for all of them)")
+    fit_rows = [[g["gpu"], f"{g['usable_gib']:.1f}", "yes" if g["fits"] else "no", f"{g['margin_gib']:+.1f}",
+                 _num(g["tokens_per_second_per_gpu"], "{:,.0f}"), _num(g["hours"], "{:,.2f}"),
+                 _num(g["on_demand_cny"], "{:,.0f}"), _num(g["spot_cny"], "{:,.0f}")] for g in doc["per_gpu"]]
+    lines.append(render_table(["GPU", "USABLE GiB", "FITS", "MARGIN GiB", "TOKENS/S/GPU", "HOURS",
+                               "CNY ON-DEMAND", "CNY SPOT (EST.)"], fit_rows, align="lrlrrrrr"))
+    thr = doc["throughput"]
+    if thr and thr["tokens_per_second_per_gpu"]:
+        lines.append("")
+        lines.append(f"Speed on {thr['gpu']}: {thr['tokens_per_second_per_gpu']:,.0f} tokens/s per GPU, "
+                     f"{thr['tokens_per_second']:,.0f} in all, MFU {thr['mfu']:.0%}, "
+                     f"{thr['flops_per_token'] / 1e9:,.1f} GFLOPs/token"
+                     + (f", scaling efficiency {thr['scaling_efficiency']:.0%}" if doc["gpus"] > 1 else ""))
+        if "hours" in doc:
+            c = doc["cost"]
+            lines.append(f"  {doc['training']['tokens']:,.0f} tokens: {_num(doc['hours'], '{:,.2f}')} h; "
+                         f"{_num(c['on_demand_cny'], '{:,.0f}')} CNY on demand, "
+                         f"{_num(c['spot_cny'], '{:,.0f}')} CNY at the estimated spot price")
+        if "cheapest" in doc:
+            c = doc["cheapest"]
+            lines.append(f"  cheapest GPU that fits: {c['gpu']}, {_num(c['hours'], '{:,.2f}')} h, "
+                         f"{_num(c['on_demand_cny'], '{:,.0f}')} CNY on demand")
+    if not doc["fits_any_gpu"]:
+        lines.append("")
+        lines.append(f"Fits no listed GPU model with {doc['gpus']} GPU(s). What would make it fit "
+                     f"(sized for the roomiest, {doc['suggestions_for']}):")
+        lines += [f"  - {s}" for s in doc["suggestions"]] or ["  - nothing the model knows of; split the model "
+                                                              "(tensor/pipeline parallelism)"]
+    if doc["assumptions"]:
+        lines.append("")
+        lines.append("Rests on (not confirmed by the H200 calibration):")
+        lines += [f"  - {a}" for a in doc["assumptions"]]
+    return "\n".join(lines)

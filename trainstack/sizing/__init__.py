@@ -1,0 +1,27 @@
+"""Sizing: the GPU memory and time a training job needs (pure, cached, calibrated on real H200 runs).
+
+``memory_estimate`` gives the GPU-independent peak, requirement and breakdown per GPU;
+``throughput_estimate`` the speed on one GPU model and layout; ``estimate`` both, with the fit
+on each GPU model and the assumptions behind them; ``fit_suggestions`` what would make a job fit.
+How the model works and how its constants were fitted: docs/sizing.md.
+"""
+
+from .estimate import (
+    Estimate,
+    GpuFit,
+    GpuHourPrice,
+    NodeLayout,
+    assumptions,
+    estimate,
+    fit_suggestions,
+    gpu_fit,
+    gpu_hour_price,
+)
+from .memory import MemoryEstimate, memory_estimate, trainable_params
+from .throughput import ThroughputEstimate, flops_per_token, throughput_estimate
+
+__all__ = [
+    "Estimate", "GpuFit", "GpuHourPrice", "MemoryEstimate", "NodeLayout", "ThroughputEstimate", "assumptions",
+    "estimate", "fit_suggestions", "flops_per_token", "gpu_fit", "gpu_hour_price", "memory_estimate",
+    "throughput_estimate", "trainable_params",
+]

@@ -1,0 +1,69 @@
+"""Every number the sizing model uses that is not read from the model's shape or the catalog.
+
+Two kinds: *physical* constants (byte sizes, the allocator's behaviour, link speeds), each with
+where it comes from, and *fitted* constants, fitted once on the 12 H200 rows of
+``tests/data/calibration/h200-training-steps.json`` by ``benchmarks/fit_calibration.py`` and
+frozen here. The memory model counts its terms tensor by tensor from what PyTorch keeps alive
+(docs/sizing.md); its one fitted term is AUTOCAST_KV_EXTRA_BYTES. Re-run the fit script after
+changing a throughput formula.
+"""
+
+from __future__ import annotations
+
+GIB = float(1 << 30)
+
+# ---- memory: allocator and process -------------------------------------------------------
+#: Caching-allocator headroom on top of the peak of allocated tensors: the median of
+#: (max_memory_reserved - max_memory_allocated) / max_memory_allocated over the calibration rows
+#: is 0.10 (range 0.04 to 0.60; gradient checkpointing fragments most).
+ALLOCATOR_HEADROOM = 0.10
+#: CUDA context, cuBLAS/cuDNN handles: outside the allocator; "about 0.5 to 1 GiB" (calibration
+#: README). The upper end, so `required` stays on the safe side.
+CUDA_CONTEXT_GIB = 1.0
+#: cuBLAS workspaces, allocated through PyTorch's allocator: 32 MiB per handle on Hopper, one
+#: handle for the forward thread and one for autograd's backward thread.
+CUBLAS_WORKSPACE_BYTES = 2 * 32 * (1 << 20)
+#: NCCL's own communication buffers (outside the PyTorch allocator) when more than one GPU trains.
+NCCL_BUFFERS_GIB = 0.5
+
+# ---- memory: number formats ---------------------------------------------------------------
+#: QLoRA NF4: 4 bits per weight, an fp32 absmax per 64-weight block, double-quantised to 8 bits
+#: with an fp32 absmax per 256 blocks: 0.5 + 1/64 + 4/(64*256) bytes = 0.127 bits of overhead.
+NF4_BYTES_PER_PARAM = 0.5
+NF4_CONSTANT_BYTES_PER_PARAM = 1 / 64 + 4 / (64 * 256)
+#: bitsandbytes 8-bit optimizer states: 1 byte per element plus an fp32 absmax per 256 (blockwise).
+ADAM8BIT_BYTES_PER_STATE = 1 + 4 / 256
+#: peft keeps LoRA adapters in fp32 even on a bf16 base (autocast_adapter_dtype=True).
+ADAPTER_BYTES = 4
+#: ZeRO-3 holds about two layers' gathered weights at once (the current one and the prefetch).
+ZERO3_LIVE_LAYERS = 2
+
+# ---- memory: fitted ------------------------------------------------------------------------
+#: Under autocast, without checkpointing, each layer keeps 8 bytes per key/value element per token
+#: more than the op-by-op count (fp32-sized copies of k and v; the op that keeps them is not
+#: identified). Fitted on the three such calibration rows (c01, c09, c11: 4.1, 1.0 and 8.2 kB per
+#: token and layer beyond the count against 8 x kv_dim = 4.1, 1.0 and 8.2 kB); held-out h07 agrees.
+AUTOCAST_KV_EXTRA_BYTES = 8
+
+# ---- throughput: fitted --------------------------------------------------------------------
+#: Fraction of the dense tensor-core peak that the model's matrix multiplies reach.
+MATMUL_EFFICIENCY = 0.635
+#: Fraction of HBM bandwidth that the element-wise kernels (norms, casts, activations, rotary,
+#: softmax, LoRA's fp32 casts) reach.
+BANDWIDTH_EFFICIENCY = 0.693
+
+# ---- throughput: communication (assumptions, not calibrated) --------------------------------
+#: Effective all-reduce bus bandwidth per GPU inside one node, GB/s (NCCL busbw order of
+#: magnitude: NVLink 4 / NVSwitch on Hopper about 360, NVLink 3 on Ampere about 230, PCIe about 20).
+INTRA_NODE_GBPS = {"hopper": 360.0, "blackwell": 720.0, "ampere": 230.0, "ada": 20.0, "volta": 120.0}
+NVLINK_DEFAULT_GBPS = 150.0
+PCIE_GBPS = 20.0
+#: Node network when the instance type does not say (Gbit/s): eRDMA and TCP.
+DEFAULT_NETWORK_GBITS = {"erdma": 200.0, "roce": 400.0, "tcp": 32.0}
+#: Achieved fraction of the nominal network bandwidth (eRDMA/RoCE vs kernel TCP).
+NETWORK_EFFICIENCY = {"erdma": 0.8, "roce": 0.85, "tcp": 0.5}
+#: Share of the backward pass under which gradient communication hides (DDP/ZeRO bucketing).
+COMM_OVERLAP = 0.8
+#: Share of the GPU's dense BF16 peak the calibration GPU (H200) runs the model FLOPs at is
+#: assumed to carry over to other GPUs; their memory bandwidth is used where the catalog has it.
+REFERENCE_GPU = "H200"

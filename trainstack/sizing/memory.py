@@ -1,0 +1,310 @@
+"""Peak GPU memory of one training step, counted tensor by tensor.
+
+The model follows what PyTorch really keeps alive in the calibrated setting (HF transformers
+Llama, SDPA flash attention, peft LoRA, fused AdamW, bf16 autocast, loss over full-vocabulary
+logits upcast to fp32; see tests/data/calibration/README.md) and takes the *maximum over the
+phases of a step*, not a sum of everything:
+
+* ``forward``: end of the forward pass, while the loss is computed (autocast's bf16 weight
+  cache is still alive, the previous step's logits are still held by the caller);
+* ``backward_start``: the log-softmax backward over the full vocabulary, with every saved
+  activation still alive and no gradient allocated yet (``zero_grad(set_to_none=True)``);
+* ``recompute``: with gradient checkpointing, one layer recomputed while gradients accumulate;
+* ``backward_end``: every gradient allocated, activations freed, the optimizer about to step.
+
+Byte counts per token and layer are derived in docs/sizing.md; the one fitted term is
+``AUTOCAST_KV_EXTRA_BYTES`` (constants.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..architecture import Architecture
+from ..profile import LoraSpec, TrainingSpec
+from . import constants as K
+from .shapes import (
+    factored_state_elements,
+    head_params,
+    layer_matmul_params,
+    lora_factored_state_elements,
+    lora_params,
+    lora_shapes,
+)
+
+MIXED = ("bf16-mixed", "fp16-mixed", "fp8-mixed")
+
+#: Breakdown keys, in display order.
+COMPONENTS = ("weights", "quantization_constants", "lora_adapters", "optimizer_states", "gradients",
+              "autocast_weight_copies", "activations", "logits_and_loss", "communication_buffers",
+              "temporaries")
+
+PHASE_LABELS = {
+    "forward": "end of forward (loss over the full vocabulary)",
+    "backward_start": "start of backward (log-softmax gradient over the full vocabulary)",
+    "recompute": "backward, recomputing a checkpointed layer",
+    "backward_end": "end of backward / optimizer step (all gradients alive)",
+}
+
+
+class MemoryEstimate(BaseModel):
+    """GPU-independent memory need of one data-parallel rank."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    peak_gib_per_gpu: float = Field(description="Peak of allocated tensors, like torch.cuda.max_memory_allocated")
+    required_gib_per_gpu: float = Field(description="Peak plus allocator headroom, CUDA context and NCCL buffers")
+    breakdown_gib: dict[str, float] = Field(description="What is alive at the peak; sums to the peak")
+    peak_phase: str
+    phases_gib: dict[str, float] = Field(description="Peak of each phase of the step")
+    params: int
+    trainable_params: int
+    data_parallel: int
+    tokens_per_micro_batch: int
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Bytes per parameter or element for one precision/method/ZeRO combination."""
+
+    weights: float          # total bytes of the held (base) weights
+    quant_constants: float  # QLoRA blockwise constants
+    grad_per_param: float   # bytes per trainable parameter
+    state_bytes: float      # total optimizer-state bytes (incl. ZeRO's fp32 master copy)
+    adapter_weights: float  # LoRA adapter weights
+    residual: int           # bytes per element of the residual stream (fp32 under autocast)
+    linear_input: int       # bytes per element of a saved matmul input (1 with FP8)
+    autocast: bool          # per-op casts of activations and a cached 16-bit copy of each weight
+
+
+def memory_estimate(arch: Architecture, training: TrainingSpec, data_parallel: int = 1) -> MemoryEstimate:
+    """Peak and required memory per GPU with ``data_parallel`` ranks (ZeRO shards over them)."""
+    return _memory(arch, training, max(1, int(data_parallel)))
+
+
+@functools.lru_cache(maxsize=8192)
+def _memory(arch: Architecture, t: TrainingSpec, dp: int) -> MemoryEstimate:
+    phases = phase_components(arch, t, dp)
+    name = max(phases, key=lambda p: sum(phases[p].values()))
+    peak = sum(phases[name].values())
+    required = peak * (1 + K.ALLOCATOR_HEADROOM) + K.CUDA_CONTEXT_GIB * K.GIB
+    if dp > 1:
+        required += K.NCCL_BUFFERS_GIB * K.GIB
+    return MemoryEstimate(
+        peak_gib_per_gpu=round(peak / K.GIB, 3), required_gib_per_gpu=round(required / K.GIB, 3),
+        breakdown_gib={k: round(phases[name].get(k, 0.0) / K.GIB, 3) for k in COMPONENTS},
+        peak_phase=name, phases_gib={p: round(sum(v.values()) / K.GIB, 3) for p, v in phases.items()},
+        params=arch.params, trainable_params=trainable_params(arch, t), data_parallel=dp,
+        tokens_per_micro_batch=t.micro_batch_size * t.sequence_length)
+
+
+def trainable_params(arch: Architecture, t: TrainingSpec) -> int:
+    return lora_params(arch, t.adapters) if t.adapters else arch.params
+
+
+# ---- per-parameter state -------------------------------------------------------------------
+
+def _optimizer_bytes(arch: Architecture, t: TrainingSpec, state_elem_bytes: float) -> float:
+    """Optimizer states over the trainable parameters (before any ZeRO sharding)."""
+    n = trainable_params(arch, t)
+    if t.optimizer == "adamw":
+        return 2 * state_elem_bytes * n
+    if t.optimizer == "adamw-8bit":
+        return 2 * K.ADAM8BIT_BYTES_PER_STATE * n
+    if t.optimizer == "sgd":
+        return state_elem_bytes * n  # one momentum buffer
+    elems = lora_factored_state_elements(arch, t.adapters) if t.adapters else factored_state_elements(arch)
+    return 4.0 * elems  # adafactor: fp32 row and column statistics, no first moment
+
+
+def layout(arch: Architecture, t: TrainingSpec, dp: int) -> _Layout:
+    p = arch.params
+    mixed = t.precision in MIXED
+    lin_in = 1 if t.precision == "fp8-mixed" else 2
+    if t.adapters is not None:  # frozen 16-bit (or NF4) base, fp32 adapters trained in fp32
+        n = lora_params(arch, t.adapters)
+        if t.method == "qlora":
+            packed = arch.num_layers * layer_matmul_params(arch)
+            weights = packed * K.NF4_BYTES_PER_PARAM + (p - packed) * 2
+            quant = packed * K.NF4_CONSTANT_BYTES_PER_PARAM
+        else:
+            weights, quant = 2.0 * p, 0.0
+        return _Layout(weights=weights, quant_constants=quant, grad_per_param=K.ADAPTER_BYTES,
+                       state_bytes=_optimizer_bytes(arch, t, K.ADAPTER_BYTES),
+                       adapter_weights=K.ADAPTER_BYTES * n, residual=2, linear_input=lin_in, autocast=False)
+    if t.zero_stage >= 1:
+        # DeepSpeed / ZeRO paper layout: 16-bit working weights and gradients; the fp32 master copy
+        # (mixed precision) lives with the optimizer states and is sharded with them.
+        master = 4.0 * p if mixed else 0.0
+        return _Layout(weights=2.0 * p, quant_constants=0.0, grad_per_param=2,
+                       state_bytes=master + _optimizer_bytes(arch, t, 4 if mixed else 2),
+                       adapter_weights=0.0, residual=2, linear_input=lin_in, autocast=False)
+    if mixed:  # torch autocast: fp32 weights, gradients and states; bf16 copies made per forward
+        return _Layout(weights=4.0 * p, quant_constants=0.0, grad_per_param=4,
+                       state_bytes=_optimizer_bytes(arch, t, 4), adapter_weights=0.0,
+                       residual=4, linear_input=lin_in, autocast=True)
+    return _Layout(weights=2.0 * p, quant_constants=0.0, grad_per_param=2,
+                   state_bytes=_optimizer_bytes(arch, t, 2), adapter_weights=0.0,
+                   residual=2, linear_input=2, autocast=False)
+
+
+# ---- activations (bytes per token) ---------------------------------------------------------
+
+def _attention_core(arch: Architecture) -> int:
+    """SDPA (flash) saves q, k, v and its output in 16 bits plus an fp32 log-sum-exp per head."""
+    return 2 * (2 * arch.q_dim + 2 * arch.kv_dim) + 4 * arch.num_attention_heads
+
+
+def _mlp_full(arch: Architecture, lin_in: int) -> int:
+    """SwiGLU keeps gate (for SiLU), act and up (for the product) and the product (down_proj's input)."""
+    return 3 * 2 * arch.intermediate_size + lin_in * arch.intermediate_size
+
+
+def full_layer_bytes(arch: Architecture, lay: _Layout) -> int:
+    """One decoder layer, every weight trainable, no checkpointing."""
+    h, a, m = arch.hidden_size, lay.residual, lay.linear_input
+    # RMSNorm keeps its fp32 input (for pow/mul) and the normalised tensor (for the weight's
+    # gradient), in the residual dtype. Its output feeds the projections: one shared 16-bit tensor,
+    # or, under autocast, one cast per consuming linear (3 for q/k/v, 2 for gate/up).
+    norm = 4 * h + a * h
+    consumers_attn, consumers_mlp = (3, 2) if lay.autocast else (1, 1)
+    extra = K.AUTOCAST_KV_EXTRA_BYTES * arch.kv_dim if lay.autocast else 0
+    return (2 * norm + (consumers_attn + consumers_mlp) * m * h
+            + _attention_core(arch) + _mlp_full(arch, m) + extra)
+
+
+def lora_layer_bytes(arch: Architecture, lora: LoraSpec, first: bool = False) -> int:
+    """One decoder layer with a frozen base and peft adapters (fp32) on the target linears.
+
+    Frozen norms keep only their fp32 input; frozen linears keep nothing of their input; each
+    adapter casts its input to fp32 and keeps that copy (for lora_A's gradient) plus lora_A's
+    output. In the first layer without checkpointing nothing before the adapters needs a gradient.
+    """
+    h, inter = arch.hidden_size, arch.intermediate_size
+    adapters = sum(K.ADAPTER_BYTES * (i + lora.rank) for i, _ in lora_shapes(arch, lora.targets))
+    norms = (1 if first else 2) * 4 * h
+    mlp = 3 * 2 * inter  # gate, act and up kept by SiLU and the product; down_proj keeps nothing
+    return norms + adapters + _attention_core(arch) + mlp
+
+
+def final_norm_bytes(arch: Architecture, t: TrainingSpec, lay: _Layout) -> int:
+    h = arch.hidden_size
+    if t.adapters is not None:
+        return 4 * h  # frozen norm and frozen LM head: only the fp32 input
+    return 4 * h + lay.residual * h + lay.linear_input * h
+
+
+def checkpoint_bytes(arch: Architecture, lay: _Layout) -> int:
+    """Gradient checkpointing keeps each layer's input (the residual stream)."""
+    return lay.residual * arch.hidden_size
+
+
+# ---- phases ----------------------------------------------------------------------------------
+
+def phase_components(arch: Architecture, t: TrainingSpec, dp: int) -> dict[str, dict[str, float]]:
+    """Bytes alive per component at each phase's high point."""
+    lay = layout(arch, t, dp)
+    L, V, h = arch.num_layers, arch.vocab_size, arch.hidden_size
+    T = t.micro_batch_size * t.sequence_length
+    zero = t.zero_stage
+    n_train = trainable_params(arch, t)
+    lora = t.adapters
+
+    # static: held across the whole step
+    shard_w = dp if zero >= 3 else 1
+    shard_g = dp if zero >= 2 else 1
+    shard_s = dp if zero >= 1 else 1
+    grads = n_train * lay.grad_per_param / shard_g
+    static = {
+        "weights": lay.weights / shard_w,
+        "quantization_constants": lay.quant_constants / shard_w,
+        "optimizer_states": 0.0 if lora else lay.state_bytes / shard_s,
+        "lora_adapters": (lay.adapter_weights + lay.state_bytes) / shard_s if lora else 0.0,
+        "communication_buffers": _comm_buffers(arch, zero, dp, n_train * lay.grad_per_param),
+    }
+    head_copy = 2.0 * head_params(arch) if lay.autocast else 0.0
+    layer_copy = 2.0 * layer_matmul_params(arch) if lay.autocast else 0.0
+
+    # activations
+    if lora is not None:
+        layer = lora_layer_bytes(arch, lora)
+        first = layer if t.gradient_checkpointing else lora_layer_bytes(arch, lora, first=True)
+    else:
+        layer = first = full_layer_bytes(arch, lay)
+    fin = final_norm_bytes(arch, t, lay)
+    ck = checkpoint_bytes(arch, lay)
+    if t.gradient_checkpointing:
+        acts = (L * ck + fin) * T
+    else:
+        acts = ((L - 1) * layer + first + fin) * T
+
+    temps = _temporaries(arch, t, dp)
+    gc = t.gradient_checkpointing
+    logits_fwd = 12.0 * V * T  # previous step's bf16 logits (held by the caller), bf16 logits,
+    #                            fp32 upcast, fp32 log-probabilities
+    logits_bwd = 14.0 * V * T  # bf16 logits, log-probs, their gradient, the logits' fp32 gradient
+    logits_kept = 2.0 * V * T  # the caller's output keeps the bf16 logits through the step
+
+    def with_static(**parts: float) -> dict[str, float]:
+        out = dict(static)
+        for k, v in parts.items():
+            out[k] = out.get(k, 0.0) + v
+        return out
+
+    def grads_part(g: float) -> dict[str, float]:
+        return {"lora_adapters": g} if lora else {"gradients": g}
+
+    phases = {
+        "forward": with_static(autocast_weight_copies=L * layer_copy + head_copy, activations=acts,
+                               logits_and_loss=logits_fwd, temporaries=temps["forward"]),
+        "backward_start": with_static(autocast_weight_copies=(head_copy if gc else L * layer_copy + head_copy),
+                                      activations=acts, logits_and_loss=logits_bwd,
+                                      temporaries=temps["forward"]),
+        "backward_end": with_static(**grads_part(grads), logits_and_loss=logits_kept,
+                                    temporaries=temps["backward_end"]),
+    }
+    if gc:
+        # deepest point of the recompute: the top layer (every checkpoint alive, only the LM head's
+        # gradient) or the bottom one (one checkpoint, every layer's gradient above it); the memory
+        # between them is linear in the layer index
+        per_layer = (n_train / L if lora else layer_matmul_params(arch)) * lay.grad_per_param / shard_g
+        head_grads = 0.0 if lora else head_params(arch) * lay.grad_per_param / shard_g
+        top = {"activations": (L * ck + layer) * T, "gradients": head_grads}
+        bottom = {"activations": (ck + layer) * T, "gradients": head_grads + (L - 1) * per_layer}
+        best = max((top, bottom), key=lambda d: d["activations"] + d["gradients"])
+        phases["recompute"] = with_static(**grads_part(best["gradients"]),
+                                          activations=best["activations"],
+                                          autocast_weight_copies=layer_copy, logits_and_loss=logits_kept,
+                                          temporaries=temps["backward_end"])
+    return phases
+
+
+def _comm_buffers(arch: Architecture, zero: int, dp: int, grad_bytes: float) -> float:
+    """DDP's gradient buckets (a copy of every gradient) or ZeRO's reduce/all-gather buckets."""
+    if dp <= 1:
+        return 0.0
+    if zero == 0:
+        return grad_bytes
+    return 2 * arch.hidden_size ** 2 * 4.0  # HF/DeepSpeed "auto": reduce bucket = hidden^2 elements
+
+
+def _temporaries(arch: Architecture, t: TrainingSpec, dp: int) -> dict[str, float]:
+    """Short-lived buffers: cuBLAS workspaces, QLoRA's dequantised weight, ZeRO-3's gathered
+    layers, the tied embedding's second gradient."""
+    biggest_linear = max(i * o for i, o in arch.layer_linear_shapes().values())
+    fwd = end = float(K.CUBLAS_WORKSPACE_BYTES)
+    if t.method == "qlora":
+        fwd += 2.0 * biggest_linear
+        end += 2.0 * biggest_linear
+    if t.zero_stage >= 3 and dp > 1:
+        gathered = K.ZERO3_LIVE_LAYERS * layer_matmul_params(arch) * 2.0
+        fwd += gathered + 2.0 * head_params(arch)
+        end += gathered
+    if t.adapters is None and arch.tie_embeddings:
+        # the LM head's gradient waits in autograd's buffer for the embedding's before they are summed
+        grad_bytes = layout(arch, t, dp).grad_per_param
+        end += head_params(arch) * grad_bytes / (dp if t.zero_stage >= 2 else 1)
+    return {"forward": fwd, "backward_end": end}
+
