@@ -1,0 +1,102 @@
+"""The GPU nodes' RAM role: least privilege, no access keys on the machines.
+
+- Trust: only the ECS service may assume the role (instance RAM role, credentials from the
+  metadata service, which the nodes only answer with IMDSv2 tokens).
+- OSS: read/write on the checkpoint bucket; read-only on the dataset bucket and the code bucket
+  when the profile points at ``oss://`` URIs. Nothing else.
+- ECS: ``StopInstance`` on exactly this cluster's instances, so the launcher can stop its node in
+  no-charge mode (``StoppedMode=StopCharging``) when the job ends (docs/provisioning.md).
+
+The documents are built by plain functions over the Plan so tests and policies can read them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional, Sequence
+from urllib.parse import urlparse
+
+import pulumi
+import pulumi_alicloud as alicloud
+
+from trainstack.plan import Plan
+
+from .tags import base_tags
+
+ECS_TRUST_POLICY = {
+    "Version": "1",
+    "Statement": [{"Action": "sts:AssumeRole", "Effect": "Allow",
+                   "Principal": {"Service": ["ecs.aliyuncs.com"]}}],
+}
+CHECKPOINT_ACTIONS = ["oss:ListObjects", "oss:GetObject", "oss:PutObject", "oss:DeleteObject",
+                      "oss:AbortMultipartUpload", "oss:ListParts", "oss:GetBucketInfo"]
+READ_ACTIONS = ["oss:ListObjects", "oss:GetObject", "oss:GetBucketInfo"]
+STOP_ACTIONS = ["ecs:StopInstance", "ecs:StopInstances"]
+
+
+def role_name(plan: Plan) -> str:
+    """RAM role names: at most 64 characters of letters, digits, '-' (plan names are DNS labels)."""
+    return f"{plan.name[:52]}-train-node"
+
+
+def oss_bucket_of(uri: Optional[str]) -> Optional[str]:
+    if uri and uri.startswith("oss://"):
+        return urlparse(uri).netloc.split(".")[0] or None
+    return None
+
+
+def _bucket_arns(bucket: str) -> list[str]:
+    return [f"acs:oss:*:*:{bucket}", f"acs:oss:*:*:{bucket}/*"]
+
+
+def oss_policy_document(plan: Plan) -> Optional[dict]:
+    """Read/write on the checkpoint bucket, read-only on dataset and code buckets; None if no OSS."""
+    statements = []
+    ckpt = plan.storage.oss.bucket if plan.storage.oss else None
+    if ckpt:
+        statements.append({"Effect": "Allow", "Action": CHECKPOINT_ACTIONS, "Resource": _bucket_arns(ckpt)})
+    readonly = sorted({b for b in (oss_bucket_of(plan.storage.dataset_uri), oss_bucket_of(plan.job.code_uri))
+                       if b and b != ckpt})
+    if readonly:
+        statements.append({"Effect": "Allow", "Action": READ_ACTIONS,
+                           "Resource": [arn for b in readonly for arn in _bucket_arns(b)]})
+    return {"Version": "1", "Statement": statements} if statements else None
+
+
+def stop_policy_document(region: str, instance_ids: Sequence[str]) -> dict:
+    """StopInstance on exactly these instances (the launcher's no-charge stop at job end)."""
+    return {"Version": "1", "Statement": [{
+        "Effect": "Allow", "Action": STOP_ACTIONS,
+        "Resource": [f"acs:ecs:{region}:*:instance/{i}" for i in instance_ids]}]}
+
+
+class NodeRole(pulumi.ComponentResource):
+    """ram.Role trusted by ECS + the OSS policy attached to it. Instances attach it themselves."""
+
+    role: alicloud.ram.Role
+    oss_policy: Optional[alicloud.ram.Policy]
+
+    def __init__(self, name: str, plan: Plan, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("trainstack:index:NodeRole", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.role_name = role_name(plan)
+        self.role = alicloud.ram.Role(
+            f"{name}-role", role_name=self.role_name, assume_role_policy_document=json.dumps(ECS_TRUST_POLICY),
+            description=f"trainstack {plan.name}: GPU nodes (OSS checkpoints, stop own instances)",
+            max_session_duration=3600, tags=base_tags(plan), opts=child)
+        self.oss_policy = self.oss_attachment = None
+        doc = oss_policy_document(plan)
+        if doc is not None:
+            self.oss_policy = alicloud.ram.Policy(
+                f"{name}-oss", policy_name=f"{plan.name[:52]}-oss-access", policy_document=json.dumps(doc),
+                description=f"trainstack {plan.name}: checkpoint bucket read/write, datasets read-only",
+                tags=base_tags(plan), opts=child)
+            self.oss_attachment = alicloud.ram.RolePolicyAttachment(
+                f"{name}-oss", role_name=self.role.role_name, policy_name=self.oss_policy.policy_name,
+                policy_type="Custom", opts=child)
+        self.register_outputs({"role_name": self.role.role_name})
+
+    @property
+    def ready(self) -> list[pulumi.Resource]:
+        """What must exist before an instance uses the role."""
+        return [r for r in (self.role, self.oss_attachment) if r is not None]

@@ -1,0 +1,130 @@
+"""Network: VPC, vSwitch in the plan's zone, the cluster security group and (optional) NAT egress.
+
+Translates ``plan.network`` into resources; decides nothing the Plan has not already decided.
+
+- All traffic between the cluster's own nodes (NCCL, rendezvous, eRDMA) is allowed by one rule
+  whose source is the cluster's security group itself (never a CIDR).
+- SSH (tcp/22) only from ``plan.network.ssh_cidrs``; none by default. GPU nodes get no public IP,
+  so those CIDRs reach them through a VPN / Express Connect / bastion inside the VPC.
+- Outbound internet only through a NAT gateway with SNAT when ``internet_egress`` is true;
+  otherwise nodes use VPC-internal endpoints (Alibaba internal mirrors, ``-internal`` OSS).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Optional
+
+import pulumi
+import pulumi_alicloud as alicloud
+
+from trainstack.errors import CloudApiError, InputError
+from trainstack.plan import Plan
+
+from .tags import base_tags
+
+NCCL_RULE_DESCRIPTION = "all traffic between the cluster's own nodes (NCCL, eRDMA, rendezvous)"
+
+
+def resolve_zone(plan: Plan, opts: Optional[pulumi.InvokeOptions] = None) -> str:
+    """The plan's zone, or (when the plan leaves it to deploy time) the first zone that offers the
+    instance type for a vSwitch, looked up with plain invokes so the value is a plain string that
+    tags and policies can read at preview time."""
+    if plan.zone:
+        return plan.zone
+    args: dict = {"available_resource_creation": "VSwitch"}
+    if plan.instance_type:
+        args["available_instance_type"] = plan.instance_type
+        args["instance_charge_type"] = "PostPaid"
+    if plan.spot:
+        args["spot_strategy"] = plan.spot_strategy
+    zones = [z.id for z in (alicloud.get_zones(**args, opts=opts).zones or []) if z.id]
+    if plan.storage.cpfs is not None and plan.target == "ecs":
+        cpfs_zones = {z.zone_id for z in (alicloud.nas.get_zones(file_system_type="cpfs", opts=opts).zones or [])}
+        zones = [z for z in zones if z in cpfs_zones]
+    if not zones:
+        what = plan.instance_type or "a vSwitch"
+        raise CloudApiError(
+            f"no zone in {plan.region} offers {what}"
+            + (" together with CPFS" if plan.storage.cpfs is not None else "") + " right now",
+            hint="pin a zone with `pulumi config set trainstack:zone <zone>` or choose another "
+                 "instance type; `trainstack resolve` lists the alternatives")
+    return zones[0]
+
+
+def check_ssh_cidrs(cidrs: tuple[str, ...]) -> list[str]:
+    """SSH sources as given, refusing any that opens SSH to the whole internet."""
+    out = []
+    for c in cidrs:
+        net = ipaddress.ip_network(c, strict=False)
+        if net.prefixlen == 0:
+            raise InputError(f"SSH from {c} would open port 22 to the whole internet; "
+                             "list your office or VPN CIDRs in access.ssh_cidrs")
+        out.append(str(net))
+    return out
+
+
+class Network(pulumi.ComponentResource):
+    """VPC + vSwitch + security group (+ NAT gateway, EIP and SNAT when egress is planned)."""
+
+    vpc: alicloud.vpc.Network
+    vswitch: alicloud.vpc.Switch
+    security_group: alicloud.ecs.SecurityGroup
+    nat_gateway: Optional[alicloud.vpc.NatGateway]
+
+    def __init__(self, name: str, plan: Plan, zone: str, opts: Optional[pulumi.ResourceOptions] = None):
+        super().__init__("trainstack:index:Network", name, None, opts)
+        net = plan.network
+        child = pulumi.ResourceOptions(parent=self)
+        tags = base_tags(plan, role="network")
+        self.zone = zone
+
+        self.vpc = alicloud.vpc.Network(
+            f"{name}-vpc", vpc_name=f"{plan.name}-vpc", cidr_block=net.vpc_cidr,
+            description=f"trainstack {plan.name}", tags=tags, opts=child)
+        self.vswitch = alicloud.vpc.Switch(
+            f"{name}-vswitch", vswitch_name=f"{plan.name}-{zone}", vpc_id=self.vpc.id,
+            cidr_block=net.vswitch_cidr, zone_id=zone, tags=tags, opts=child)
+        self.security_group = alicloud.ecs.SecurityGroup(
+            f"{name}-sg", security_group_name=f"{plan.name}-cluster", vpc_id=self.vpc.id,
+            security_group_type="normal", inner_access_policy="Accept",
+            description="trainstack GPU cluster: intra-cluster traffic and declared SSH sources only",
+            tags=tags, opts=child)
+        sg_child = pulumi.ResourceOptions(parent=self.security_group)
+        self.intra_cluster_rule = alicloud.ecs.SecurityGroupRule(
+            f"{name}-intra-cluster", type="ingress", ip_protocol="all", port_range="-1/-1",
+            policy="accept", nic_type="intranet", priority=1,
+            security_group_id=self.security_group.id, source_security_group_id=self.security_group.id,
+            description=NCCL_RULE_DESCRIPTION, opts=sg_child)
+        self.ssh_rules = [
+            alicloud.ecs.SecurityGroupRule(
+                f"{name}-ssh-{i}", type="ingress", ip_protocol="tcp", port_range="22/22",
+                policy="accept", nic_type="intranet", priority=10, cidr_ip=cidr,
+                security_group_id=self.security_group.id, description=f"SSH from {cidr} (access.ssh_cidrs)",
+                opts=sg_child)
+            for i, cidr in enumerate(check_ssh_cidrs(net.ssh_cidrs))
+        ]
+
+        self.nat_gateway = self.eip = self.snat_entry = None
+        if net.internet_egress:
+            self.nat_gateway = alicloud.vpc.NatGateway(
+                f"{name}-nat", nat_gateway_name=f"{plan.name}-nat", vpc_id=self.vpc.id,
+                vswitch_id=self.vswitch.id, nat_type="Enhanced", network_type="internet",
+                payment_type="PayAsYouGo", internet_charge_type="PayByLcu", tags=tags, opts=child)
+            self.eip = alicloud.ecs.EipAddress(
+                f"{name}-nat-eip", address_name=f"{plan.name}-nat", payment_type="PayAsYouGo",
+                internet_charge_type="PayByTraffic", bandwidth="200", tags=tags, opts=child)
+            self.eip_association = alicloud.ecs.EipAssociation(
+                f"{name}-nat-eip", allocation_id=self.eip.id, instance_id=self.nat_gateway.id,
+                instance_type="Nat", opts=pulumi.ResourceOptions(parent=self.nat_gateway))
+            self.snat_entry = alicloud.vpc.SnatEntry(
+                f"{name}-snat", snat_entry_name=f"{plan.name}-egress",
+                snat_table_id=self.nat_gateway.snat_table_ids, source_vswitch_id=self.vswitch.id,
+                snat_ip=self.eip.ip_address,
+                opts=pulumi.ResourceOptions(parent=self.nat_gateway, depends_on=[self.eip_association]))
+
+        self.register_outputs({
+            "vpc_id": self.vpc.id, "vswitch_id": self.vswitch.id,
+            "security_group_id": self.security_group.id, "zone": zone,
+            "internet_egress": net.internet_egress,
+        })

@@ -1,0 +1,104 @@
+"""The Pulumi program: stack config -> profile -> Plan -> TrainingStack -> exports.
+
+``__main__.py`` only calls :func:`run_program`; the offline preview and the tests call
+:func:`build` (a Plan in, the stack and its exports out) or :func:`run_program` with an injected
+``plan_loader``.
+
+Stack config (``stacks/Pulumi.<stack>.yaml``):
+- ``trainstack:profile`` (required): profile path, relative to ``stacks/`` or absolute.
+- ``trainstack:zone`` (optional): pin the zone (overrides the profile's ``zone``).
+- ``trainstack:autoReleaseAt`` (optional): hard deadline, UTC ``YYYY-MM-DDTHH:MM:SSZ``; ECS
+  releases the nodes then (checkpoint storage is separate and survives).
+- ``alicloud:region`` (optional): must equal the profile's region if set.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+import pulumi
+import pulumi_alicloud as alicloud
+
+from trainstack.errors import InputError
+from trainstack.plan import Plan
+from trainstack.profile import TrainingProfile, parse_profile, read_yaml_document
+
+from .stack import TrainingStack
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+STACKS_DIR_NAME = "stacks"
+#: alicloud:* stack config the explicit provider passes on (an explicit provider ignores them
+#: otherwise). Credentials normally come from the environment / credentials file / RAM role.
+PROVIDER_CONFIG = {"profile": "profile", "sharedCredentialsFile": "shared_credentials_file",
+                   "ecsRoleName": "ecs_role_name"}
+PROVIDER_SECRET_CONFIG = {"accessKey": "access_key", "secretKey": "secret_key", "securityToken": "security_token"}
+
+PlanLoader = Callable[[TrainingProfile], Plan]
+
+
+def profile_path(value: str, root: Path = PROJECT_ROOT) -> Path:
+    """``trainstack:profile`` as a path: absolute as given, else relative to ``<root>/stacks``."""
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else root / STACKS_DIR_NAME / p
+
+
+def load_profile_with_overrides(path: Path, zone: Optional[str] = None) -> TrainingProfile:
+    """Load the profile, applying stack-level overrides before validation (so a wrong zone is
+    reported like a wrong profile field)."""
+    doc = read_yaml_document(path)
+    if zone:
+        doc["zone"] = zone
+    return parse_profile(doc, file=str(path))
+
+
+def check_region(profile: TrainingProfile, configured: Optional[str]) -> None:
+    if configured and configured != profile.region:
+        raise InputError(
+            f"alicloud:region is {configured} but the profile {profile.name} is for {profile.region}",
+            hint="remove alicloud:region from the stack config (the profile decides the region) "
+                 "or change the profile's region")
+
+
+def default_plan_loader(profile: TrainingProfile) -> Plan:
+    from trainstack.resolver import resolve
+
+    return resolve(profile)
+
+
+def make_provider(region: str, name: Optional[str] = None) -> alicloud.Provider:
+    cfg = pulumi.Config("alicloud")
+    args: dict[str, Any] = {}
+    for key, arg in PROVIDER_CONFIG.items():
+        if (v := cfg.get(key)) is not None:
+            args[arg] = v
+    for key, arg in PROVIDER_SECRET_CONFIG.items():
+        if (v := cfg.get_secret(key)) is not None:
+            args[arg] = v
+    return alicloud.Provider(name or f"alicloud-{region}", region=region, **args)
+
+
+def build(plan: Plan, *, provider: Optional[pulumi.ProviderResource] = None,
+          auto_release_time: Optional[str] = None, export: bool = True) -> tuple[TrainingStack, dict[str, Any]]:
+    """Declare the stack for a Plan under an explicit provider for the plan's region."""
+    provider = provider or make_provider(plan.region)
+    stack = TrainingStack(plan.name, plan, opts=pulumi.ResourceOptions(provider=provider),
+                          auto_release_time=auto_release_time)
+    if export:
+        for key, value in stack.outputs.items():
+            pulumi.export(key, value)
+    return stack, stack.outputs
+
+
+def run_program(plan_loader: Optional[PlanLoader] = None, root: Union[str, Path] = PROJECT_ROOT) -> dict[str, Any]:
+    """Read the stack config, resolve the Plan and declare everything. Raises TrainstackError
+    for user mistakes (``__main__`` turns it into a clean Pulumi error)."""
+    cfg = pulumi.Config("trainstack")
+    path = profile_path(cfg.require("profile"), Path(root))
+    profile = load_profile_with_overrides(path, zone=cfg.get("zone"))
+    check_region(profile, pulumi.Config("alicloud").get("region"))
+    plan = (plan_loader or default_plan_loader)(profile)
+    if plan.region != profile.region:
+        raise InputError(f"the plan is for {plan.region}, the profile for {profile.region}")
+    _, outputs = build(plan, auto_release_time=cfg.get("autoReleaseAt"))
+    return outputs

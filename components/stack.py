@@ -1,0 +1,90 @@
+"""TrainingStack: the whole training environment for one Plan.
+
+ECS plans: Network + Storage + Image + Cluster. DLC plans: Network + Storage (whatever the plan
+has; for DLC that is the OSS bucket) + ``components.dlc.DlcTraining``, and no ECS nodes.
+
+When the plan leaves the zone to deploy time, it is looked up once here (plain invoke) and every
+component, tag and the bootstrap see that one plain value (``plan.zone`` is filled in).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import pulumi
+
+from trainstack.plan import Plan
+
+from .cluster import Cluster
+from .image import ImageChoice, choose_image
+from .network import Network, resolve_zone
+from .storage import Storage
+
+
+class TrainingStack(pulumi.ComponentResource):
+    plan: Plan
+    zone: str
+    network: Network
+    storage: Storage
+    image: Optional[ImageChoice]
+    cluster: Optional[Cluster]
+    nodes: list
+    dlc: Any
+
+    def __init__(self, name: str, plan: Plan, opts: Optional[pulumi.ResourceOptions] = None, *,
+                 auto_release_time: Optional[str] = None):
+        super().__init__("trainstack:index:TrainingStack", name, None, opts)
+        lookups = pulumi.InvokeOptions(parent=self)
+        zone = resolve_zone(plan, lookups)
+        if plan.zone != zone:
+            plan = plan.model_copy(update={"zone": zone})
+        self.plan, self.zone = plan, zone
+        child = pulumi.ResourceOptions(parent=self)
+
+        self.network = Network(f"{name}-network", plan, zone, opts=child)
+        self.storage = Storage(f"{name}-storage", plan, zone, vpc_id=self.network.vpc.id,
+                               vswitch_id=self.network.vswitch.id, opts=child)
+        self.image = self.cluster = self.dlc = None
+        self.nodes = []
+        if plan.target == "ecs":
+            self.image = choose_image(plan, lookups)
+            self.cluster = Cluster(f"{name}-cluster", plan, zone, self.network, self.storage, self.image.image_id,
+                                   auto_release_time=auto_release_time, opts=child)
+            self.nodes = self.cluster.nodes
+        else:
+            from components.dlc import DlcTraining  # written alongside; only DLC stacks need it
+
+            self.dlc = DlcTraining(name, plan=plan, vpc_id=self.network.vpc.id, vswitch_id=self.network.vswitch.id,
+                                   security_group_id=self.network.security_group.id,
+                                   opts=pulumi.ResourceOptions(parent=self))
+
+        self.outputs = stack_outputs(self)
+        self.register_outputs(self.outputs)
+
+
+def stack_outputs(stack: TrainingStack) -> dict[str, Any]:
+    """What `pulumi stack output` shows (and the offline preview's ``exports``)."""
+    plan = stack.plan
+    is_ecs = plan.target == "ecs"
+    summary = plan.summary()
+    return {
+        "target": plan.target,
+        "instance_type": plan.instance_type,
+        "gpu_model": plan.gpu_model,
+        "nodes": plan.nodes,  # ECS nodes, or DLC pods
+        "node_names": plan.node_names() if is_ecs else [],
+        "node_private_ips": plan.node_private_ips() if is_ecs else [],
+        "node_ids": [n.id for n in stack.nodes],
+        "zone": stack.zone,
+        "image_id": stack.image.image_id if stack.image else None,
+        "mount_points": stack.storage.mount_points,
+        "oss_bucket": plan.storage.oss.bucket if plan.storage.oss else None,
+        "oss_internal_endpoint": plan.storage.oss.internal_endpoint if plan.storage.oss else None,
+        "cpfs_id": stack.storage.cpfs.id if stack.storage.cpfs else None,
+        "vpc_id": stack.network.vpc.id,
+        "hourly_cost_cny": plan.hourly_cost_cny,
+        "estimated_hours": plan.estimated_hours,
+        "total_cost_cny": plan.total_cost_cny,
+        "labels": list(plan.labels),
+        "plan_summary": summary,
+    }

@@ -1,0 +1,53 @@
+"""Tags every trainstack resource carries: the profile's tags plus the markers policies rely on.
+
+Markers (DESIGN.md): training nodes carry ``trainstack:role=training`` and ``trainstack:zone``;
+checkpoint storage carries ``trainstack:role=checkpoint``. ``trainstack:name`` ties a resource
+to its profile. The profile cannot set ``trainstack:`` keys (the profile validator refuses them).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from trainstack.errors import InputError
+from trainstack.plan import Plan
+
+ROLE = "trainstack:role"
+ZONE = "trainstack:zone"
+NAME = "trainstack:name"
+
+#: Most tags a resource takes: ECS/VPC/RAM resources 20, an OSS bucket 10.
+MAX_TAGS = 20
+MAX_BUCKET_TAGS = 10
+
+ROLE_TRAINING = "training"
+ROLE_CHECKPOINT = "checkpoint"
+
+
+def base_tags(plan: Plan, role: Optional[str] = None, zone: Optional[str] = None) -> dict[str, str]:
+    tags = dict(plan.tags)
+    tags[NAME] = plan.name
+    if role:
+        tags[ROLE] = role
+    if zone:
+        tags[ZONE] = zone
+    return tags
+
+
+def node_tags(plan: Plan, zone: str, rank: int) -> dict[str, str]:
+    """Training-node tags; GPU model and count are plain values policies can read at preview."""
+    tags = base_tags(plan, role=ROLE_TRAINING, zone=zone)
+    tags["trainstack:node-rank"] = str(rank)
+    tags["trainstack:gpus-per-node"] = str(plan.gpus_per_node)
+    if plan.gpu_model:
+        tags["trainstack:gpu-model"] = plan.gpu_model
+    return within_limit(tags, MAX_TAGS, "a GPU node")
+
+
+def within_limit(tags: dict[str, str], limit: int, what: str) -> dict[str, str]:
+    """The tags, or a clear error when the profile's tags plus trainstack's markers are too many."""
+    if len(tags) > limit:
+        own = len([k for k in tags if not k.startswith("trainstack:")])
+        raise InputError(f"{what} takes at most {limit} tags; the profile's {own} plus trainstack's "
+                         f"{len(tags) - own} markers are {len(tags)}", hint="drop some profile tags")
+    return tags

@@ -1,0 +1,160 @@
+"""Storage: checkpoints survive `pulumi destroy`, everything is encrypted and private."""
+
+import pytest
+
+from plan_factory import dlc_plan, multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
+from trainstack.errors import InputError
+from trainstack.plan import DataDiskPlan
+
+BUCKET = "oss/bucket:Bucket"
+CPFS = "nas/fileSystem:FileSystem"
+
+
+def _storage(plan, **update):
+    return plan.model_copy(update={"storage": plan.storage.model_copy(update=update)})
+
+
+def test_checkpoint_bucket_is_private_encrypted_versioned_and_kept_on_destroy(engine):
+    engine.declare(single_gpu_lora_plan())
+    bucket = engine.one(BUCKET)
+    assert bucket.inputs["bucket"] == "llama3-8b-lora-ckpt-3f2a"
+    assert bucket.inputs["versioning"] == {"status": "Enabled"}
+    assert bucket.inputs["serverSideEncryptionRule"] == {"sseAlgorithm": "AES256"}
+    assert bucket.inputs["forceDestroy"] is False
+    assert "acl" not in bucket.inputs  # deprecated on Bucket; set by BucketAcl below
+    assert bucket.inputs["tags"]["trainstack:role"] == "checkpoint"
+    assert bucket.protect and bucket.retain_on_delete
+    acl = engine.one("oss/bucketAcl:BucketAcl")
+    assert acl.inputs == {"bucket": "llama3-8b-lora-ckpt-3f2a", "acl": "private"}
+    block = engine.one("oss/bucketPublicAccessBlock:BucketPublicAccessBlock")
+    assert block.inputs["blockPublicAccess"] is True
+
+
+def test_retain_on_destroy_false_lets_destroy_delete_the_bucket(engine):
+    engine.declare(_storage(single_gpu_lora_plan(), retain_on_destroy=False))
+    bucket = engine.one(BUCKET)
+    assert not bucket.protect and not bucket.retain_on_delete
+
+
+def test_cpfs_with_nfs_protocol_service_when_planned(engine):
+    engine.declare(multi_node_erdma_plan())
+    fs = engine.one(CPFS)
+    assert fs.inputs["fileSystemType"] == "cpfs" and fs.inputs["protocolType"] == "cpfs"
+    assert fs.inputs["storageType"] == "advance_200" and fs.inputs["capacity"] == 3600
+    assert fs.inputs["zoneId"] == "cn-shenzhen-f"
+    assert fs.inputs["vpcId"] == "network-llama3-70b-full-network-vpc"
+    assert fs.inputs["vswitchId"] == "switch-llama3-70b-full-network-vswitch"
+    svc = engine.one("nas/protocolService:ProtocolService")
+    assert svc.inputs["protocolType"] == "NFS" and svc.inputs["fileSystemId"] == f"filesystem-{fs.name}"
+    target = engine.one("nas/protocolMountTarget:ProtocolMountTarget")
+    assert target.inputs["protocolServiceId"] == f"ptc-{svc.name}"
+    assert target.inputs["fileSystemId"] == f"filesystem-{fs.name}"
+
+
+def test_cpfs_holding_checkpoints_is_protected_and_retained(engine):
+    engine.declare(multi_node_erdma_plan())
+    fs = engine.one(CPFS)
+    assert fs.protect and fs.retain_on_delete
+    assert fs.inputs["tags"]["trainstack:role"] == "checkpoint"
+    # the NFS service holds no data: destroy may remove it
+    assert not engine.one("nas/protocolService:ProtocolService").protect
+
+
+def test_cpfs_without_checkpoints_is_not_kept(engine):
+    engine.declare(_storage(multi_node_erdma_plan(), checkpoint="oss", checkpoint_path="/mnt/checkpoints"))
+    fs = engine.one(CPFS)
+    assert not fs.protect and not fs.retain_on_delete
+    assert fs.inputs["tags"]["trainstack:role"] != "checkpoint"
+
+
+def test_no_cpfs_unless_planned(engine):
+    engine.declare(spot_plan())
+    assert engine.of_type(CPFS) == []
+    assert engine.of_type("nas/protocolService:ProtocolService") == []
+
+
+def test_essd_checkpoints_live_on_standalone_protected_disks_one_per_node(engine):
+    disk = DataDiskPlan(performance_level="PL3", size_gib=2048, delete_with_instance=False, holds_checkpoints=True)
+    plan = _storage(multi_node_erdma_plan(nodes=2), checkpoint="essd", data_disk=disk,
+                    checkpoint_path="/mnt/data/checkpoints")
+    engine.declare(plan)
+    disks = engine.of_type("ecs/ecsDisk:EcsDisk")
+    assert len(disks) == 2
+    for d in disks:
+        assert d.protect and d.retain_on_delete
+        assert d.inputs["encrypted"] is True and d.inputs["deleteWithInstance"] is False
+        assert (d.inputs["category"], d.inputs["performanceLevel"], d.inputs["size"]) == ("cloud_essd", "PL3", 2048)
+        assert d.inputs["zoneId"] == "cn-shenzhen-f"
+        assert d.inputs["tags"]["trainstack:role"] == "checkpoint"
+    attachments = engine.of_type("ecs/ecsDiskAttachment:EcsDiskAttachment")
+    assert sorted(a.inputs["diskId"] for a in attachments) == sorted(f"ecsdisk-{d.name}" for d in disks)
+    assert all(a.inputs["deleteWithInstance"] is False for a in attachments)
+    # no second, instance-bound copy of the checkpoint disk
+    assert all("dataDisks" not in i.inputs for i in engine.of_type("ecs/instance:Instance"))
+
+
+@pytest.mark.parametrize("level,size", [("PL3", 1260), ("PL2", 460), ("PL1", 19)])
+def test_essd_below_the_performance_level_minimum_is_refused(engine, level, size):
+    plan = _storage(single_gpu_lora_plan(), data_disk=DataDiskPlan(performance_level=level, size_gib=size))
+    with pytest.raises(InputError, match=f"ESSD {level} needs"):
+        engine.declare(plan)
+
+
+def test_pl3_at_its_minimum_size_is_accepted(engine):
+    engine.declare(_storage(single_gpu_lora_plan(), data_disk=DataDiskPlan(performance_level="PL3", size_gib=1261)))
+    (disk,) = engine.one("ecs/instance:Instance").inputs["dataDisks"]
+    assert (disk["performanceLevel"], disk["size"]) == ("PL3", 1261)
+
+
+def test_dlc_stack_gets_only_the_bucket(engine, fake_dlc):
+    engine.declare(dlc_plan())
+    assert len(engine.of_type(BUCKET)) == 1
+    for token in (CPFS, "ecs/ecsDisk:EcsDisk", "ecs/instance:Instance"):
+        assert engine.of_type(token) == []
+
+
+def test_mount_points_are_exported_as_plain_paths(engine):
+    stack = engine.declare(multi_node_erdma_plan())
+    assert stack.outputs["mount_points"] == {
+        "checkpoints": "/mnt/cpfs/checkpoints", "data_disk": "/mnt/data", "cpfs": "/mnt/cpfs",
+        "oss": "oss://llama3-70b-full-ckpt-9c1d/checkpoints/"}
+
+
+def test_cpfs_export_address_is_looked_up_for_the_export_the_stack_creates(engine):
+    stack = engine.declare(multi_node_erdma_plan())
+    (lookup,) = [r for r in engine.of_type("pulumi-python:dynamic:Resource") if r.inputs.get("kind") == "cpfs-export-address"]
+    target = engine.one("nas/protocolMountTarget:ProtocolMountTarget")
+    assert lookup.inputs["file_system_id"] == f"filesystem-{engine.one(CPFS).name}"
+    assert lookup.inputs["export_id"] == f"exp-{target.name}"
+    assert lookup.inputs["region"] == "cn-shenzhen"
+    assert target.urn in lookup.dependencies
+    assert engine.value(stack.storage.cpfs_mount_address) == engine.mocks.cpfs_domain
+
+
+def test_cpfs_export_address_waits_for_the_domain_then_fails_clearly(monkeypatch):
+    from components import cpfs_export
+    from trainstack.errors import CloudApiError
+
+    answers = iter([None, None, "cpfs-1.cn-shenzhen.cpfs.aliyuncs.com"])
+    monkeypatch.setattr(cpfs_export, "lookup", lambda region, fs, export: next(answers))
+    props = {"region": "cn-shenzhen", "file_system_id": "cpfs-1", "export_id": "exp-1"}
+    sleeps = []
+    assert cpfs_export._domain(props, sleep=sleeps.append) == "cpfs-1.cn-shenzhen.cpfs.aliyuncs.com"
+    assert len(sleeps) == 2
+
+    monkeypatch.setattr(cpfs_export, "lookup", lambda region, fs, export: None)
+    with pytest.raises(CloudApiError, match="has no mount domain yet"):
+        cpfs_export._domain(props, sleep=lambda s: None)
+
+    def boom(region, fs, export):
+        raise RuntimeError("InvalidAccessKeyId.NotFound")
+
+    monkeypatch.setattr(cpfs_export, "lookup", boom)
+    with pytest.raises(CloudApiError, match="InvalidAccessKeyId"):
+        cpfs_export._domain(props, sleep=lambda s: None)
+
+
+def test_too_many_profile_tags_for_a_bucket_is_a_clear_error(engine):
+    plan = single_gpu_lora_plan(tags={f"k{i}": "v" for i in range(9)})
+    with pytest.raises(InputError, match="an OSS bucket takes at most 10 tags"):
+        engine.declare(plan)
