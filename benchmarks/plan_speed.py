@@ -36,7 +36,7 @@ INSTANCE_TYPE = "ecs.ebmgn7ex.32xlarge"
 PROFILE = """\
 name: bench-{nodes}n
 region: cn-shenzhen
-model: {{preset: llama-3-70b}}
+model: {{preset: llama-3-8b}}
 training:
   method: full
   precision: bf16-mixed

@@ -1,0 +1,61 @@
+"""`trainstack diff` of two profiles (LoRA on 1 GPU -> full fine-tune on 2 nodes), against a
+golden markdown file. Regenerate after an intended change with
+``UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/preview/test_preview_golden.py`` and review the
+file's diff like code (it moves whenever the catalog, resolver, components or policies do)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+
+import pytest
+
+from trainstack.cli import main
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "preview" / "golden" / "diff_lora_to_2node.md"
+ARGS = ["tests/preview/fixtures/finetune-lora.yaml", "tests/preview/fixtures/finetune-full-2node.yaml",
+        "--policy-config", "tests/preview/fixtures/policy-config.json"]
+INSTANCE = "alicloud:ecs/instance:Instance"
+
+
+@pytest.fixture(autouse=True)
+def at_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def test_diff_markdown_matches_the_golden_file(capsys):
+    code = main(["diff", *ARGS, "--format", "markdown"])
+    out = capsys.readouterr().out
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        GOLDEN.write_text(out, encoding="utf-8")
+    assert code == 4  # the head breaks the configured hourly budget (mandatory)
+    assert out == GOLDEN.read_text(encoding="utf-8")
+
+
+def test_diff_shows_added_nodes_cost_delta_and_policy_changes(capsys):
+    assert main(["diff", *ARGS, "--format", "json"]) == 4
+    d = json.loads(capsys.readouterr().out)
+    added = {(r["type"], r["name"]) for r in d["resources"]["added"]}
+    assert (INSTANCE, "demo-finetune-cluster-node-1") in added
+    (node0,) = [c for c in d["resources"]["changed"] if c["name"] == "demo-finetune-cluster-node-0"]
+    assert {"path": "instanceType", "before": "ecs.gn7i-c8g1.2xlarge", "after": "ecs.ebmgn7ex.32xlarge",
+            "replace": False} in node0["changes"]
+    for key in ("hourly", "total", "on_demand_hourly", "on_demand_total", "spot_hourly", "spot_total"):
+        assert d["cost"][key]["delta"] > 0, key
+    assert d["head"]["summary"]["nodes"] == 2 and d["base"]["summary"]["nodes"] == 1
+    assert [(v["policy"], v["level"]) for v in d["policy"]["new"]] == [("gpu-hourly-budget", "mandatory")]
+    assert d["policy"]["resolved"] == []
+
+
+def test_a_saved_base_plan_diffs_like_a_fresh_one(capsys, tmp_path):
+    saved = tmp_path / "base.json"
+    assert main(["plan", ARGS[0], "--format", "json", "--out", str(saved),
+                 "--policy-config", "tests/preview/fixtures/policy-config.json"]) == 0
+    assert main(["diff", str(saved), *ARGS[1:], "--format", "json"]) == 4
+    from_saved = json.loads(capsys.readouterr().out)
+    assert main(["diff", *ARGS, "--format", "json"]) == 4
+    fresh = json.loads(capsys.readouterr().out)
+    for key in ("resources", "cost", "policy", "summary", "counts"):
+        assert from_saved[key] == fresh[key], key

@@ -1,0 +1,46 @@
+"""`trainstack diff BASE HEAD`: what a change to a profile or stack does to resources, cost and policies.
+
+Each side is a profile, a stack name, or a saved `trainstack plan --format json` file (for example
+one produced on the base branch in CI). Exit 0 whatever the diff shows; exit 4 only when HEAD
+violates a mandatory policy (the diff is still printed), so CI can block the merge.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..errors import EXIT_POLICY
+
+
+def register(sub) -> None:
+    p = sub.add_parser("diff", help="compare two plans: resources, replacements, cost and policy verdicts")
+    p.add_argument("base", help="profile path, stack name or saved plan JSON")
+    p.add_argument("head", help="profile path, stack name or saved plan JSON")
+    p.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    p.add_argument("--out", help="write to this file (atomically) instead of stdout")
+    p.add_argument("--policy-config", metavar="FILE",
+                   help="policy levels and settings for sides planned now (JSON, as --policy-pack-config)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..fsutil import atomic_write_text
+    from ..preview.diff import diff_documents
+    from ..preview.planner import load_side
+    from ..preview.render_diff import render
+    from ..preview.sources import find_project, load_policy_config
+
+    project = find_project()
+    config = load_policy_config(args.policy_config)
+    base, head = load_side(args.base, project, config), load_side(args.head, project, config)
+    d = diff_documents(base, head, base_label=args.base, head_label=args.head)
+    text = render(d, args.format)
+    if args.out:
+        atomic_write_text(args.out, text)
+    else:
+        sys.stdout.write(text)
+    if d["policy"]["mandatory_after"]:
+        print(f"trainstack: {args.head} has {d['policy']['mandatory_after']} mandatory policy violation(s)",
+              file=sys.stderr)
+        return EXIT_POLICY
+    return 0

@@ -1,0 +1,57 @@
+"""`trainstack plan PROFILE | --stack NAME`: the offline preview of what `pulumi up` would create.
+
+Runs the real Pulumi program in-process under a recording mock engine (no cloud, no Pulumi CLI),
+runs the policy pack over what it declared, and prints the plan. Exit 4 when a mandatory policy
+fails (the plan is still printed or written).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..errors import EXIT_POLICY, InputError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("plan", help="offline preview: resources, policy verdicts, cost and topology")
+    p.add_argument("profile", nargs="?", help="path to a profile YAML (not needed with --stack)")
+    p.add_argument("--stack", help="a stack name: stacks/Pulumi.<NAME>.yaml")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    p.add_argument("--out", help="write to this file (atomically) instead of stdout")
+    p.add_argument("--policy-config", metavar="FILE",
+                   help="policy levels and settings, JSON as for `pulumi preview --policy-pack-config`")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..fsutil import atomic_write_text
+    from ..preview.planner import plan_source
+    from ..preview.render import policy_counts, render
+    from ..preview.sources import Source, find_project, load_policy_config, unknown_stack
+
+    if bool(args.profile) == bool(args.stack):
+        raise InputError("give either a PROFILE path or --stack NAME (not both)")
+    project = find_project()
+    if args.stack:
+        path = project.stack_file(args.stack)
+        if not path.is_file():
+            raise unknown_stack(project, args.stack)
+        source = Source("stack", args.stack, path, stack=args.stack)
+    else:
+        path = Path(args.profile)
+        if not path.is_file():
+            raise InputError(f"{args.profile}: no such profile file")
+        source = Source("profile", args.profile, path)
+    doc = plan_source(source, project, policy_config=load_policy_config(args.policy_config))
+    text = render(doc, args.format)
+    if args.out:
+        atomic_write_text(args.out, text)
+    else:
+        sys.stdout.write(text)
+    mandatory, _ = policy_counts(doc)
+    if mandatory:
+        print(f"trainstack: {mandatory} mandatory policy violation(s); `pulumi up` would be refused",
+              file=sys.stderr)
+        return EXIT_POLICY
+    return 0

@@ -1,0 +1,125 @@
+"""What the GitHub workflows run: which stacks a change touches, and the sticky PR comment.
+
+``python -m trainstack.preview.ci changed-stacks FILES`` reads changed paths (one per line, as
+``git diff --name-only`` prints them) and prints the affected stacks (``--json`` for a matrix).
+``python -m trainstack.preview.ci comment --base-plans DIR STACK...`` plans each stack on this
+checkout, diffs it against ``DIR/<stack>.json`` (saved on the base branch; missing means the
+stack is new there or could not be planned) and writes one markdown comment headed by
+:data:`MARKER`, the tag the workflows use to find and update the same comment. Exit 4 when a
+stack violates a mandatory policy (after writing the comment), so the check fails.
+
+Kept here (not in workflow YAML) so the logic is tested like the rest of trainstack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+from ..errors import EXIT_POLICY, TrainstackError
+from .sources import Project, find_project, stack_config
+
+MARKER = "<!-- trainstack-diff -->"
+#: A change under one of these can change every stack's plan.
+ALL_STACKS_PREFIXES = ("components/", "policies/", "trainstack/", "__main__.py", "Pulumi.yaml",
+                       "requirements.txt")
+
+
+def changed_stacks(paths: Iterable[str], project: Project) -> list[str]:
+    """Stacks whose plan a change to ``paths`` (repository-relative) can affect."""
+    stacks = project.stacks()
+    stacks_dir = project.stacks_dir.resolve().relative_to(project.root.resolve()).as_posix()
+    prefix = "" if stacks_dir == "." else stacks_dir + "/"
+    paths = [p.strip() for p in paths if p.strip()]
+    if any(p.startswith(ALL_STACKS_PREFIXES) for p in paths):
+        return stacks
+    hit: set[str] = set()
+    profiles = {(project.root / p).resolve() for p in paths}
+    for p in paths:
+        name = p[len(prefix):] if p.startswith(prefix) else None
+        if name and name.startswith("Pulumi.") and name.endswith(".yaml") and "/" not in name:
+            hit.add(name[len("Pulumi."):-len(".yaml")])
+    for stack in stacks:
+        config, _ = stack_config(project, stack)
+        value = config.get(f"{project.name}:profile")
+        if value and _profile_file(value, project) in profiles:
+            hit.add(stack)
+    return sorted(s for s in hit if s in stacks)
+
+
+def _profile_file(value: str, project: Project) -> Path:
+    p = Path(value).expanduser()
+    return (p if p.is_absolute() else project.stacks_dir / p).resolve()
+
+
+def comment(stacks: Sequence[str], base_plans: Path, project: Project,
+            policy_config: Optional[dict] = None) -> tuple[str, int]:
+    """``(markdown, exit code)`` for the PR comment covering ``stacks``."""
+    from .diff import diff_documents, empty_plan
+    from .planner import plan_source
+    from .render_diff import render_markdown
+    from .sources import Source, load_saved_plan
+
+    parts = [MARKER, "## trainstack plan diff", ""]
+    code = 0
+    if not stacks:
+        parts.append("No stack is affected by this change.")
+    for stack in stacks:
+        saved = base_plans / f"{stack}.json"
+        base = load_saved_plan(saved) if saved.is_file() else empty_plan()
+        try:
+            head = plan_source(Source("stack", stack, project.stack_file(stack), stack=stack), project,
+                               policy_config=policy_config)
+        except TrainstackError as err:
+            parts += [f"### `{stack}`: cannot be planned (exit {err.exit_code})", "", "```",
+                      *err.lines(), "```", ""]
+            code = max(code, err.exit_code)
+            continue
+        d = diff_documents(base, head, base_label=f"{stack} (base)", head_label=f"{stack} (this PR)")
+        if not saved.is_file():
+            parts += [f"> `{stack}` has no plan on the base branch (new stack, or the base could not plan it): "
+                      "everything below is new.", ""]
+        parts.append(render_markdown(d))
+        if d["policy"]["mandatory_after"]:
+            code = max(code, EXIT_POLICY)
+    return "\n".join(parts).rstrip() + "\n", code
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trainstack.preview.ci")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("changed-stacks", help="stacks affected by the changed paths in FILE ('-' = stdin)")
+    c.add_argument("file")
+    c.add_argument("--json", action="store_true", help="print a JSON list (for a job matrix)")
+    m = sub.add_parser("comment", help="write the sticky PR comment for STACKs")
+    m.add_argument("stacks", nargs="*")
+    m.add_argument("--base-plans", type=Path, required=True, help="directory of <stack>.json from the base branch")
+    m.add_argument("--out", type=Path, required=True)
+    m.add_argument("--policy-config", metavar="FILE", help="policy config JSON (as --policy-pack-config)")
+    args = parser.parse_args(argv)
+    project = find_project()
+    try:
+        if args.cmd == "changed-stacks":
+            text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+            lines = text.splitlines()
+            stacks = changed_stacks(lines, project)
+            print(json.dumps(stacks) if args.json else "\n".join(stacks))
+            return 0
+        from ..fsutil import atomic_write_text
+
+        from .sources import load_policy_config
+
+        text, code = comment(args.stacks, args.base_plans, project, load_policy_config(args.policy_config))
+        atomic_write_text(args.out, text)
+        return code
+    except TrainstackError as err:
+        for line in err.lines():
+            print(f"trainstack: {line}", file=sys.stderr)
+        return err.exit_code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""Render a plan document as text (terminal), markdown (PR comments) or JSON (machines).
+
+Every renderer reads only the document, so a plan saved as JSON renders exactly like a fresh one.
+Everything in the document is already redacted by the planner; JSON is passed through
+:func:`~trainstack.preview.values.public` once more so a hand-edited file cannot leak either.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+from ..textable import render_table
+from . import topology
+from .values import public
+
+FORMATS = ("text", "markdown", "json")
+
+
+# ---- small formatters shared with the diff renderer ----------------------------------------------
+
+def money(v: Optional[float], unit: str = "CNY") -> str:
+    return "unknown" if v is None else f"{v:,.2f} {unit}"
+
+
+def num(v: Optional[float], digits: int = 1) -> str:
+    return "unknown" if v is None else f"{v:,.{digits}f}"
+
+
+def pricing(summary: dict) -> str:
+    if summary.get("spot"):
+        limit = summary.get("spot_price_limit")
+        return "spot" + (f" (price limit {limit} CNY/h)" if limit is not None else "")
+    return "on-demand"
+
+
+def summary_rows(doc: dict) -> list[tuple[str, str]]:
+    """(label, value) rows of the plan summary, the same in every format."""
+    s, cost = doc.get("summary") or {}, doc.get("cost") or {}
+    od, spot = cost.get("on_demand") or {}, cost.get("spot") or {}
+    gpu = f" ({s['gpu_model']})" if s.get("gpu_model") else ""
+    return [
+        ("target", str(s.get("target") or "unknown")),
+        ("instance type", f"{s.get('instance_type') or 'quota (no ECS type)'}{gpu}"),
+        ("nodes", f"{s.get('nodes')} x {s.get('gpus_per_node')} GPU"),
+        ("zone", str(s.get("zone") or "chosen at deploy time")),
+        ("pricing", pricing(s)),
+        ("memory margin", f"{num(s.get('memory_margin_gib'), 2)} GiB per GPU"),
+        ("tokens/s", num(s.get("tokens_per_second"))),
+        ("hours", num(s.get("estimated_hours"))),
+        ("hourly cost", f"{money(s.get('hourly_cost_cny'))} (on-demand {money(od.get('hourly_cny'))}, "
+                        f"spot {money(spot.get('hourly_cny'))} est.)"),
+        ("total cost", f"{money(s.get('total_cost_cny'))} (on-demand {money(od.get('total_cny'))}, "
+                       f"spot {money(spot.get('total_cny'))} est.)"),
+    ]
+
+
+def resource_tree(doc: dict) -> list[str]:
+    """`type  name` lines as a tree (parents from the recording), with protect/retain markers."""
+    resources = doc.get("resources") or []
+    kids: dict[Optional[str], list[dict]] = {}
+    urns = {r["urn"] for r in resources}
+    for r in resources:
+        kids.setdefault(r.get("parent_urn") if r.get("parent_urn") in urns else None, []).append(r)
+    out = [f"pulumi:pulumi:Stack  {doc.get('project')}-{doc.get('stack')}"]
+
+    def walk(parent: Optional[str], prefix: str) -> None:
+        rows = kids.get(parent, [])
+        for i, r in enumerate(rows):
+            last = i == len(rows) - 1
+            marks = [m for m, on in (("protected", r.get("protect")), ("retained on destroy", r.get("retain_on_delete")),
+                                     ("read", r.get("read"))) if on]
+            out.append(f"{prefix}{'└─ ' if last else '├─ '}{r['type']}  {r['name']}"
+                       + (f"  [{', '.join(marks)}]" if marks else ""))
+            walk(r["urn"], prefix + ("   " if last else "│  "))
+
+    walk(None, "")
+    return out
+
+
+def policy_counts(doc: dict) -> tuple[int, int]:
+    verdicts = doc.get("policy") or []
+    mandatory = sum(1 for v in verdicts if v.get("level") == "mandatory")
+    return mandatory, len(verdicts) - mandatory
+
+
+def title(doc: dict) -> str:
+    return str((doc.get("plan") or {}).get("name") or doc.get("stack") or "plan")
+
+
+# ---- text ------------------------------------------------------------------------------------------
+
+def render_text(doc: dict) -> str:
+    mandatory, advisory = policy_counts(doc)
+    lines = [f"trainstack plan: {title(doc)} (stack {doc.get('stack')}, catalog {doc.get('catalog_date') or 'unknown'})",
+             "", "Summary"]
+    lines += ["  " + ln for ln in render_table(["", ""], summary_rows(doc)).splitlines()[1:]]
+    resources = doc.get("resources") or []
+    lines += ["", f"Resources ({len(resources)})"] + ["  " + ln for ln in resource_tree(doc)]
+    lines += ["", f"Policies: {mandatory} mandatory, {advisory} advisory violation(s)"]
+    if doc.get("policy"):
+        rows = [(v["level"].upper() if v["level"] == "mandatory" else v["level"], v["policy"], v.get("resource") or "-",
+                 v["message"]) for v in doc["policy"]]
+        lines += ["  " + ln for ln in render_table(["LEVEL", "POLICY", "RESOURCE", "MESSAGE"], rows).splitlines()]
+    else:
+        lines.append("  all policies passed")
+    lines += ["", "Topology"] + ["  " + ln for ln in topology.text(topology.build(resources))]
+    if doc.get("dlc_request"):
+        body = json.dumps(doc["dlc_request"]["body"], indent=2, sort_keys=True)
+        lines += ["", f"PAI-DLC CreateJob request ({doc['dlc_request']['resource']}, redacted)"]
+        lines += ["  " + ln for ln in body.splitlines()]
+    labels = (doc.get("plan") or {}).get("labels") or []
+    if labels or doc.get("notes") or doc.get("logs"):
+        lines += ["", "Labels and notes"] + [f"  - {x}" for x in [*labels, *doc.get("notes", [])]]
+        lines += [f"  - {log['level']}: {log['message']}" for log in doc.get("logs", [])]
+    return "\n".join(lines) + "\n"
+
+
+# ---- markdown ----------------------------------------------------------------------------------------
+
+def md_escape(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(doc: dict) -> str:
+    mandatory, advisory = policy_counts(doc)
+    resources = doc.get("resources") or []
+    out = [f"## trainstack plan: `{title(doc)}`", "",
+           f"Stack `{doc.get('stack')}` · catalog {doc.get('catalog_date') or 'unknown'} · "
+           f"{len(resources)} resources · {mandatory} mandatory / {advisory} advisory policy violation(s)", "",
+           "| | |", "|---|---|"]
+    out += [f"| {label} | {md_escape(value)} |" for label, value in summary_rows(doc)]
+    out += ["", "### Policies", ""]
+    if doc.get("policy"):
+        out += ["| Level | Policy | Resource | Message |", "|---|---|---|---|"]
+        out += [f"| {'**mandatory**' if v['level'] == 'mandatory' else v['level']} | `{v['policy']}` | "
+                f"{md_escape(v.get('resource') or '-')} | {md_escape(v['message'])} |" for v in doc["policy"]]
+    else:
+        out.append("All policies passed.")
+    out += ["", "### Topology", "", "```mermaid", topology.mermaid(topology.build(resources)), "```", "",
+            f"<details><summary>Resources ({len(resources)})</summary>", "", "```", *resource_tree(doc), "```", "",
+            "</details>"]
+    if doc.get("dlc_request"):
+        out += ["", f"<details><summary>PAI-DLC CreateJob request (<code>{doc['dlc_request']['resource']}</code>, "
+                    "redacted)</summary>", "", "```json", json.dumps(doc["dlc_request"]["body"], indent=2, sort_keys=True),
+                "```", "", "</details>"]
+    labels = (doc.get("plan") or {}).get("labels") or []
+    notes = [*labels, *doc.get("notes", []), *(f"{x['level']}: {x['message']}" for x in doc.get("logs", []))]
+    if notes:
+        out += ["", "<details><summary>Labels and notes</summary>", ""] + [f"- {md_escape(n)}" for n in notes]
+        out += ["", "</details>"]
+    return "\n".join(out) + "\n"
+
+
+# ---- json --------------------------------------------------------------------------------------------
+
+def render_json(doc: dict) -> str:
+    return json.dumps(public(doc), indent=2, sort_keys=False) + "\n"
+
+
+def render(doc: dict, fmt: str) -> str:
+    return {"text": render_text, "markdown": render_markdown, "json": render_json}[fmt](doc)

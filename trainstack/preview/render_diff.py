@@ -1,0 +1,183 @@
+"""Render a diff document as markdown (the PR comment) or JSON.
+
+Markdown follows the layout reviewers know from cost-diff bots: one headline with the total-cost
+delta, a before/after table, then collapsible details (resources, policy verdicts, plan fields).
+Runs of resources with the same change collapse into one row (``node-1 … node-63 (63)``), so a
+512-node change stays far below GitHub's 65,536-character comment limit.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+from .render import md_escape, money, num
+from .values import public
+
+#: A longer comment is cut (GitHub refuses comments over 65,536 characters).
+MAX_MARKDOWN_CHARS = 60_000
+#: Runs longer than this collapse into one row.
+GROUP_AT = 3
+
+
+def _signed(v: Optional[float], unit: str = " CNY", digits: int = 2) -> str:
+    if v is None:
+        return "unknown"
+    return f"{'+' if v > 0 else '−' if v < 0 else '±'}{abs(v):,.{digits}f}{unit}"
+
+
+def _pct(p: Optional[float]) -> str:
+    return "" if p is None else f", {'+' if p > 0 else '−' if p < 0 else '±'}{abs(p):,.1f}%"
+
+
+def _arrow(delta: Optional[float]) -> str:
+    return "" if not delta else (" 📈" if delta > 0 else " 📉")
+
+
+def _val(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:,.4g}" if abs(v) < 1000 else f"{v:,.0f}"
+    return str(v)
+
+
+def _code(v: Any) -> str:
+    text = json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else _val(v)
+    text = text if len(text) <= 80 else text[:77] + "..."
+    return "`" + md_escape(text).replace("`", "'") + "`"
+
+
+def headline(d: dict) -> str:
+    total, hourly = d["cost"]["total"], d["cost"]["hourly"]
+    if total["before"] is None and total["after"] is None:
+        return f"**Cost unknown offline** · hourly {money(hourly['before'])} → {money(hourly['after'])}"
+    verb = ("increased" if (total["delta"] or 0) > 0 else "decreased" if (total["delta"] or 0) < 0 else "unchanged")
+    line = (f"**Total cost {verb}: {money(total['before'])} → {money(total['after'])} "
+            f"({_signed(total['delta'])}{_pct(total['percent'])}){_arrow(total['delta'])}**")
+    return line + f" · hourly {money(hourly['before'])} → {money(hourly['after'])} ({_signed(hourly['delta'])})"
+
+
+def _nodes(side: dict) -> str:
+    s = side["summary"]
+    return "—" if s.get("nodes") is None else f"{s.get('nodes')} × {s.get('gpus_per_node')} GPU"
+
+
+def _table(d: dict) -> list[str]:
+    c, b, h = d["cost"], d["base"], d["head"]
+    rows = [
+        ("Hourly cost (chosen pricing)", c["hourly"], True),
+        ("Total cost (chosen pricing)", c["total"], True),
+        ("Hourly on-demand", c["on_demand_hourly"], True),
+        ("Total on-demand", c["on_demand_total"], True),
+        ("Hourly spot (estimate)", c["spot_hourly"], True),
+        ("Total spot (estimate)", c["spot_total"], True),
+        ("Hours", c["hours"], False),
+    ]
+    out = ["| | Before | After | Delta |", "|---|---:|---:|---:|"]
+    for label, v, is_money in rows:
+        if is_money:
+            out.append(f"| {label} | {money(v['before'])} | {money(v['after'])} | {_signed(v['delta'])} |")
+        else:
+            out.append(f"| {label} | {num(v['before'])} | {num(v['after'])} | {_signed(v['delta'], '', 1)} |")
+    counts, pol = d["counts"], d["policy"]
+    out += [
+        f"| Instance type | {_val(b['summary'].get('instance_type'))} | {_val(h['summary'].get('instance_type'))} | |",
+        f"| Nodes | {_nodes(b)} | {_nodes(h)} | |",
+        f"| Pricing | {_val(b.get('pricing'))} | {_val(h.get('pricing'))} | |",
+        f"| Resources | {counts['before']} | {counts['after']} | {_signed(counts['after'] - counts['before'], '', 0)} |",
+        f"| Mandatory policy violations | {pol['mandatory_before']} | {pol['mandatory_after']} | "
+        f"{_signed(pol['mandatory_after'] - pol['mandatory_before'], '', 0)} |",
+    ]
+    return out
+
+
+def _grouped(rows: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str, str]]:
+    """Collapse runs of rows equal except for the name: (mark, name, type, details)."""
+    out: list[tuple[str, str, str, str]] = []
+    i = 0
+    while i < len(rows):
+        j = i
+        while j + 1 < len(rows) and rows[j + 1][0] == rows[i][0] and rows[j + 1][2:] == rows[i][2:]:
+            j += 1
+        if j - i + 1 > GROUP_AT:
+            mark, first, typ, details = rows[i]
+            out.append((mark, f"{first} … {rows[j][1]} ({j - i + 1})", typ, details))
+        else:
+            out += rows[i:j + 1]
+        i = j + 1
+    return out
+
+
+def _resource_rows(d: dict) -> list[str]:
+    r = d["resources"]
+    rows: list[tuple[str, str, str, str]] = []
+    rows += [("+", x["name"], x["type"], "") for x in r["added"]]
+    for x in r["changed"]:
+        parts = []
+        for c in x["changes"]:
+            text = f"{_code(c['path'])}: {_code(c['before'])} → {_code(c['after'])}"
+            if c.get("replace"):
+                text += f" **forces replacement** ({md_escape(c['reason'])})"
+            parts.append(text)
+        rows.append(("±" if x["replace"] else "~", x["name"], x["type"], "<br>".join(parts)))
+    rows += [("−", x["name"], x["type"], "**protected**" if x.get("protect") else
+              "retained in the cloud" if x.get("retain_on_delete") else "") for x in r["removed"]]
+    marks = {"+": "+ add", "~": "~ update", "±": "± replace", "−": "− destroy"}
+    out = ["| | Resource | Type | Changed inputs |", "|---|---|---|---|"]
+    out += [f"| {marks[m]} | `{md_escape(n)}` | `{t}` | {det} |" for m, n, t, det in _grouped(rows)]
+    return out
+
+
+def _policy_rows(d: dict) -> list[str]:
+    out = ["| | Level | Policy | Resource | Message |", "|---|---|---|---|---|"]
+    for mark, items in (("new", d["policy"]["new"]), ("resolved", d["policy"]["resolved"])):
+        for v in items:
+            level = f"**{v['level']}**" if v.get("level") == "mandatory" else v.get("level")
+            out.append(f"| {mark} | {level} | `{v.get('policy')}` | {md_escape(v.get('resource') or '-')} | "
+                       f"{md_escape(v.get('message'))} |")
+    return out
+
+
+def render_markdown(d: dict) -> str:
+    counts, pol = d["counts"], d["policy"]
+    new_mandatory = sum(1 for v in pol["new"] if v.get("level") == "mandatory")
+    out = [f"### trainstack diff: `{d['base']['label']}` → `{d['head']['label']}`", "", headline(d), "",
+           f"Resources: **{counts['add']} to add, {counts['change']} to change "
+           f"({counts['replace']} replacement{'s' if counts['replace'] != 1 else ''}), {counts['remove']} to destroy** · "
+           f"Policies: {len(pol['new'])} new ({new_mandatory} mandatory), {len(pol['resolved'])} resolved", ""]
+    if d.get("warnings"):
+        out += ["> [!WARNING]"] + [f"> - {w}" for w in d["warnings"]] + [""]
+    if pol["mandatory_after"]:
+        out += [f"> [!CAUTION]\n> {pol['mandatory_after']} mandatory policy violation(s) in `{d['head']['label']}`: "
+                "`pulumi up` would be refused.", ""]
+    out += _table(d) + [""]
+    if counts["add"] or counts["change"] or counts["remove"]:
+        out += [f"<details><summary>Resources: {counts['add']} to add, {counts['change']} to change, "
+                f"{counts['remove']} to destroy</summary>", "", *_resource_rows(d), "", "</details>", ""]
+    if pol["new"] or pol["resolved"]:
+        out += [f"<details><summary>Policy verdicts: {len(pol['new'])} new, {len(pol['resolved'])} resolved</summary>",
+                "", *_policy_rows(d), "", "</details>", ""]
+    if d["summary"]:
+        out += ["<details><summary>Plan changes</summary>", "", "| Field | Before | After |", "|---|---|---|"]
+        out += [f"| {s['field']} | {_val(s['before'])} | {_val(s['after'])} |" for s in d["summary"]]
+        out += ["", "</details>", ""]
+    catalog = {d["base"].get("catalog_date"), d["head"].get("catalog_date")} - {None}
+    out.append(f"<sub>Offline plan: the real Pulumi program under a recording mock engine; prices from the "
+               f"catalog of {', '.join(sorted(catalog)) or 'unknown date'}; spot prices are estimates.</sub>")
+    text = "\n".join(out) + "\n"
+    if len(text) > MAX_MARKDOWN_CHARS:
+        text = text[:text.rfind("\n", 0, MAX_MARKDOWN_CHARS)]
+        text += "\n\n… (cut: `trainstack diff --format json` has everything)\n"
+        text += "\n</details>\n" * (text.count("<details>") - text.count("</details>"))
+    return text
+
+
+def render_json(d: dict) -> str:
+    return json.dumps(public(d), indent=2) + "\n"
+
+
+def render(d: dict, fmt: str) -> str:
+    return {"markdown": render_markdown, "json": render_json}[fmt](d)
