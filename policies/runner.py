@@ -190,9 +190,9 @@ def run_policies(resources: list[dict], config: Optional[dict] = None,
 
     stack_policies = [(p, level, cfg) for p, level, cfg in active if isinstance(p, StackValidationPolicy)]
     if stack_policies:
+        stack = _stack(resources, urns, parents, by_key)  # built once: policies only read it
         for policy, level, cfg in stack_policies:
-            call(policy, StackValidationArgs(_stack(resources, urns, parents, by_key), dict(cfg) or None),
-                 level, None)
+            call(policy, StackValidationArgs(stack, dict(cfg) or None), level, None)
     return verdicts
 
 

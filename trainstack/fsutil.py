@@ -8,12 +8,16 @@ from pathlib import Path
 from typing import Union
 
 
-def atomic_write_text(path: Union[str, Path], text: str) -> None:
-    """Replace ``path`` with ``text`` atomically (same directory, then ``os.replace``)."""
+def atomic_write_text(path: Union[str, Path], text: str, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``text`` atomically (same directory, then ``os.replace``).
+
+    ``mkstemp`` creates 0600 files; plans and catalog overlays are meant to be shared and
+    committed, so the final file gets ``mode`` (default 0644)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.chmod(tmp, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()

@@ -9,6 +9,7 @@ policies and the offline preview only read it. ``Plan.model_dump(mode="json")`` 
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import math
 from typing import Literal, Optional
@@ -107,10 +108,15 @@ class NetworkPlan(_Frozen):
     def node_private_ips(self, nodes: int) -> list[str]:
         """Fixed private IPs for the nodes (host 10, 11, ... of the vSwitch), so the hostfile and
         the rendezvous address (node 0) are plain values known before anything exists."""
-        net = ipaddress.ip_network(self.vswitch_cidr)
-        if nodes + 10 > net.num_addresses - 4:
-            raise ValueError(f"vSwitch {self.vswitch_cidr} is too small for {nodes} nodes")
-        return [str(net.network_address + 10 + i) for i in range(nodes)]
+        return list(_node_ips(self.vswitch_cidr, nodes))
+
+
+@functools.lru_cache(maxsize=64)
+def _node_ips(vswitch_cidr: str, nodes: int) -> tuple[str, ...]:
+    net = ipaddress.ip_network(vswitch_cidr)
+    if nodes + 10 > net.num_addresses - 4:
+        raise ValueError(f"vSwitch {vswitch_cidr} is too small for {nodes} nodes")
+    return tuple(str(net.network_address + 10 + i) for i in range(nodes))
 
 
 class ImagePlan(_Frozen):

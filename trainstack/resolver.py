@@ -130,7 +130,8 @@ def _evaluate(profile: TrainingProfile, catalog: Catalog, inst: ResolvedInstance
     unit = quote.spot_cny_per_hour if spot else quote.on_demand_cny_per_hour
     hourly = round(unit * nodes, 4) if unit is not None else None
     total = round(hourly * hours, 2) if (hourly is not None and hours is not None) else None
-    labels = list(base_labels) + list(thr.labels) + [lab for lab in quote.labels if spot or "spot price" not in lab]
+    labels = (list(base_labels) + list(sizing.assumptions(profile.architecture, t, gpus)) + list(thr.labels)
+              + [lab for lab in quote.labels if spot or "spot price" not in lab])
     reason = None
     if t.zero_stage > 0 and gpus == 1:
         reason = f"zero_stage {t.zero_stage} needs more than one GPU"
@@ -208,7 +209,6 @@ def considered(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> R
     _check_names(profile, catalog)
     r = profile.resources
     spot_options = {"never": (False,), "allow": (False, True), "require": (True,)}[r.spot]
-    assumptions = tuple(sizing.assumptions(profile.architecture, profile.training))
     cands: list[Candidate] = []
     by_family: dict[str, list[tuple[str, str]]] = {}
     for inst in catalog.resolved_instances():
@@ -219,7 +219,7 @@ def considered(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> R
             by_family.setdefault(inst.family.name, []).append((inst.name, why))
             continue
         zone, zlabels = _zone_for(profile, catalog, inst)
-        base = tuple(zlabels) + tuple(_unverified_labels(inst)) + assumptions
+        base = tuple(zlabels) + tuple(_unverified_labels(inst))
         fam_rows: list[Candidate] = []
         for nodes in nodes_list:
             for spot in spot_options:

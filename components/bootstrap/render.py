@@ -333,7 +333,7 @@ def render_script(plan: Plan, name: str, node_rank: int = 0, cpfs_mount_address:
     raise KeyError(f"{name!r} is not part of this plan's bootstrap")
 
 
-class _Dumper(yaml.SafeDumper):
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # libyaml when present: 6x faster
     pass
 
 

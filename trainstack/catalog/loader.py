@@ -39,7 +39,7 @@ def is_mainland_china(region: str) -> bool:
 
 def _read_yaml(path: Path) -> Any:
     with path.open(encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe loaders
 
 
 def overlay_dir() -> Path:
