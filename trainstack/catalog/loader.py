@@ -282,14 +282,17 @@ def _snapshot_prices(meta: dict, types: dict[str, InstanceType], excluded: froze
 
 
 def _overlay_records(directory: Path) -> list[dict[str, Any]]:
-    if not directory.is_dir():
+    """Validated refresh overlays; a broken file is an InputError naming it (exit 2)."""
+    if not directory.is_dir() or not any(directory.glob("*.json")):
         return []
-    out = []
-    for path in sorted(directory.glob("*.json")):
-        data = json.loads(path.read_text(encoding="utf-8"))
-        data["_file"] = str(path)
-        out.append(data)
-    return out
+    from .overlay import OverlayError, read_overlays  # local: only refreshed catalogs need it
+
+    try:
+        return read_overlays(directory)
+    except OverlayError as exc:
+        raise InputError(str(exc), problems=[Problem(path="", message=f"catalog overlay is invalid: {p}",
+                                                     file=exc.where) for p in exc.problems],
+                         hint="fix or delete the file, or run `trainstack catalog refresh` again") from None
 
 
 def build_catalog(data_dir: Path = DATA_DIR, overlays: Optional[list[dict[str, Any]]] = None) -> Catalog:

@@ -7,7 +7,7 @@ price that is only an estimate reads ``~X (est.)``. The price date and its age a
 a warning on stderr when the prices are older than ``--max-age-days``.
 
 Sub-actions live under ``catalog``: ``show`` (the default, here) and ``refresh``, which is added
-by ``trainstack/commands/catalog_refresh.py`` once it exists (see ``ACTIONS``).
+by ``trainstack/commands/catalog_refresh.py`` (see ``ACTIONS``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ..errors import InputError, Problem, did_you_mean
 from ..textable import render_table
 
 #: Optional ``catalog`` sub-actions, each in ``trainstack/commands/catalog_<name>.py`` exposing
-#: ``register(actions)`` (like a top-level command). ``refresh`` plugs in here; it is not built yet.
+#: ``register(actions)`` (like a top-level command). ``refresh`` plugs in here.
 ACTIONS = ("refresh",)
 
 INTERCONNECTS = ("nvlink", "nvswitch", "pcie", "unverified")
