@@ -41,8 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
 def emit_error(err: TrainstackError, as_json: bool) -> int:
     if as_json:
         print(json.dumps(err.to_dict(), indent=2, default=str))
-    for line in err.lines():
-        print(f"trainstack: {line}" if not line.startswith(("  ", "hint:")) else line, file=sys.stderr)
+    for i, line in enumerate(err.lines()):
+        first = i == 0 or (err.problems and i < len(err.problems))
+        print(f"trainstack: {line}" if first else line, file=sys.stderr)
     return err.exit_code
 
 

@@ -17,8 +17,9 @@ from .errors import InfeasibleError
 from .layout import ERDMA_NCCL_ENV, plan_image, plan_network, plan_storage
 from .plan import Candidate, DlcPlan, EstimateSummary, JobPlan, Plan, spot_price_limit
 
-#: PAI-DLC public resources: at most 2 GPUs (and 8 vCPU) per job unless raised [DLC-CREATE].
+#: PAI-DLC public resources: at most 2 GPUs and 8 vCPU unless raised [DLC-CREATE].
 DLC_PUBLIC_MAX_GPUS = 2
+DLC_PUBLIC_MAX_VCPU = 8
 #: GPUs per pod on a quota (one 8-GPU node per pod is the Lingjun/general-computing norm).
 QUOTA_GPUS_PER_POD = 8
 DEFAULT_QUOTA_GPU = "A100-80G"
@@ -62,12 +63,16 @@ def resolve_dlc(profile, catalog: Catalog, ecs_res=None):
                 continue
             pods_options = [r.gpus // inst.gpu_count] if isinstance(r.gpus, int) and r.gpus % inst.gpu_count == 0 \
                 else ([] if isinstance(r.gpus, int) else [1, 2])
+            limits = not profile.dlc.public_limits_raised
             for pods in pods_options:
-                if pods < 1 or pods * inst.gpu_count > DLC_PUBLIC_MAX_GPUS:
+                if pods < 1:
+                    continue
+                if limits and (pods * inst.gpu_count > DLC_PUBLIC_MAX_GPUS
+                               or pods * (inst.type.vcpu or DLC_PUBLIC_MAX_VCPU + 1) > DLC_PUBLIC_MAX_VCPU):
                     continue
                 if pods > 1 and inst.rdma not in ("erdma", "roce"):
                     continue  # several pods train together only over RDMA
-                zone, _ = _zone_for(profile, catalog, inst)
+                zone, _, _ = _zone_for(profile, catalog, inst)
                 ev = _evaluate(profile, catalog, inst, pods, False, zone, ())
                 c = ev.cand
                 if c.feasible or (c.reason or "").startswith(("costs", "price unknown")):
@@ -76,16 +81,24 @@ def resolve_dlc(profile, catalog: Catalog, ecs_res=None):
                                                        "objective": c.hourly_cost_cny}))
         if not cands:
             raise InfeasibleError(
-                f"{profile.name}: no PAI-DLC public-resource spec fits (at most {DLC_PUBLIC_MAX_GPUS} GPUs per job "
-                "unless your account manager raises it)",
+                f"{profile.name}: no PAI-DLC public-resource spec fits (at most {DLC_PUBLIC_MAX_GPUS} GPUs and "
+                f"{DLC_PUBLIC_MAX_VCPU} vCPU unless your account manager raises them)",
                 suggestions=["use a DLC resource quota (dlc.resource_id)", "use ECS (resources.target: ecs)",
+                             "if your account manager raised the limits: dlc.public_limits_raised: true",
                              "use LoRA/QLoRA or gradient checkpointing to fit fewer GPUs"])
         cands.sort(key=lambda c: _sort_key(c, "cost"))
         chosen = cands[0]
         inst = catalog.instance(chosen.instance_type or "")
-        labels.append(f"DLC spec {chosen.instance_type} ranked by its ECS list price as a proxy for DLC's price")
-        labels.append(f"PAI-DLC public resources are limited to {DLC_PUBLIC_MAX_GPUS} GPUs and 8 vCPU per account "
-                      "unless raised via your account manager")
+        if chosen.objective is not None:
+            labels.append(f"DLC spec {chosen.instance_type} ranked by its ECS list price as a proxy for DLC's price")
+        else:
+            labels.append(f"DLC spec {chosen.instance_type} has no ECS list price either: ranked by speed")
+        if profile.dlc.public_limits_raised:
+            labels.append(f"PAI-DLC public-resource limits ({DLC_PUBLIC_MAX_GPUS} GPUs, {DLC_PUBLIC_MAX_VCPU} vCPU) "
+                          "taken as raised (dlc.public_limits_raised)")
+        else:
+            labels.append(f"PAI-DLC public resources are limited to {DLC_PUBLIC_MAX_GPUS} GPUs and "
+                          f"{DLC_PUBLIC_MAX_VCPU} vCPU unless raised via your account manager")
         rdma = bool(profile.dlc.enable_rdma) or chosen.nodes > 1
     gpus = chosen.nodes * chosen.gpus_per_node
     mem = sizing.memory_estimate(profile.architecture, t, gpus)

@@ -110,7 +110,13 @@ class InfeasibleError(TrainstackError):
 
     def lines(self) -> list[str]:
         lines = super().lines()
-        lines += [f"  - {s}" for s in self.suggestions]
+        rejected = self.details.get("rejected") or []
+        if rejected:
+            lines.append("rejected families:")
+            lines += [f"  {r['family']:<10} {r['reason']}" for r in rejected]
+        if self.suggestions:
+            lines.append("what would make it feasible:")
+            lines += [f"  - {s}" for s in self.suggestions]
         return lines
 
     def to_dict(self) -> dict[str, Any]:

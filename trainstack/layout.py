@@ -15,7 +15,7 @@ from typing import Optional
 from .architecture import Architecture
 from .catalog.models import ResolvedInstance
 from .plan import (
-    DEPLOYMENT_SET_MAX, ESSD_MIN_GIB, CpfsPlan, DataDiskPlan, ImagePlan, NetworkPlan, OssPlan,
+    DEPLOYMENT_SET_MAX, ESSD_MAX_GIB, ESSD_MIN_GIB, CpfsPlan, DataDiskPlan, ImagePlan, NetworkPlan, OssPlan,
     StoragePlan,
 )
 from .profile import TrainingProfile
@@ -67,9 +67,9 @@ def essd_for(size_gib: float) -> DataDiskPlan:
     Throughput grows with size (min{120 + 0.5 x C, cap} MB/s); PL3 needs >= 1,261 GiB and PL2
     >= 461 GiB [ESSD-DOC], so the level follows the size and never the other way round.
     """
-    size = int(math.ceil(max(size_gib, ESSD_MIN_GIB["PL1"])))
+    size = min(int(math.ceil(max(size_gib, ESSD_MIN_GIB["PL1"]))), ESSD_MAX_GIB)
     level = "PL3" if size >= ESSD_MIN_GIB["PL3"] else "PL2" if size >= ESSD_MIN_GIB["PL2"] else "PL1"
-    return DataDiskPlan(performance_level=level, size_gib=min(size, 65536))
+    return DataDiskPlan(performance_level=level, size_gib=size)
 
 
 def plan_storage(profile: TrainingProfile, inst: ResolvedInstance, nodes: int, spot: bool,
@@ -79,13 +79,17 @@ def plan_storage(profile: TrainingProfile, inst: ResolvedInstance, nodes: int, s
     ckpt_gib = s.checkpoint_gib or checkpoint_gib(profile.architecture, profile.training.method, trainable_params)
     local_gib = s.dataset_gib * 1.2 + SCRATCH_GIB + (ckpt_gib if s.checkpoint == "essd" else 0)
     disk = essd_for(local_gib)
+    if local_gib > ESSD_MAX_GIB:
+        notes.append(f"{local_gib:,.0f} GiB of local data exceeds the largest ESSD ({ESSD_MAX_GIB:,} GiB): the disk is a "
+                     "cache; stream the dataset from storage.dataset_uri (OSS or CPFS)")
     cpfs = oss = None
     if s.checkpoint == "essd":
         path = f"{disk.mount_path}/checkpoints"
-        disk = disk.model_copy(update={"holds_checkpoints": True, "delete_with_instance": not spot})
+        # a disk holding checkpoints always outlives its instance (a standalone, retained EcsDisk)
+        disk = disk.model_copy(update={"holds_checkpoints": True, "delete_with_instance": False})
         if spot:
-            notes.append("spot: the checkpoint disk is kept when an instance is reclaimed "
-                         "(delete_with_instance false); re-attach it to the replacement node")
+            notes.append("spot: the checkpoint disk is kept when an instance is reclaimed; re-attach it to the "
+                         "replacement node")
         if nodes > 1:
             notes.append("checkpoints on ESSD are per node; multi-node jobs should use cpfs or oss")
     elif s.checkpoint == "cpfs":

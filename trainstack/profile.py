@@ -138,6 +138,8 @@ class DlcSpec(_Strict):
     job_type: Literal["PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "ElasticBatchJob", "RayJob"] = "PyTorchJob"
     image_tag: Optional[str] = Field(None, max_length=128, description="Tag of the PAI pytorch-training image")
     enable_rdma: Optional[bool] = None
+    public_limits_raised: bool = Field(
+        False, description="Your account manager raised PAI-DLC's public-resource limits (2 GPUs, 8 vCPU)")
 
 
 class StorageSpec(_Strict):
@@ -191,6 +193,9 @@ class AccessSpec(_Strict):
             net = ipaddress.ip_network(c, strict=False)
             if net.prefixlen == 0:
                 raise ValueError(f"{c} opens SSH to the whole internet; list your office or VPN CIDRs")
+            if not net.is_private and net.prefixlen < (16 if net.version == 4 else 32):
+                raise ValueError(f"{c} opens SSH to {net.num_addresses:,} public addresses; use a /16 or "
+                                 "narrower office or VPN range")
         return v
 
 

@@ -40,8 +40,6 @@ from .profile import TrainingProfile
 #: checkpoint. 15% extra hours is a planning allowance (no source gives GPU interruption
 #: rates); it makes spot win only when its discount beats the risk.
 SPOT_RESTART_ALLOWANCE = 1.15
-#: PAI-DLC public resources: at most 2 GPUs per account unless raised [DLC-CREATE].
-DLC_PUBLIC_MAX_GPUS = 2
 ALTERNATIVES_SHOWN = 8
 #: Without ``training.tokens`` the time objective ranks by hours per this many tokens.
 TIME_REFERENCE_TOKENS = 1e9
@@ -111,7 +109,7 @@ class _Eval:
 
 
 def _evaluate(profile: TrainingProfile, catalog: Catalog, inst: ResolvedInstance, nodes: int,
-              spot: bool, zone: Optional[str], base_labels: tuple[str, ...]) -> _Eval:
+              spot: bool, zone: Optional[str], base_labels: tuple[str, ...], blocked: Optional[str] = None) -> _Eval:
     t, r = profile.training, profile.resources
     gpus = nodes * inst.gpu_count
     gpu = inst.gpu
@@ -132,8 +130,16 @@ def _evaluate(profile: TrainingProfile, catalog: Catalog, inst: ResolvedInstance
     total = round(hourly * hours, 2) if (hourly is not None and hours is not None) else None
     labels = (list(base_labels) + list(sizing.assumptions(profile.architecture, t, gpus)) + list(thr.labels)
               + [lab for lab in quote.labels if spot or "spot price" not in lab])
-    reason = None
-    if t.zero_stage > 0 and gpus == 1:
+    reason = blocked
+    on_demand = quote.on_demand_cny_per_hour
+    if reason:
+        pass
+    elif spot and on_demand is None:
+        reason = "spot needs a known on-demand price for its price limit (listed, never chosen)"
+    elif spot and quote.spot_cny_per_hour is not None and quote.spot_cny_per_hour > on_demand:
+        reason = (f"spot ({quote.spot_cny_per_hour:g} CNY/h) costs more than on-demand ({on_demand:g}): "
+                  "the price limit would never be met")
+    elif t.zero_stage > 0 and gpus == 1:
         reason = f"zero_stage {t.zero_stage} needs more than one GPU"
     elif margin < 0:
         reason = (f"needs {mem.required_gib_per_gpu:.1f} GiB per GPU, {gpu.name} has {gpu.usable_gib:.1f} GiB "
@@ -170,18 +176,27 @@ def _sort_key(c: Candidate, objective: str) -> tuple:
             c.nodes, c.spot, c.instance_type or "")
 
 
-def _zone_for(profile: TrainingProfile, catalog: Catalog, inst: ResolvedInstance) -> tuple[Optional[str], list[str]]:
+def _zone_for(profile: TrainingProfile, catalog: Catalog, inst: ResolvedInstance,
+              spot: bool = False) -> tuple[Optional[str], list[str], Optional[str]]:
+    """(zone, labels, reason the candidate cannot run there). Spot uses the zones where a refresh
+    saw spot stock; the offline snapshot has no spot data, so there any listed zone is used."""
     labels: list[str] = []
     seen = catalog.seen_in(profile.region, inst.name)
     zones = sorted(seen.zones) if seen else []
+    if spot and seen is not None and seen.spot_cny_per_hour is not None:
+        zones = sorted(seen.spot_zones)
+        if not zones:
+            return None, labels, f"no spot stock of {inst.name} in {profile.region} at the last refresh"
+        if profile.zone and profile.zone not in zones:
+            return None, labels, f"no spot stock in {profile.zone} at the last refresh (spot in: {', '.join(zones)})"
     if profile.zone:
         if zones and profile.zone not in zones:
             labels.append(f"{inst.name} was not seen offered in {profile.zone} (seen: {', '.join(zones)}); "
                           "availability unverified")
-        return profile.zone, labels
+        return profile.zone, labels, None
     if zones:
-        return zones[0], labels
-    return None, labels
+        return zones[0], labels, None
+    return None, labels, None
 
 
 def _unverified_labels(inst: ResolvedInstance) -> list[str]:
@@ -218,12 +233,14 @@ def considered(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> R
         if why:
             by_family.setdefault(inst.family.name, []).append((inst.name, why))
             continue
-        zone, zlabels = _zone_for(profile, catalog, inst)
-        base = tuple(zlabels) + tuple(_unverified_labels(inst))
+        unverified = tuple(_unverified_labels(inst))
+        placements = {spot: _zone_for(profile, catalog, inst, spot) for spot in spot_options}
         fam_rows: list[Candidate] = []
         for nodes in nodes_list:
             for spot in spot_options:
-                fam_rows.append(_evaluate(profile, catalog, inst, nodes, spot, zone, base).cand)
+                zone, zlabels, blocked = placements[spot]
+                fam_rows.append(_evaluate(profile, catalog, inst, nodes, spot, zone, tuple(zlabels) + unverified,
+                                          blocked).cand)
         cands.extend(fam_rows)
         if not any(c.feasible for c in fam_rows):
             by_family.setdefault(inst.family.name, []).append(
@@ -309,6 +326,8 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
         labels.append(f"spot price limit {limit} CNY/h = the on-demand price (never pay more than on-demand)")
     if t.tokens is None:
         labels.append("training.tokens not set: no hours or total cost; ranked by hourly cost")
+    labels.append("costs are GPU instances only: disks, CPFS, OSS, NAT and traffic are billed on top")
+    labels += list(storage.notes)
     return Plan(
         name=profile.name, region=profile.region, zone=best.zone, target="ecs", instance_type=inst.name,
         gpu_model=best.gpu_model, nodes=best.nodes, gpus_per_node=best.gpus_per_node, total_gpus=gpus,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -75,7 +76,8 @@ def test_speed_is_positive_and_more_gpus_never_speed_up_each_gpu(arch, t, nodes)
     many = throughput_estimate(arch, t, GPU, gpus_per_node=8, nodes=nodes)
     assert one.tokens_per_second_per_gpu > 0 and 0 < one.mfu < 1
     assert many.tokens_per_second_per_gpu <= one.tokens_per_second_per_gpu * 1.0001
-    assert many.tokens_per_second >= one.tokens_per_second * 0.999 or many.scaling_efficiency < 1
+    assert 0 < many.scaling_efficiency <= 1.0001
+    assert many.tokens_per_second == pytest.approx(many.tokens_per_second_per_gpu * 8 * nodes, abs=0.1 * 8 * nodes)
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)

@@ -80,6 +80,8 @@ def test_yaml_booleans_get_a_hint(tmp_path, capsys):
     ({**BASE, "name": "My_Job"}, "DNS-safe"),
     ({**BASE, "zone": "cn-beijing-a"}, "not in region"),
     ({**BASE, "access": {"ssh_cidrs": ["0.0.0.0/0"]}}, "whole internet"),
+    ({**BASE, "access": {"ssh_cidrs": ["0.0.0.0/1", "128.0.0.0/1"]}}, "public addresses"),
+    ({**BASE, "access": {"ssh_cidrs": ["1.0.0.0/8"]}}, "public addresses"),
     ({**BASE, "network": {"vpc_cidr": "8.8.0.0/16"}}, "private IPv4"),
     ({**BASE, "network": {"vpc_cidr": "10.0.0.0/16", "vswitch_cidr": "10.1.0.0/20"}}, "not inside"),
     ({**BASE, "resources": {"gpus": 0}}, "gpus"),

@@ -138,10 +138,22 @@ def test_same_inputs_same_plan():
 def test_dlc_target_gives_dlc_plan_with_unknown_cost():
     p = profile(model={"preset": "qwen2.5-7b"},
                 training={"method": "lora", "precision": "bf16", "gradient_checkpointing": True, "tokens": 1e8},
-                resources={"target": "dlc", "gpus": 2, "spot": "never"})
+                resources={"target": "dlc", "gpus": 2, "spot": "never"}, dlc={"public_limits_raised": True})
     plan = resolve(p)
     assert plan.target == "dlc" and plan.dlc and plan.dlc.pod_count * plan.dlc.gpus_per_pod == 2
     assert plan.total_cost_cny is None and any("DLC cost unknown" in lab for lab in plan.labels)
+
+
+def test_dlc_public_resources_respect_the_2_gpu_8_vcpu_limit():
+    p = profile(model={"preset": "qwen2.5-7b"},
+                training={"method": "lora", "precision": "bf16", "gradient_checkpointing": True, "tokens": 1e8},
+                resources={"target": "dlc", "gpus": 2, "spot": "never"})
+    with pytest.raises(InfeasibleError) as err:
+        resolve(p)
+    assert "8 vCPU" in err.value.message and any("public_limits_raised" in s for s in err.value.suggestions)
+    one = resolve(profile(model={"preset": "qwen2.5-1.5b"}, training={"method": "lora", "precision": "bf16"},
+                          resources={"target": "dlc", "gpus": 1}))
+    assert load_catalog().instance(one.dlc.ecs_spec).type.vcpu <= 8
 
 
 def test_auto_with_workspace_prefers_dlc_but_shows_known_ecs_cost():
@@ -181,3 +193,65 @@ def test_choice_is_the_minimum_over_feasible_candidates(preset, method, ckpt, se
     chosen = next(c for c in feasible if (c.instance_type, c.nodes, c.spot) == (plan.instance_type, plan.nodes, plan.spot))
     assert chosen.objective == best
     assert chosen == min(feasible, key=lambda c: _sort_key(c, objective))
+
+
+# ---- spot prices from a refresh: never above on-demand, never without it, only where offered --
+
+def _catalog_with(price_updates: dict):
+    """The real catalog with cn-shenzhen prices of some types replaced (as a refresh would)."""
+    from trainstack.catalog import Catalog
+
+    base = load_catalog()
+    prices = []
+    for region, rows in base.prices.items():
+        for name, p in rows.items():
+            if region == "cn-shenzhen" and name in price_updates:
+                p = p.model_copy(update=price_updates[name])
+            prices.append(p)
+    return Catalog(sources=base.sources.values(), gpus=base.gpus.values(), families=base.families.values(),
+                   instance_types=base.instance_types.values(), prices=prices, settings=base.settings,
+                   excluded_families=base.excluded_families)
+
+
+SPOT_4GPU = dict(model={"preset": "qwen2.5-7b"},
+                 training={"method": "full", "precision": "bf16-mixed", "micro_batch_size": 2, "sequence_length": 2048,
+                           "gradient_checkpointing": True, "zero_stage": 2, "tokens": 1e8},
+                 resources={"gpus": 4, "spot": "require", "gpu_models": ["A100-80G"]})
+GN7E_4 = "ecs.gn7e-c16g1.16xlarge"
+
+
+def test_spot_above_on_demand_is_never_chosen():
+    cat = _catalog_with({GN7E_4: {"spot_cny_per_hour": 200.0, "spot_zones": ("cn-shenzhen-a",)}})
+    res = considered(profile(**SPOT_4GPU), cat)
+    row = next(c for c in res.candidates if c.instance_type == GN7E_4)
+    assert not row.feasible and "costs more than on-demand" in row.reason
+
+
+def test_spot_without_on_demand_price_is_never_chosen():
+    cat = _catalog_with({GN7E_4: {"on_demand_cny_per_hour": None, "spot_cny_per_hour": 50.0,
+                                  "spot_zones": ("cn-shenzhen-a",)}})
+    res = considered(profile(**SPOT_4GPU), cat)
+    row = next(c for c in res.candidates if c.instance_type == GN7E_4)
+    assert not row.feasible and "on-demand price" in row.reason
+
+
+def test_spot_lands_in_a_zone_with_spot_stock():
+    cat = _catalog_with({GN7E_4: {"zones": ("cn-shenzhen-a", "cn-shenzhen-e"), "spot_cny_per_hour": 40.0,
+                                  "spot_zones": ("cn-shenzhen-e",)}})
+    plan = resolve(profile(**SPOT_4GPU), cat)
+    assert plan.instance_type == GN7E_4 and plan.spot and plan.zone == "cn-shenzhen-e"
+    assert plan.hourly_cost_cny == pytest.approx(40.0)
+    no_stock = _catalog_with({GN7E_4: {"spot_cny_per_hour": 40.0, "spot_zones": ()}})
+    row = next(c for c in considered(profile(**SPOT_4GPU), no_stock).candidates if c.instance_type == GN7E_4)
+    assert not row.feasible and "no spot stock" in row.reason
+
+
+def test_infeasible_text_lists_rejected_families_and_suggestions(tmp_path, capsys):
+    doc = {"name": "t", "model": {"preset": "llama-3-8b"},
+           "training": {"method": "full", "precision": "fp8-mixed", "tokens": 1e8},
+           "resources": {"gpu_models": ["A100-80G"], "spot": "never"}}
+    f = tmp_path / "p.yaml"
+    f.write_text(json.dumps(doc))
+    assert main(["resolve", str(f)]) == 3
+    err = capsys.readouterr().err
+    assert "rejected families:" in err and "no FP8" in err and "Traceback" not in err
