@@ -44,6 +44,9 @@ from .tags import base_tags, node_tags
 
 AUTO_RELEASE_FORMAT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 
+#: Physical network cards of the eRDMA GPU types in the catalog (ebmgn7ex/ebmgn8*: 2) [EBM-ZH].
+NETWORK_CARDS = 2
+
 
 def render_user_data_b64(plan: Plan, rank: int, cpfs_mount_address: Optional[str] = None) -> str:
     """The bootstrap's cloud-init text for one node, base64-encoded (what ``user_data`` expects)."""
@@ -210,15 +213,18 @@ class Cluster(pulumi.ComponentResource):
         """ERIs 3.. of a node: ``Instance.network_interfaces`` holds only one secondary interface."""
         out = []
         in_node = pulumi.ResourceOptions(parent=node)
-        for card in range(2, plan.network.eri_per_node):
+        for eri in range(2, plan.network.eri_per_node):
+            # GPU bare-metal types expose two physical network cards (0 and 1) and spread ERIs
+            # over them [EBM-ZH]; further ERIs alternate between the two, never a third index.
+            card = eri % NETWORK_CARDS
             eni = alicloud.ecs.EcsNetworkInterface(
-                f"{name}-node-{rank}-eri-{card}", network_interface_name=f"{node_name}-eri-{card}",
+                f"{name}-node-{rank}-eri-{eri}", network_interface_name=f"{node_name}-eri-{eri}",
                 vswitch_id=network.vswitch.id, security_group_ids=[network.security_group.id],
                 network_interface_traffic_mode="HighPerformance",
-                description=f"trainstack {plan.name}: ERI {card} of node {rank}",
+                description=f"trainstack {plan.name}: ERI {eri} of node {rank}",
                 tags=base_tags(plan), opts=in_node)
             attachment = alicloud.ecs.EcsNetworkInterfaceAttachment(
-                f"{name}-node-{rank}-eri-{card}", instance_id=node.id, network_interface_id=eni.id,
+                f"{name}-node-{rank}-eri-{eri}", instance_id=node.id, network_interface_id=eni.id,
                 network_card_index=card, wait_for_network_configuration_ready=True, opts=in_node)
             out.append((eni, attachment))
         return out

@@ -102,7 +102,7 @@ def test_more_than_two_eris_become_separate_interfaces_and_attachments(engine):
     enis, attachments = engine.of_type(ENI), engine.of_type(ENI_ATTACHMENT)
     assert len(enis) == len(attachments) == 2 * 2
     assert all(e.inputs["networkInterfaceTrafficMode"] == "HighPerformance" for e in enis)
-    assert sorted(a.inputs["networkCardIndex"] for a in attachments) == [2, 2, 3, 3]
+    assert sorted(a.inputs["networkCardIndex"] for a in attachments) == [0, 0, 1, 1]  # only cards 0 and 1 exist
     assert {a.inputs["networkInterfaceId"] for a in attachments} == {f"ecsnetworkinterface-{e.name}" for e in enis}
     assert {a.inputs["instanceId"] for a in attachments} == {f"instance-{n.name}" for n in engine.of_type(INSTANCE)}
 
