@@ -27,7 +27,8 @@ from trainstack.catalog.loader import DATA_DIR, build_catalog
 from trainstack.errors import InputError
 
 SNAPSHOT = DATA_DIR / "prices" / "alibaba-gpu-on-demand-2024-10.json"
-REFERENCE_SNAPSHOT = Path("/work/shared/reference/prices/alibaba-gpu-on-demand-2024-10.json")
+#: ../shared beside the checkout (as laid out for developers and CI)
+REFERENCE_SNAPSHOT = Path(__file__).resolve().parents[3] / "shared" / "reference" / "prices" / "alibaba-gpu-on-demand-2024-10.json"
 
 #: The types of facts section B (claims 10-13) and the invented ones after table B.
 NON_EXISTENT = {
