@@ -128,3 +128,19 @@ def test_text_output_shows_the_breakdown_and_the_fit_table(tmp_path, capsys):
 def test_a_missing_profile_is_exit_2(tmp_path, capsys):
     rc, _, err = run(capsys, str(tmp_path / "nope.yaml"))
     assert rc == 2 and "not found" in err
+
+
+def test_fit_table_marks_gpus_without_the_precision(tmp_path, capsys):
+    import json as _json
+
+    from trainstack.cli import main as _main
+
+    f = tmp_path / "p.yaml"
+    f.write_text(_json.dumps({"name": "p", "model": {"preset": "llama-3-8b"},
+                              "training": {"method": "lora", "precision": "bf16", "gradient_checkpointing": True,
+                                           "tokens": 5e7}}))
+    assert _main(["estimate", str(f), "--json"]) == 0
+    doc = _json.loads(capsys.readouterr().out)
+    by_gpu = {g["gpu"]: g for g in doc["per_gpu"]}
+    assert by_gpu["V100-32G"]["fits"] and not by_gpu["V100-32G"]["precision_supported"]
+    assert by_gpu["A10"]["precision_supported"] and doc["cheapest"]["gpu"] == "A10"

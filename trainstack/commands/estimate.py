@@ -97,6 +97,7 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
         s, hours, price = est.speed(fit.gpu), est.hours(fit.gpu), prices.get(fit.gpu)
         per_gpu.append({
             "gpu": fit.gpu, "usable_gib": fit.usable_gib, "fits": fit.fits, "margin_gib": fit.margin_gib,
+            "precision_supported": _precision_ok(fit.gpu, t.precision),
             "tokens_per_second_per_gpu": s.tokens_per_second_per_gpu if s else None,
             "hours": _round(hours, 3), **_costs(price, hours, est.gpu_count)})
     if speed is not None:
@@ -132,7 +133,7 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
                        **_costs(price, hours, est.gpu_count)}
         if price:
             labels += [lab for lab in price.labels if lab not in labels]
-        priced = [g for g in per_gpu if g["fits"] and g["on_demand_cny"] is not None]
+        priced = [g for g in per_gpu if g["fits"] and g["precision_supported"] and g["on_demand_cny"] is not None]
         if priced:
             best = min(priced, key=lambda g: g["on_demand_cny"])
             doc["cheapest"] = {k: best[k] for k in ("gpu", "hours", "on_demand_cny", "spot_cny")}
@@ -145,6 +146,16 @@ def _costs(price: Optional[GpuHourPrice], hours: Optional[float], gpus: int) -> 
         return None if unit is None or hours is None else round(unit * gpus * hours, 2)
     return {"on_demand_cny": total(price.on_demand_cny if price else None),
             "spot_cny": total(price.spot_cny if price else None)}
+
+
+def _precision_ok(gpu_name: str, precision: str) -> bool:
+    """BF16 needs Ampere or newer, FP8 Hopper or Ada (memory fit alone does not make a GPU usable)."""
+    gpu = load_catalog().gpu(gpu_name)
+    if precision in ("bf16", "bf16-mixed"):
+        return gpu.supports_bf16
+    if precision == "fp8-mixed":
+        return gpu.supports_fp8
+    return True
 
 
 # ---- text ------------------------------------------------------------------------------------
@@ -174,9 +185,11 @@ def render_text(doc: dict[str, Any]) -> str:
     lines.append(f"Fit and speed per GPU model ({doc['gpus']} GPU(s); costs for all of them)")
     fit_rows = [[g["gpu"], f"{g['usable_gib']:.1f}", "yes" if g["fits"] else "no", f"{g['margin_gib']:+.1f}",
                  _num(g["tokens_per_second_per_gpu"], "{:,.0f}"), _num(g["hours"], "{:,.2f}"),
-                 _num(g["on_demand_cny"], "{:,.0f}"), _num(g["spot_cny"], "{:,.0f}")] for g in doc["per_gpu"]]
+                 _num(g["on_demand_cny"], "{:,.0f}"), _num(g["spot_cny"], "{:,.0f}"),
+                 "" if g["precision_supported"] else f"no {t['precision'].split('-')[0].upper()}"]
+                for g in doc["per_gpu"]]
     lines.append(render_table(["GPU", "USABLE GiB", "FITS", "MARGIN GiB", "TOKENS/S/GPU", "HOURS",
-                               "CNY ON-DEMAND", "CNY SPOT (EST.)"], fit_rows, align="lrlrrrrr"))
+                               "CNY ON-DEMAND", "CNY SPOT (EST.)", "NOTE"], fit_rows, align="lrlrrrrrl"))
     thr = doc["throughput"]
     if thr and thr["tokens_per_second_per_gpu"]:
         lines.append("")
