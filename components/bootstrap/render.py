@@ -29,13 +29,16 @@ from .locations import classify_code_uri, cpfs_source
 TEMPLATES = Path(__file__).with_name("templates")
 #: ECS accepts at most 32 KB of user data before Base64 encoding (RunInstances UserData)
 USER_DATA_LIMIT = 32 * 1024
+#: a hostfile longer than this (about 45 nodes) travels gz+b64: 512 nodes take 1.4 KB, not 5.4 KB
+HOSTFILE_PACK_OVER = 512
 ERDMA_INSTALLER_URL = "http://mirrors.cloud.aliyuncs.com/erdma/erdma_installer-{version}.tar.gz"
-OSSUTIL_URL = "https://gosspublic.alicdn.com/ossutil/v2/{v}/ossutil-{v}-linux-@ARCH@.zip"
+OSS_VENV = "/opt/trainstack/oss-venv"
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VERSION = re.compile(r"^[0-9]+(\.[0-9A-Za-z]+)*$")
 _SCRIPT_NAME = re.compile(r"^[A-Za-z0-9._-]+\.sh$")
+_PINNED = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[0-9][0-9A-Za-z.+!-]*$")
 _CHECKPOINT_SIGNALS = ("USR1", "USR2")
 _STOP_ON = ("always", "success", "never")
 
@@ -50,9 +53,9 @@ class BootstrapOptions:
     auto_install_script: str = "auto_install_v4.0.sh"
     driver_wait_seconds: int = 2400
     erdma_version: str = "1.4.5"
-    ossutil_url: str = OSSUTIL_URL.format(v="2.2.2")
     pip_index_url: str = "http://mirrors.cloud.aliyuncs.com/pypi/simple/"
     torch_spec: str = "torch==2.7.1"
+    oss_sdk_spec: str = "alibabacloud-oss-v2==1.4.1"
     install_requirements: bool = True
     master_port: int = 29500
     rdzv_timeout_seconds: int = 1800
@@ -66,14 +69,16 @@ class BootstrapOptions:
     stop_on: str = "always"
     poweroff_fallback: bool = True
     setup_timeout_seconds: int = 5400
+    data_disk_wait_seconds: int = 900
 
     def __post_init__(self) -> None:
         for name in ("driver_version", "cuda_version", "cudnn_version", "erdma_version"):
             if not _VERSION.match(getattr(self, name)):
                 raise ValueError(f"bootstrap option {name}={getattr(self, name)!r} is not a version")
-        for name in ("ossutil_url", "pip_index_url"):
-            if urlsplit(getattr(self, name)).scheme not in ("http", "https"):
-                raise ValueError(f"bootstrap option {name} must be an http(s) URL")
+        if urlsplit(self.pip_index_url).scheme not in ("http", "https"):
+            raise ValueError("bootstrap option pip_index_url must be an http(s) URL")
+        if not _PINNED.match(self.oss_sdk_spec):
+            raise ValueError("bootstrap option oss_sdk_spec must pin one version: alibabacloud-oss-v2==X.Y.Z")
         if not _SCRIPT_NAME.match(self.auto_install_script):
             raise ValueError("bootstrap option auto_install_script must be a plain *.sh file name")
         if self.checkpoint_signal not in _CHECKPOINT_SIGNALS:
@@ -85,7 +90,7 @@ class BootstrapOptions:
             raise ValueError("master_port must be in 1024..65534 (the NCCL check uses master_port + 1)")
         for name in ("driver_wait_seconds", "rdzv_timeout_seconds", "nccl_check_timeout_seconds",
                      "checkpoint_grace_seconds", "kill_after_seconds", "ckpt_sync_seconds",
-                     "setup_timeout_seconds"):
+                     "setup_timeout_seconds", "data_disk_wait_seconds"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"bootstrap option {name} must be a positive integer")
@@ -102,6 +107,7 @@ class NodeFile:
     content: str
     permissions: str = "0644"
     static: bool = False  # script text from templates/, no Plan values inside
+    packed: bool = False  # travels gz+b64 although it holds Plan values (a long hostfile)
 
     @property
     def is_shell(self) -> bool:
@@ -176,7 +182,7 @@ class _Node:
         self.ips = plan.node_private_ips()
         self.nproc = _nproc_per_node(plan)
         self.oss_checkpoints = storage.checkpoint == "oss"
-        self.needs_ossutil = self.oss_checkpoints or self.code.uses_oss
+        self.uses_oss = self.oss_checkpoints or self.code.uses_oss
 
     def steps(self) -> list[_Step]:
         p, steps = self.plan, []
@@ -189,16 +195,17 @@ class _Node:
             steps.append(_Step("40-erdma.sh", "setup_erdma", "eRDMA"))
         if p.network.mtu != 1500:
             steps.append(_Step("45-mtu.sh", "setup_mtu", f"MTU {p.network.mtu}"))
-        if self.needs_ossutil:
-            steps.append(_Step("50-ossutil.sh", "setup_ossutil", "ossutil"))
         if self.code.kind == "git":
             steps.append(_Step("55-git.sh", "setup_git", "git"))
         steps.append(_Step("60-python.sh", "setup_python", "PyTorch"))
+        if self.uses_oss:
+            steps.append(_Step("65-oss.sh", "setup_oss", "OSS SDK"))
         return steps
 
     def node_env(self) -> str:
         p, o, s = self.plan, self.opts, self.plan.storage
-        oss_endpoint = s.oss.internal_endpoint if s.oss else f"oss-{p.region}-internal.aliyuncs.com"
+        region_endpoint = f"oss-{p.region}-internal.aliyuncs.com"  # VPC-internal: no egress needed
+        oss_endpoint = s.oss.internal_endpoint if s.oss else region_endpoint
         pairs: list[tuple[str, object]] = [
             ("NAME", p.name), ("REGION", p.region),
             ("NODE_RANK", self.rank), ("NNODES", p.nodes), ("NPROC_PER_NODE", self.nproc),
@@ -223,7 +230,8 @@ class _Node:
             ("DRIVER_WAIT_SECONDS", o.driver_wait_seconds),
         ]
         if s.data_disk:
-            pairs += [("DATA_DISK_GIB", s.data_disk.size_gib), ("DATA_DISK_MOUNT", s.data_disk.mount_path)]
+            pairs += [("DATA_DISK_GIB", s.data_disk.size_gib), ("DATA_DISK_MOUNT", s.data_disk.mount_path),
+                      ("DATA_DISK_WAIT_SECONDS", o.data_disk_wait_seconds)]
         if self.cpfs and s.cpfs:
             pairs += [("CPFS_SOURCE", self.cpfs), ("CPFS_MOUNT", s.cpfs.mount_path)]
         if self.oss_checkpoints and s.oss:
@@ -235,8 +243,10 @@ class _Node:
                       ("ERDMA_INSTALLER_URL", ERDMA_INSTALLER_URL.format(version=o.erdma_version))]
         if p.network.mtu != 1500:
             pairs.append(("MTU", p.network.mtu))
-        if self.needs_ossutil:
-            pairs.append(("OSSUTIL_URL", o.ossutil_url))
+        if self.uses_oss:
+            pairs += [("OSS_VENV", OSS_VENV), ("OSS_SDK_SPEC", o.oss_sdk_spec)]
+        if self.code.uses_oss:
+            pairs.append(("CODE_OSS_ENDPOINT", region_endpoint))
         return ("# shellcheck shell=bash disable=SC2034\n"
                 f"# trainstack node settings for {p.name}, node {self.rank} of {p.nodes}, rendered from the "
                 "Plan.\n# Sourced by the trainstack scripts. Every value is shell-quoted.\n"
@@ -279,10 +289,11 @@ class _Node:
 
     def files(self) -> list[NodeFile]:
         p = self.plan
+        hostfile = "".join(f"{ip}\n" for ip in self.ips)
         files = [
             NodeFile("node.env", "/etc/trainstack/node.env", self.node_env()),
             NodeFile("job.env", "/etc/trainstack/job.env", self.job_env(), "0600"),
-            NodeFile("hostfile", "/etc/trainstack/hostfile", "".join(f"{ip}\n" for ip in self.ips)),
+            NodeFile("hostfile", "/etc/trainstack/hostfile", hostfile, packed=len(hostfile) > HOSTFILE_PACK_OVER),
         ]
         if p.network.nccl_env:
             bad = [k for k in p.network.nccl_env if not _ENV_NAME.match(k)]
@@ -302,8 +313,6 @@ class _Node:
             files.append(_static("nccl_check.py", "/usr/local/lib/trainstack/nccl_check.py", "0644"))
         if p.spot:
             files.append(_static("spot-watcher.py", "/usr/local/lib/trainstack/spot-watcher.py"))
-        if self.oss_checkpoints:
-            files.append(_static("ckpt-sync.sh", "/usr/local/bin/trainstack-ckpt-sync"))
         return files + self.units()
 
     def runcmd(self) -> list[list[str]]:
@@ -346,9 +355,10 @@ _Dumper.add_representer(str, _str)
 
 def _write_file(f: NodeFile) -> dict[str, str]:
     """A cloud-init write_files entry. The static scripts travel gzip+base64 (mtime 0, so the
-    bytes stay deterministic) to fit ECS's 32 KB; the plan-specific settings stay readable."""
-    entry = {"path": f.path, "owner": "root:root", "permissions": f.permissions}
-    if f.static:
+    bytes stay deterministic) to fit ECS's 32 KB, and so does the hostfile of a large cluster
+    (one line per node); the other plan-specific settings stay readable."""
+    entry = {"path": f.path, "permissions": f.permissions}  # owner: cloud-init's default, root:root
+    if f.static or f.packed:
         packed = gzip.compress(f.content.encode("utf-8"), compresslevel=9, mtime=0)
         return {**entry, "encoding": "gz+b64", "content": base64.b64encode(packed).decode("ascii")}
     return {**entry, "content": f.content}

@@ -3,7 +3,7 @@
 # run job.command under torchrun, then stop this instance so it stops billing.
 # Run by trainstack-job.service once trainstack-setup.service has prepared the node.
 # Exit codes: the trainer's own, or 10 NCCL check failed, 11 code fetch failed,
-# 12 node setup failed, 124 max runtime reached.
+# 12 node setup failed, 13 checkpoint restore from OSS failed, 124 max runtime reached.
 set -uo pipefail # not -e: every way out must pass through finish (checkpoint upload, stop)
 
 ETC=${TRAINSTACK_ETC:-/etc/trainstack}
@@ -34,7 +34,12 @@ STOPPED_FROM_OUTSIDE=0
 
 log() { printf '%s trainstack-launch: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >&2; }
 agent() { python3 "$LIB/trainstack_agent.py" "$@"; }
-oss() { agent oss --region "$REGION" --endpoint "$OSS_ENDPOINT" "$@"; }
+# oss ENDPOINT COMMAND...: the agent's OSS commands (Alibaba's OSS SDK, in the OSS venv)
+oss() {
+  local endpoint=$1
+  shift
+  "${TRAINSTACK_OSS_PYTHON:-$OSS_VENV/bin/python}" "$LIB/trainstack_agent.py" oss --region "$REGION" --endpoint "$endpoint" "$@"
+}
 signal_trainer() { agent signal-trainer "$1" --pidfile "$PIDFILE"; }
 pip_install() { "$(command -v python || command -v python3)" -m pip install --index-url "$PIP_INDEX_URL" --trusted-host "$PIP_TRUSTED_HOST" "$@"; }
 
@@ -48,10 +53,21 @@ stop_billing() {
   fi
 }
 
+# new or changed checkpoint files to OSS (the agent keeps a record and a lock in STATE)
 upload_checkpoints() {
   [ "$CHECKPOINT_KIND" = oss ] && [ -n "$(ls -A "$CHECKPOINT_DIR" 2>/dev/null)" ] || return 0
-  log "uploading checkpoints to $OSS_CHECKPOINT_URI"
-  oss cp -r -u -f "$CHECKPOINT_DIR/" "$OSS_CHECKPOINT_URI" || log "WARNING: checkpoint upload failed"
+  oss "$OSS_ENDPOINT" upload-dir "$CHECKPOINT_DIR" "$OSS_CHECKPOINT_URI" --state "$STATE/ckpt-sync.json" \
+    || log "WARNING: checkpoint upload to $OSS_CHECKPOINT_URI failed"
+}
+
+# --ckpt-sync (trainstack-ckpt-sync.service): upload every CKPT_SYNC_SECONDS, and every 15 s
+# after a spot notice, so a checkpoint saved in the notice window reaches OSS in time
+ckpt_sync() {
+  mkdir -p "$STATE"
+  while :; do
+    upload_checkpoints
+    if [ -e "$SPOT_MARKER" ]; then sleep 15; else sleep "$CKPT_SYNC_SECONDS"; fi
+  done
 }
 
 # finish RC: the one way out once the job has started
@@ -84,13 +100,7 @@ setup_failed() {
   exit 12
 }
 
-extract_into() { # ARCHIVE DIR
-  case "$1" in
-    *.zip) unzip -q "$1" -d "$2" ;;
-    *.tar) tar -xf "$1" -C "$2" ;;
-    *) tar -xzf "$1" -C "$2" ;;
-  esac
-}
+extract_into() { agent extract "$1" "$2"; } # ARCHIVE DIR: refuses members that would land outside DIR
 
 fetch_code() {
   local new=$WORKDIR.new tmp top ref=()
@@ -107,9 +117,9 @@ fetch_code() {
       [ -n "$CODE_REF" ] && ref=(--branch "$CODE_REF")
       git clone --quiet --depth 1 ${ref[@]+"${ref[@]}"} -- "$CODE_URI" "$new" || return 1
       ;;
-    oss-archive) { oss cp -f "$CODE_URI" "$tmp/$CODE_ARCHIVE" && extract_into "$tmp/$CODE_ARCHIVE" "$new"; } || return 1 ;;
-    oss-dir) oss cp -r -f "$CODE_URI" "$new/" || return 1 ;;
-    oss-file) oss cp -f "$CODE_URI" "$new/" || return 1 ;;
+    oss-archive) { oss "$CODE_OSS_ENDPOINT" download "$CODE_URI" "$tmp/$CODE_ARCHIVE" && extract_into "$tmp/$CODE_ARCHIVE" "$new"; } || return 1 ;;
+    oss-dir) oss "$CODE_OSS_ENDPOINT" download-dir "$CODE_URI" "$new" || return 1 ;;
+    oss-file) oss "$CODE_OSS_ENDPOINT" download "$CODE_URI" "$new/${CODE_URI##*/}" || return 1 ;;
     url-archive) { curl -fsSL --retry 5 -o "$tmp/$CODE_ARCHIVE" "$CODE_URI" && extract_into "$tmp/$CODE_ARCHIVE" "$new"; } || return 1 ;;
     *) log "unknown CODE_KIND $CODE_KIND"; return 1 ;;
   esac
@@ -132,7 +142,9 @@ restore_checkpoints() {
   mkdir -p "$CHECKPOINT_DIR"
   [ -z "$(ls -A "$CHECKPOINT_DIR")" ] || return 0
   log "restoring checkpoints from $OSS_CHECKPOINT_URI"
-  oss cp -r -f "$OSS_CHECKPOINT_URI" "$CHECKPOINT_DIR/" || log "no checkpoint restored (a first run has none)"
+  # an empty prefix (a first run) is a success; an error is not: the job would start over and
+  # its checkpoints would not reach OSS either
+  oss "$OSS_ENDPOINT" restore "$OSS_CHECKPOINT_URI" "$CHECKPOINT_DIR" --state "$STATE/ckpt-sync.json"
 }
 
 nccl_check() {
@@ -227,7 +239,7 @@ main() {
   fi
   rm -f "$RUN/deadline-reached"
   fetch_code || { log "FATAL: cannot fetch job.code_uri $CODE_URI"; finish 11; }
-  restore_checkpoints
+  restore_checkpoints || { log "FATAL: cannot restore checkpoints from $OSS_CHECKPOINT_URI"; finish 13; }
   nccl_check || finish 10
   run_trainer
   rc=$?
@@ -236,7 +248,8 @@ main() {
   finish "$rc"
 }
 
-if [ "${1:-}" = --setup-failed ]; then
-  setup_failed
-fi
+case "${1:-}" in
+  --setup-failed) setup_failed ;;
+  --ckpt-sync) ckpt_sync ;;
+esac
 main

@@ -2,26 +2,35 @@
 """trainstack node agent: the few cloud calls a training node makes about itself.
 
 Stdlib only and Python 3.6 compatible (Alibaba Cloud Linux 3 ships 3.6), because it runs
-before any Python environment of the job exists.
+before any Python environment of the job exists; only the ``oss`` commands import a library.
 
 - ``meta PATH``: read instance metadata with a metadata token, so it works when metadata
   access is hardened (``http_tokens = required``).
 - ``stop-instance``: ECS StopInstance with StoppedMode=StopCharging on this instance, signed
   with the instance RAM role's STS credentials, so an idle GPU node stops billing.
-- ``oss ARGS...``: run ossutil with the RAM role's STS credentials in its environment
-  (never on the command line) against the region's internal OSS endpoint.
+- ``extract ARCHIVE DIR``: unpack a code archive, refusing members that would land outside.
+- ``oss --region R --endpoint E CMD``: code and checkpoints on OSS, with the OSS venv's Python
+  (Alibaba's SDK from the VPC PyPI mirror: no internet egress) on the internal endpoint:
+  ``download URI FILE``, ``download-dir URI DIR``, ``restore URI DIR --state F`` (into an
+  empty DIR), ``upload-dir DIR URI --state F`` (new or changed files; never deletes).
 - ``signal-trainer SIG``: deliver a signal to the trainer recorded in a pid file.
 """
 
 import base64
+import calendar
+import fcntl
 import hashlib
 import hmac
 import json
 import os
 import signal
+import stat
 import sys
+import tarfile
+import threading
 import time
 import uuid
+import zipfile
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote
 from urllib.request import Request, urlopen
@@ -93,15 +102,41 @@ class Metadata(object):
             raise MetadataError("metadata %s: not found" % path)
         return value.strip()
 
-    def ram_credentials(self):
-        """STS credentials of the instance RAM role (the role name is discovered)."""
+    def ram_credentials(self, wait=None, poll=None):
+        """STS credentials of the instance RAM role (the role name is discovered). The stack
+        attaches the role after creating the instance, so early at first boot there may be none
+        yet: wait up to ``wait`` seconds (TRAINSTACK_RAM_ROLE_WAIT_SECONDS, 300), asking every
+        ``poll`` (TRAINSTACK_RAM_ROLE_POLL_SECONDS, 5), then fail with the last error."""
+        if wait is None:
+            wait = float(os.environ.get("TRAINSTACK_RAM_ROLE_WAIT_SECONDS") or 300)
+        if poll is None:
+            poll = float(os.environ.get("TRAINSTACK_RAM_ROLE_POLL_SECONDS") or 5)
+        deadline = time.monotonic() + wait
+        told = False
+        while True:
+            try:
+                return self._ram_credentials_once()
+            except MetadataError as exc:
+                if time.monotonic() + poll > deadline:
+                    if wait > 0:
+                        raise MetadataError("%s (waited %gs)" % (exc, wait))
+                    raise
+                if not told:
+                    log("waiting up to %gs for the instance RAM role: %s" % (wait, exc))
+                    told = True
+                time.sleep(poll)
+
+    def _ram_credentials_once(self):
         roles = self.get("meta-data/ram/security-credentials/")
         role = (roles or "").strip().splitlines()[0].strip() if (roles or "").strip() else ""
         if not role:
             raise MetadataError("no RAM role is attached to this instance: attach one that may "
                                 "call ecs:StopInstance on itself and read/write the job's OSS bucket")
-        creds = json.loads(self.require("meta-data/ram/security-credentials/" + role))
-        if creds.get("Code", "Success") != "Success":
+        try:
+            creds = json.loads(self.require("meta-data/ram/security-credentials/" + role))
+        except ValueError:
+            raise MetadataError("RAM role %s credentials: not JSON" % role)
+        if creds.get("Code", "Success") != "Success" or not creds.get("AccessKeyId"):
             raise MetadataError("RAM role %s credentials: %s" % (role, creds.get("Code")))
         return creds
 
@@ -155,7 +190,8 @@ def stop_instance(mode="StopCharging", region=None, attempts=3):
     delay = float(os.environ.get("TRAINSTACK_RETRY_SECONDS", "5"))
     for attempt in range(1, attempts + 1):
         try:
-            creds = md.ram_credentials()  # fresh each try: STS credentials rotate
+            # fresh each try (STS credentials rotate); only the first try waits for the role
+            creds = md.ram_credentials(wait=None if attempt == 1 else 0)
             answer = ecs_call("StopInstance", {"InstanceId": instance_id, "StoppedMode": mode,
                                                "ForceStop": "false"}, creds, endpoint)
             log("StopInstance %s (%s) accepted: request %s" % (instance_id, mode, answer.get("RequestId")))
@@ -167,17 +203,229 @@ def stop_instance(mode="StopCharging", region=None, attempts=3):
     return 1
 
 
-# --- ossutil with STS credentials -------------------------------------------------------
+# --- code archives ---------------------------------------------------------------------
 
-def run_ossutil(args, region, endpoint):
-    creds = Metadata().ram_credentials()
-    env = dict(os.environ, OSS_ACCESS_KEY_ID=creds["AccessKeyId"],
-               OSS_ACCESS_KEY_SECRET=creds["AccessKeySecret"])
-    if creds.get("SecurityToken"):
-        env["OSS_SESSION_TOKEN"] = creds["SecurityToken"]
-    exe = os.environ.get("TRAINSTACK_OSSUTIL", "ossutil")
-    argv = [exe] + list(args) + ["--region", region, "--endpoint", endpoint]
-    os.execvpe(exe, argv, env)
+def _unsafe(name):
+    """Why a path in an archive would leave the directory, or None: a relative path without
+    `..` only goes down, and so does any chain of links with such targets."""
+    name = name.replace("\\", "/")
+    if not name or name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        return "absolute path"
+    if ".." in name.split("/"):
+        return "'..' in the path"
+    return None
+
+
+def safe_extract(archive, dest):
+    """Unpack ``archive`` into ``dest``, or raise ValueError before writing anything when a
+    member could land outside it. Returns the number of members."""
+    if not os.path.isdir(dest):
+        os.makedirs(dest)
+    if archive.lower().endswith(".zip"):
+        with zipfile.ZipFile(archive) as zf:
+            members = zf.infolist()
+            for info in members:
+                why = _unsafe(info.filename)
+                if why:
+                    raise ValueError("unsafe archive member %r: %s" % (info.filename, why))
+            zf.extractall(dest)  # zip symlinks are written as plain files
+        return len(members)
+    with tarfile.open(archive, "r:*") as tf:
+        members = tf.getmembers()
+        for m in members:
+            why = _unsafe(m.name)
+            if not why and (m.issym() or m.islnk()):
+                why = _unsafe(m.linkname) and "link to %r" % m.linkname
+            if not why and not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
+                why = "device or fifo"
+            if why:
+                raise ValueError("unsafe archive member %r: %s" % (m.name, why))
+            m.mode &= ~(stat.S_ISUID | stat.S_ISGID) & 0o7777
+        if hasattr(tarfile, "data_filter"):  # Python 3.12 (and patched 3.8+): its check too
+            tf.extractall(dest, members=members, filter="data")
+        else:
+            tf.extractall(dest, members=members)
+    return len(members)
+
+
+# --- code and checkpoints on OSS (run with the OSS venv's Python) -----------------------
+
+PART_SIZE = 64 << 20  # multipart above this; the SDK grows it past 10000 parts
+
+
+class StsCredentials(object):
+    """The RAM role's credentials, read again every 5 minutes (the metadata service renews
+    them long before they expire); thread-safe: the SDK signs from its transfer threads."""
+
+    def __init__(self, metadata=None, clock=time.monotonic):
+        self.metadata, self.clock = metadata or Metadata(), clock
+        self.lock, self.creds, self.read_at = threading.Lock(), None, 0.0
+
+    def get(self):
+        with self.lock:
+            if self.creds is None or self.clock() - self.read_at >= 300:
+                self.creds, self.read_at = self.metadata.ram_credentials(), self.clock()
+            return self.creds
+
+
+class SdkStore(object):
+    """list, get and put with Alibaba's OSS SDK, imported only here."""
+
+    def __init__(self, region, endpoint, credentials):
+        import alibabacloud_oss_v2 as oss
+
+        def provide():
+            c = credentials.get()
+            return oss.Credentials(c["AccessKeyId"], c["AccessKeySecret"], c.get("SecurityToken") or None)
+
+        cfg = oss.config.load_default()
+        cfg.region, cfg.endpoint = region, endpoint
+        cfg.credentials_provider = oss.credentials.CredentialsProviderFunc(provide)
+        self.oss, self.client = oss, oss.Client(cfg)
+
+    def list(self, bucket, prefix):  # [(key, size, LastModified epoch)], every page
+        pages = self.client.list_objects_v2_paginator().iter_page(
+            self.oss.ListObjectsV2Request(bucket=bucket, prefix=prefix))
+        return [(o.key, int(o.size), calendar.timegm(o.last_modified.utctimetuple()))
+                for page in pages for o in page.contents or ()]
+
+    def get(self, bucket, key, path):  # ranged parts into a temporary file, then renamed
+        self.client.downloader(part_size=PART_SIZE, parallel_num=4).download_file(
+            self.oss.GetObjectRequest(bucket=bucket, key=key), path)
+
+    def put(self, path, bucket, key):  # PutObject, or a multipart upload above PART_SIZE
+        self.client.uploader(part_size=PART_SIZE, parallel_num=4).upload_file(
+            self.oss.PutObjectRequest(bucket=bucket, key=key), path)
+
+
+def split_uri(uri, folder=False):
+    """oss://bucket[.endpoint]/key -> (bucket, key); a folder's key ends with / (or is empty)."""
+    bucket, _, key = uri[6:].partition("/") if uri.startswith("oss://") else ("", "", "")
+    if not bucket:
+        raise ValueError("not oss://bucket/...: %r" % uri)
+    return bucket.split(".")[0], key + "/" if folder and key and not key.endswith("/") else key
+
+
+def signature(st):
+    return [st.st_size, st.st_mtime_ns]
+
+
+def download_dir(store, uri, dest, record=None):
+    """Every object under ``uri`` into ``dest``, each as old as its object; returns the count."""
+    bucket, prefix = split_uri(uri, True)
+    count = 0
+    for key, _, modified in store.list(bucket, prefix):
+        rel = key[len(prefix):]
+        if not rel or rel.endswith("/"):  # a folder marker
+            continue
+        why = _unsafe(rel) or ({"", "."} & set(rel.split("/")) and "an empty or '.' part")
+        if why:
+            raise ValueError("object key %r cannot be a local path under %s: %s" % (key, dest, why))
+        path = os.path.join(dest, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        store.get(bucket, key, path)
+        os.utime(path, (modified, modified))
+        if record is not None:
+            record[rel] = signature(os.stat(path))
+        count += 1
+    return count
+
+
+class State(object):
+    """What this node last uploaded or restored to one prefix (relative path -> [size,
+    mtime_ns]). While held, its lock file keeps the sync service and the launcher's last
+    upload from running at the same time."""
+
+    def __init__(self, path, uri):
+        self.path, self.uri, self.files = path, uri, {}
+
+    def __enter__(self):
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        self.lock = open(self.path + ".lock", "w")
+        fcntl.flock(self.lock, fcntl.LOCK_EX)
+        try:
+            with open(self.path) as fh:
+                data = json.load(fh)
+            self.files = data["files"] if data.get("uri") == self.uri else {}  # another prefix: no record
+        except (OSError, ValueError, KeyError):
+            pass
+        return self
+
+    def save(self):
+        atomic_write(self.path, json.dumps({"uri": self.uri, "files": self.files}, sort_keys=True))
+
+    def __exit__(self, *exc):
+        self.save()
+        self.lock.close()  # releases the lock
+
+
+def restore(store, uri, dest, state_path):
+    """``uri`` into ``dest`` if it is empty or missing; returns the files restored."""
+    os.makedirs(dest, exist_ok=True)
+    if os.listdir(dest):
+        log("%s is not empty: nothing restored" % dest)
+        return 0
+    with State(state_path, uri) as state:
+        return download_dir(store, uri, dest, state.files)
+
+
+def upload_dir(store, src, uri, state_path):
+    """Upload the files of ``src`` that are new or changed since this node last uploaded or
+    restored them (with no record: not in OSS, of another size, or newer than the copy there);
+    returns (uploaded, unchanged)."""
+    bucket, prefix = split_uri(uri, True)
+    sent = same = 0
+    with State(state_path, uri) as state:
+        remote = dict((key, (size, modified)) for key, size, modified in store.list(bucket, prefix))
+        for directory, dirs, files in os.walk(src):
+            dirs.sort()
+            for path in [os.path.join(directory, name) for name in sorted(files)]:
+                rel = os.path.relpath(path, src)
+                if not os.path.isfile(path):  # a socket, fifo or broken link
+                    continue
+                st, known, record = os.stat(path), remote.get(prefix + rel), state.files.get(rel)
+                if known and known[0] == st.st_size and (
+                        record == signature(st) if record else st.st_mtime <= known[1]):
+                    same += 1
+                    continue
+                store.put(path, bucket, prefix + rel)
+                sent += 1
+                # written to while it was sent: send it again next time
+                state.files[rel] = signature(st) if signature(os.stat(path)) == signature(st) else [-1, -1]
+                state.save()  # progress survives an interrupted round
+    return sent, same
+
+
+def oss_main(argv, store_factory=None):
+    """``oss --region R --endpoint E COMMAND ARGS``; ``store_factory(region, endpoint)``
+    replaces the SDK in tests. One log line either way; 0 or 1."""
+    try:
+        args, state = list(argv[5:]), None
+        if "--state" in args:
+            i = args.index("--state")
+            state, args = args[i + 1], args[:i] + args[i + 2:]
+        cmd = argv[4] if len(argv) > 4 and argv[0] == "--region" and argv[2] == "--endpoint" else None
+        if len(args) != 2 or cmd not in ("download", "download-dir", "restore", "upload-dir") or (
+                cmd in ("restore", "upload-dir")) != bool(state):
+            raise ValueError("usage: oss --region R --endpoint E COMMAND ARGS [--state F]")
+        store = (store_factory or (lambda r, e: SdkStore(r, e, StsCredentials())))(argv[1], argv[3])
+        if cmd == "download":
+            bucket, key = split_uri(args[0])
+            path = os.path.abspath(args[1])
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            store.get(bucket, key, path)
+            done = "1 file"
+        elif cmd == "download-dir":
+            done = "%d files" % download_dir(store, args[0], args[1])
+        elif cmd == "restore":
+            done = "%d files restored" % restore(store, args[0], args[1], state)
+        else:
+            done = "%d files uploaded, %d unchanged" % upload_dir(store, args[0], args[1], state)
+        log("oss %s %s -> %s: %s" % (cmd, args[0], args[1], done))
+        return 0
+    except Exception as exc:  # whatever the SDK raised
+        log("oss %s failed: %s: %s" % (" ".join(argv[4:5]), type(exc).__name__, exc))
+        return 1
 
 
 # --- signals ----------------------------------------------------------------------------
@@ -252,17 +500,20 @@ def main(argv):
         if cmd == "stop-instance":
             region = rest[rest.index("--region") + 1] if "--region" in rest else None
             return stop_instance(region=region)
-        if cmd == "oss" and len(rest) >= 5 and rest[0] == "--region" and rest[2] == "--endpoint":
-            run_ossutil(rest[4:], region=rest[1], endpoint=rest[3])
+        if cmd == "oss":
+            return oss_main(rest)
+        if cmd == "extract" and len(rest) == 2:
+            log("%s: %d members extracted into %s" % (rest[0], safe_extract(rest[0], rest[1]), rest[1]))
+            return 0
         if cmd == "signal-trainer" and rest:
             pidfile = rest[rest.index("--pidfile") + 1] if "--pidfile" in rest else DEFAULT_PIDFILE
             sent = signal_trainer(pidfile, signal_number(rest[0]))
             log("SIG%s -> %s" % (rest[0].upper().replace("SIG", ""), sent or "no trainer running"))
             return 0
-    except MetadataError as exc:
+    except (MetadataError, ValueError, OSError, tarfile.TarError, zipfile.BadZipfile) as exc:
         log(str(exc))
         return 1
-    log("usage: meta PATH | stop-instance [--region R] | oss --region R --endpoint E ARGS... "
+    log("usage: meta PATH | stop-instance [--region R] | extract ARCHIVE DIR | oss --region R --endpoint E CMD "
         "| signal-trainer SIG [--pidfile F]")
     return 2
 

@@ -1,13 +1,17 @@
-"""The node agent: metadata tokens, the signed StopInstance call, and trainer signalling."""
+"""The node agent: metadata tokens, waiting for the RAM role, the signed StopInstance call, safe
+code-archive extraction, and trainer signalling."""
 
 from __future__ import annotations
 
 import importlib.util
-import json
+import io
 import os
 import signal
 import subprocess
 import sys
+import tarfile
+import time
+import zipfile
 
 import pytest
 from plan_factory import single_gpu_lora_plan
@@ -87,28 +91,121 @@ def test_stop_instance_reports_a_rejected_call(agent, fake_cloud):
 def test_stop_instance_without_a_ram_role_says_what_is_missing(agent, fake_cloud):
     fake_cloud.routes["meta-data/ram/security-credentials/"] = [(404, "")]
     env = dict(os.environ, TRAINSTACK_METADATA_URL=fake_cloud.url, TRAINSTACK_ECS_ENDPOINT=fake_cloud.url,
-               TRAINSTACK_RETRY_SECONDS="0")
+               TRAINSTACK_RETRY_SECONDS="0", TRAINSTACK_RAM_ROLE_WAIT_SECONDS="0.5",
+               TRAINSTACK_RAM_ROLE_POLL_SECONDS="0.05")
+    started = time.monotonic()
     result = subprocess.run([sys.executable, str(agent.path), "stop-instance"], capture_output=True, text=True,
                             env=env, timeout=30)
     assert result.returncode == 1 and "no RAM role" in result.stderr and not fake_cloud.ecs_calls
+    assert "waited" in result.stderr and "waiting up to" in result.stderr
+    assert time.monotonic() - started < 10, "only the first of the three attempts waits for the role"
 
 
-def test_oss_runs_ossutil_with_sts_credentials_in_its_environment(agent, fake_cloud, tmp_path):
-    fake = tmp_path / "ossutil"
-    fake.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
-                    "print(json.dumps([sys.argv[1:], {k: v for k, v in os.environ.items() if k.startswith('OSS_')}]))\n")
-    fake.chmod(0o755)
-    env = dict(os.environ, TRAINSTACK_METADATA_URL=fake_cloud.url, TRAINSTACK_OSSUTIL=str(fake))
-    result = subprocess.run([sys.executable, str(agent.path), "oss", "--region", "cn-shenzhen", "--endpoint",
-                             "oss-cn-shenzhen-internal.aliyuncs.com", "cp", "-f", "oss://b/k", "/tmp/x"],
-                            capture_output=True, text=True, env=env, timeout=30)
+def role_lookups(cloud):
+    return [p for p, _ in cloud.gets if p == "meta-data/ram/security-credentials/"]
+
+
+def test_credentials_wait_for_a_role_attached_after_boot(agent, fake_cloud):
+    # the stack attaches the role right after creating the instance: the first polls find none
+    fake_cloud.routes["meta-data/ram/security-credentials/"] = [
+        (404, ""), (200, ""), (200, "\n"), (200, "TrainstackNodeRole")]
+    fake_cloud.routes["meta-data/ram/security-credentials/TrainstackNodeRole"] = [
+        (404, ""), (200, '{"Code": "Failure"}'), *fake_cloud.routes["meta-data/ram/security-credentials/TrainstackNodeRole"]]
+    md = agent.Metadata(base=fake_cloud.url)
+    creds = md.ram_credentials(wait=10, poll=0.01)
+    assert (creds["AccessKeyId"], creds["SecurityToken"]) == ("STS.fakeid", "sts-token/+=")
+    assert len(role_lookups(fake_cloud)) == 6  # 3 without a role, then the role 3 times until its credentials
+    assert all(token for _, token in fake_cloud.gets)
+
+
+def test_credentials_give_up_after_the_wait_with_the_clear_message(agent, fake_cloud):
+    fake_cloud.routes["meta-data/ram/security-credentials/"] = [(404, "")]
+    md = agent.Metadata(base=fake_cloud.url)
+    started = time.monotonic()
+    with pytest.raises(agent.MetadataError, match="no RAM role is attached to this instance.*waited 0.3s"):
+        md.ram_credentials(wait=0.3, poll=0.05)
+    assert 0.25 <= time.monotonic() - started < 5
+    assert 3 <= len(role_lookups(fake_cloud)) <= 8
+    fake_cloud.gets.clear()
+    with pytest.raises(agent.MetadataError, match="no RAM role"):
+        md.ram_credentials(wait=0, poll=5)  # no wait: one look
+    assert len(role_lookups(fake_cloud)) == 1
+
+
+def test_stop_instance_waits_for_the_role_from_the_environment_settings(agent, fake_cloud):
+    fake_cloud.routes["meta-data/ram/security-credentials/"] = [(404, "")] * 3 + [(200, "TrainstackNodeRole")]
+    env = dict(os.environ, TRAINSTACK_METADATA_URL=fake_cloud.url, TRAINSTACK_ECS_ENDPOINT=fake_cloud.url,
+               TRAINSTACK_RAM_ROLE_WAIT_SECONDS="20", TRAINSTACK_RAM_ROLE_POLL_SECONDS="0.05")
+    result = subprocess.run([sys.executable, str(agent.path), "stop-instance"], capture_output=True, text=True,
+                            env=env, timeout=30)
     assert result.returncode == 0, result.stderr
-    argv, oss_env = json.loads(result.stdout)
-    assert argv == ["cp", "-f", "oss://b/k", "/tmp/x", "--region", "cn-shenzhen",
-                    "--endpoint", "oss-cn-shenzhen-internal.aliyuncs.com"]
-    assert oss_env == {"OSS_ACCESS_KEY_ID": "STS.fakeid", "OSS_ACCESS_KEY_SECRET": "fake-secret-for-tests",
-                       "OSS_SESSION_TOKEN": "sts-token/+="}
-    assert "fake-secret" not in " ".join(argv)  # never on a command line others can read
+    assert "waiting up to 20s for the instance RAM role" in result.stderr
+    (call,) = fake_cloud.ecs_calls
+    assert call["Action"] == "StopInstance" and call["SecurityToken"] == "sts-token/+="
+    assert len(role_lookups(fake_cloud)) == 4
+
+
+def make_tar(path, members):
+    """members: (name, kind, data-or-link) with kind file | dir | symlink | hardlink | fifo."""
+    with tarfile.open(path, "w:gz") as tf:
+        for name, kind, value in members:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                info.size = len(value)
+                tf.addfile(info, io.BytesIO(value))
+                continue
+            info.type = {"dir": tarfile.DIRTYPE, "symlink": tarfile.SYMTYPE, "hardlink": tarfile.LNKTYPE,
+                         "fifo": tarfile.FIFOTYPE}[kind]
+            info.linkname = value or ""
+            tf.addfile(info)
+
+
+def test_extract_unpacks_a_code_archive(agent, tmp_path):
+    archive = tmp_path / "code.tar.gz"
+    make_tar(archive, [("project/", "dir", None), ("project/train.py", "file", b"print('hi')\n"),
+                       ("project/conf/base.yaml", "file", b"lr: 1\n"), ("project/current.yaml", "symlink", "conf/base.yaml")])
+    dest = tmp_path / "out"
+    result = subprocess.run([sys.executable, str(agent.path), "extract", str(archive), str(dest)],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert (dest / "project" / "train.py").read_text() == "print('hi')\n"
+    assert (dest / "project" / "current.yaml").read_text() == "lr: 1\n"
+    zipped = tmp_path / "code.zip"
+    with zipfile.ZipFile(zipped, "w") as zf:
+        zf.writestr("train.py", "print('zip')\n")
+        zf.writestr("pkg/__init__.py", "")
+    assert agent.safe_extract(str(zipped), str(tmp_path / "z")) == 2
+    assert (tmp_path / "z" / "train.py").read_text() == "print('zip')\n"
+
+
+@pytest.mark.parametrize("members", [
+    [("ok.py", "file", b"x"), ("../escaped.py", "file", b"evil")],
+    [("project/../../escaped.py", "file", b"evil")],
+    [("/tmp/escaped.py", "file", b"evil")],
+    [("link", "symlink", "/etc"), ("link/escaped.py", "file", b"evil")],
+    [("link", "symlink", "../.."), ("link/escaped.py", "file", b"evil")],
+    [("hard", "hardlink", "../escaped.py")],
+    [("pipe", "fifo", None)],
+], ids=["dotdot", "nested-dotdot", "absolute", "symlink-absolute", "symlink-up", "hardlink-up", "fifo"])
+def test_extract_refuses_members_that_would_land_outside(agent, tmp_path, members):
+    archive = tmp_path / "code.tar.gz"
+    make_tar(archive, members)
+    dest = tmp_path / "a" / "b" / "out"
+    result = subprocess.run([sys.executable, str(agent.path), "extract", str(archive), str(dest)],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1 and "unsafe archive member" in result.stderr
+    assert not list(dest.iterdir()), "nothing is written when one member is unsafe"
+    assert not [p for p in tmp_path.rglob("escaped.py")]
+
+
+def test_extract_refuses_a_zip_slip(agent, tmp_path):
+    zipped = tmp_path / "code.zip"
+    with zipfile.ZipFile(zipped, "w") as zf:
+        zf.writestr("train.py", "ok")
+        zf.writestr("../../escaped.py", "evil")
+    with pytest.raises(ValueError, match="unsafe archive member"):
+        agent.safe_extract(str(zipped), str(tmp_path / "a" / "out"))
+    assert not list((tmp_path / "a" / "out").iterdir()) and not list(tmp_path.rglob("escaped.py"))
 
 
 def test_signal_trainer_reaches_torchrun_and_its_ranks_but_term_only_torchrun(agent, tmp_path, waiter):

@@ -1,5 +1,6 @@
 """The data-disk step of the rendered node setup, run for real in bash against stub disk tools:
-it formats only a disk that blkid positively reports as empty, and never reformats data."""
+it waits (bounded) for a disk attached after boot, formats only a disk that blkid positively
+reports as empty, and never reformats data."""
 
 from __future__ import annotations
 
@@ -8,14 +9,19 @@ import subprocess
 import pytest
 from plan_factory import single_gpu_lora_plan
 
-from components.bootstrap import render_script
+from components.bootstrap import BootstrapOptions, render_script
 from trainstack.plan import DataDiskPlan, OssPlan, StoragePlan
 
 GIB = 2**30
 
 STUBS = {
-    # system disk, a local NVMe disk of another size, then the 200 GiB ESSD data disk
-    "lsblk": f'printf "/dev/vda {40 * GIB} disk\\n/dev/nvme0n1 {300 * GIB} disk\\n/dev/vdb {200 * GIB} disk\\n"',
+    # system disk, a local NVMe disk of another size, then the 200 GiB ESSD data disk, which is
+    # attached (listed) from the FAKE_ATTACH_AFTER-th call on
+    "lsblk": f"""
+n=$(($(cat "$FAKE_DIR/lsblk-calls" 2>/dev/null || echo 0) + 1)); echo "$n" >"$FAKE_DIR/lsblk-calls"
+printf "/dev/vda {40 * GIB} disk\\n/dev/nvme0n1 {300 * GIB} disk\\n"
+[ "$n" -lt "${{FAKE_ATTACH_AFTER:-1}}" ] || printf "/dev/vdb {200 * GIB} disk\\n"
+""",
     "blkid": """
 fs=${FAKE_FSTYPE-}; [ -f "$FAKE_DIR/formatted" ] && fs=ext4
 echo "blkid $*" >>"$FAKE_DIR/calls"
@@ -32,6 +38,13 @@ exit "$FAKE_BLKID_RC"
 }
 
 
+def holds_checkpoints_plan(tmp_path):
+    return single_gpu_lora_plan(storage=StoragePlan(
+        checkpoint="essd", checkpoint_path=str(tmp_path / "data" / "ckpt"),
+        data_disk=DataDiskPlan(size_gib=200, mount_path=str(tmp_path / "data"), holds_checkpoints=True,
+                               delete_with_instance=False)))
+
+
 @pytest.fixture
 def disk(tmp_path):
     bin_dir, etc, fake = tmp_path / "bin", tmp_path / "etc", tmp_path / "fake"
@@ -44,14 +57,18 @@ def disk(tmp_path):
         checkpoint="oss", checkpoint_path=str(tmp_path / "ckpt"),
         data_disk=DataDiskPlan(size_gib=200, mount_path=str(tmp_path / "data")),
         oss=OssPlan(bucket="b", internal_endpoint="oss-cn-shenzhen-internal.aliyuncs.com")))
-    (etc / "node.env").write_text(render_script(plan, "node.env"))
     setup = tmp_path / "node-setup.sh"
-    setup.write_text(render_script(plan, "node-setup.sh"))
 
-    def run(blkid_rc: int, fstype: str = "") -> subprocess.CompletedProcess:
+    def render(plan, options=None):
+        (etc / "node.env").write_text(render_script(plan, "node.env", options=options))
+        setup.write_text(render_script(plan, "node-setup.sh", options=options))
+
+    render(plan)
+
+    def run(blkid_rc: int, fstype: str = "", **extra: str) -> subprocess.CompletedProcess:
         env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "TRAINSTACK_ETC": str(etc), "TRAINSTACK_FSTAB": str(tmp_path / "fstab"),
                "TRAINSTACK_STATE": str(tmp_path / "state"), "TRAINSTACK_RUN": str(tmp_path / "run"),
-               "FAKE_DIR": str(fake), "FAKE_BLKID_RC": str(blkid_rc), "FAKE_FSTYPE": fstype}
+               "FAKE_DIR": str(fake), "FAKE_BLKID_RC": str(blkid_rc), "FAKE_FSTYPE": fstype, **extra}
         return subprocess.run(["bash", "-c", 'source "$1"; setup_data_disk', "-", str(setup)],
                               capture_output=True, text=True, env=env, timeout=30)
 
@@ -60,6 +77,8 @@ def disk(tmp_path):
         return path.read_text().splitlines() if path.exists() else []
 
     run.calls = calls
+    run.render = render
+    run.lsblk_calls = lambda: int((fake / "lsblk-calls").read_text())
     run.fstab = tmp_path / "fstab"
     run.mount_path = str(tmp_path / "data")
     return run
@@ -102,3 +121,22 @@ def test_the_rendered_step_has_no_other_path_to_mkfs():
     assert setup.count("mkfs") == 1
     guarded = setup[setup.index('blkid -p "$dev" >/dev/null'):setup.index("mkfs")]
     assert "    2)\n" in guarded  # inside the `blkid -p` exit-2 ("nothing found") branch only
+
+
+def test_a_checkpoint_disk_attached_after_boot_is_waited_for(disk, tmp_path):
+    disk.render(holds_checkpoints_plan(tmp_path))
+    result = disk(blkid_rc=2, FAKE_ATTACH_AFTER="4", TRAINSTACK_DISK_POLL_SECONDS="0.05")
+    assert result.returncode == 0, result.stderr
+    assert disk.lsblk_calls() == 4, "looked again until the disk was attached"
+    assert result.stderr.count("waiting up to 900s for the 200 GiB data disk") == 1
+    assert "mkfs.ext4 -q -L trainstack-data /dev/vdb" in disk.calls()
+    assert f"mount -t ext4 /dev/vdb {disk.mount_path}" in disk.calls()
+
+
+def test_the_wait_for_the_data_disk_is_bounded(disk, tmp_path):
+    disk.render(holds_checkpoints_plan(tmp_path), BootstrapOptions(data_disk_wait_seconds=1))
+    result = disk(blkid_rc=2, FAKE_ATTACH_AFTER="1000000", TRAINSTACK_DISK_POLL_SECONDS="0.1")
+    assert result.returncode != 0
+    assert "FATAL: no 200 GiB data disk attached after 1s" in result.stderr
+    assert 3 <= disk.lsblk_calls() <= 40
+    assert not [c for c in disk.calls() if c.startswith(("mkfs", "mount"))]

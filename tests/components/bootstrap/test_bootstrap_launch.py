@@ -1,5 +1,6 @@
 """trainstack-launch run for real in bash with a stand-in torchrun and the fake cloud: the NCCL
-check, the trainer's arguments and signals, the max-runtime deadline, and stopping billing."""
+check, the trainer's arguments and signals, the max-runtime deadline, stopping billing, and code
+and checkpoints on OSS through the real OSS helper over a fake store."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import subprocess
 import sys
 
 import pytest
+from fake_oss import DirStore, oss_python_wrapper
 from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
 
 from components.bootstrap import BootstrapOptions, render_files
-from trainstack.plan import JobPlan, StoragePlan
+from trainstack.plan import JobPlan, OssPlan, StoragePlan
 
 FAST = BootstrapOptions(checkpoint_grace_seconds=1, kill_after_seconds=1, poweroff_fallback=False)
 
@@ -23,9 +25,14 @@ def record(event, **data):
     with open(os.environ["FAKE_LOG"], "a") as fh:
         fh.write(json.dumps(dict(event=event, **data)) + "\\n")
 check = any(a.endswith("nccl_check.py") for a in sys.argv)
+ckpt = os.environ["TRAINSTACK_CHECKPOINT_DIR"]
 record("nccl_check" if check else "trainer", argv=sys.argv[1:], cwd=os.getcwd(),
        usr1_ignored=signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN,
-       env={k: os.environ.get(k) for k in ("NCCL_IB_HCA", "NCCL_DEBUG", "MY_VAR", "TRAINSTACK_CHECKPOINT_DIR")})
+       env={k: os.environ.get(k) for k in ("NCCL_IB_HCA", "NCCL_DEBUG", "MY_VAR", "TRAINSTACK_CHECKPOINT_DIR")},
+       checkpoints=sorted(os.listdir(ckpt)) if os.path.isdir(ckpt) else None)
+if not check and os.environ.get("FAKE_SAVE"):
+    with open(os.path.join(ckpt, os.environ["FAKE_SAVE"]), "w") as fh:
+        fh.write("saved by the trainer")
 if check:
     if os.environ.get("FAKE_NCCL_LOG"):
         print(os.environ["FAKE_NCCL_LOG"])
@@ -51,6 +58,7 @@ def launch(tmp_path, fake_cloud, rendered):
     (bin_dir / "systemctl").write_text(f'#!/bin/bash\necho "systemctl $*" >>"{tmp_path}/systemctl.log"\n')
     for tool in ("torchrun", "systemctl"):
         (bin_dir / tool).chmod(0o755)
+    oss_python = oss_python_wrapper(bin_dir / "oss-python")  # the real trainstack_oss.py over a DirStore
 
     def run(plan, rank=0, options=FAST, **env):
         kwargs = {"cpfs_mount_address": "cpfs-x.cn-shenzhen.cpfs.aliyuncs.com"} if plan.storage.cpfs else {}
@@ -60,7 +68,9 @@ def launch(tmp_path, fake_cloud, rendered):
                     TRAINSTACK_ETC=str(tmp_path / "node"), TRAINSTACK_LIB=str(tmp_path / "node"),
                     TRAINSTACK_STATE=str(tmp_path / "state"), TRAINSTACK_RUN=str(tmp_path / "run"),
                     TRAINSTACK_WORKDIR=str(tmp_path / "work"), TRAINSTACK_METADATA_URL=fake_cloud.url,
-                    TRAINSTACK_ECS_ENDPOINT=fake_cloud.url, TRAINSTACK_RETRY_SECONDS="0")
+                    TRAINSTACK_ECS_ENDPOINT=fake_cloud.url, TRAINSTACK_RETRY_SECONDS="0",
+                    TRAINSTACK_RAM_ROLE_WAIT_SECONDS="0", TRAINSTACK_OSS_PYTHON=str(oss_python),
+                    FAKE_OSS_ROOT=str(tmp_path / "oss"), FAKE_OSS_LOG=str(tmp_path / "oss.log"))
         return subprocess.run(["bash", str(files["trainstack-launch.sh"])], capture_output=True, text=True,
                               env={**base, **env}, timeout=60)
 
@@ -68,7 +78,13 @@ def launch(tmp_path, fake_cloud, rendered):
         log = tmp_path / "torchrun.log"
         return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
+    def oss_calls():
+        log = tmp_path / "oss.log"
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
     run.events = events
+    run.oss_calls = oss_calls
+    run.oss = DirStore(tmp_path / "oss")
     run.cloud = fake_cloud
     run.state = tmp_path / "state"
     return run
@@ -189,7 +205,7 @@ def test_setup_failure_applies_the_stop_policy(launch, tmp_path):
     env = dict(os.environ, TRAINSTACK_ETC=str(tmp_path / "node"), TRAINSTACK_LIB=str(tmp_path / "node"),
                TRAINSTACK_STATE=str(tmp_path / "s2"), TRAINSTACK_RUN=str(tmp_path / "r2"),
                TRAINSTACK_METADATA_URL=launch.cloud.url, TRAINSTACK_ECS_ENDPOINT=launch.cloud.url,
-               PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+               TRAINSTACK_RAM_ROLE_WAIT_SECONDS="0", PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     result = subprocess.run(["bash", str(tmp_path / "node" / "trainstack-launch.sh"), "--setup-failed"],
                             capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 12 and len(launch.cloud.ecs_calls) == 2
@@ -237,22 +253,73 @@ def test_code_is_cloned_from_git_and_the_trainer_runs_inside_it(launch, tmp_path
     assert launch.events()[0]["cwd"] == str(tmp_path / "work")
 
 
-def test_an_oss_archive_is_fetched_with_ossutil_and_unpacked(launch, tmp_path):
+def test_an_oss_archive_is_fetched_through_the_internal_endpoint_and_unpacked(launch, tmp_path):
     pkg = tmp_path / "pkg" / "project"
     pkg.mkdir(parents=True)
     (pkg / "train.py").write_text("print('hi')\n")
     archive = tmp_path / "code.tar.gz"
     subprocess.run(["tar", "-czf", str(archive), "-C", str(tmp_path / "pkg"), "project"], check=True)
-    ossutil = tmp_path / "bin" / "ossutil"  # stand-in: `cp -f oss://... DEST --region R --endpoint E`
-    ossutil.write_text(f'#!/bin/bash\necho "$*" >>"{tmp_path}/ossutil.log"\ncp "{archive}" "$4"\n')
-    ossutil.chmod(0o755)
+    launch.oss.write("code-bucket", "jobs/code.tar.gz", archive.read_bytes())
     plan = local_plan(single_gpu_lora_plan, tmp_path, code_uri="oss://code-bucket/jobs/code.tar.gz")
     result = launch(plan)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "work" / "train.py").exists(), "the archive's one top-level folder is entered"
-    (call,) = (tmp_path / "ossutil.log").read_text().splitlines()
-    assert call.startswith("cp -f oss://code-bucket/jobs/code.tar.gz ")
-    assert call.endswith("--region cn-shenzhen --endpoint oss-cn-shenzhen-internal.aliyuncs.com")
+    (call,) = launch.oss_calls()
+    assert (call["op"], call["bucket"], call["key"]) == ("get", "code-bucket", "jobs/code.tar.gz")
+    assert (call["region"], call["endpoint"]) == ("cn-shenzhen", "oss-cn-shenzhen-internal.aliyuncs.com")
+
+
+def test_oss_code_folder_and_single_file(launch, tmp_path):
+    launch.oss.write("code-bucket", "jobs/src/train.py", b"print('dir')\n")
+    launch.oss.write("code-bucket", "jobs/src/lib/util.py", b"X = 1\n")
+    launch.oss.write("code-bucket", "jobs/one.py", b"print('one')\n")
+    assert launch(local_plan(single_gpu_lora_plan, tmp_path, code_uri="oss://code-bucket/jobs/src/")).returncode == 0
+    assert (tmp_path / "work" / "lib" / "util.py").read_text() == "X = 1\n"
+    (launch.state / "job-finished").unlink()
+    assert launch(local_plan(single_gpu_lora_plan, tmp_path, code_uri="oss://code-bucket/jobs/one.py")).returncode == 0
+    assert os.listdir(tmp_path / "work") == ["one.py"]
+
+
+def test_an_archive_that_escapes_its_folder_is_refused(launch, tmp_path):
+    bad = tmp_path / "bad"
+    (bad / "project").mkdir(parents=True)
+    (bad / "project" / "train.py").write_text("x")
+    archive = tmp_path / "code.tar.gz"
+    subprocess.run(["tar", "-czf", str(archive), "-C", str(bad), "project", "--transform", "s,^project/train,../../evil,"],
+                   check=True)
+    launch.oss.write("code-bucket", "code.tar.gz", archive.read_bytes())
+    result = launch(local_plan(single_gpu_lora_plan, tmp_path, code_uri="oss://code-bucket/code.tar.gz"))
+    assert result.returncode == 11 and "unsafe archive member" in result.stderr
+    assert not list(tmp_path.rglob("evil.py")) and not launch.events()
+
+
+def oss_checkpoint_plan(tmp_path):
+    return single_gpu_lora_plan(
+        storage=StoragePlan(checkpoint="oss", checkpoint_path=str(tmp_path / "ckpt"),
+                            oss=OssPlan(bucket="ckpt-bucket", internal_endpoint="oss-cn-shenzhen-internal.aliyuncs.com",
+                                        prefix="run1/")),
+        job=JobPlan(method="full", precision="bf16", command="python train.py"))
+
+
+def test_oss_checkpoints_are_restored_before_the_job_and_new_ones_uploaded_after(launch, tmp_path):
+    launch.oss.write("ckpt-bucket", "run1/step-100.pt", b"from the last node", mtime=1_700_000_000)
+    result = launch(oss_checkpoint_plan(tmp_path), FAKE_SAVE="step-200.pt")
+    assert result.returncode == 0, result.stderr
+    (trainer,) = launch.events()
+    assert trainer["checkpoints"] == ["step-100.pt"], "restored before the trainer started"
+    assert launch.oss.read("ckpt-bucket", "run1/step-200.pt") == b"saved by the trainer"
+    ops = [(c["op"], c.get("key")) for c in launch.oss_calls()]
+    assert ops == [("list", None), ("get", "run1/step-100.pt"), ("list", None), ("put", "run1/step-200.pt")]
+    assert {c["endpoint"] for c in launch.oss_calls()} == {"oss-cn-shenzhen-internal.aliyuncs.com"}
+    assert len(launch.cloud.ecs_calls) == 1
+
+
+def test_a_failed_checkpoint_restore_stops_before_training(launch, tmp_path):
+    result = launch(oss_checkpoint_plan(tmp_path), FAKE_OSS_FAIL="AccessDenied: oss:ListObjects")
+    assert result.returncode == 13, result.stderr
+    assert "cannot restore checkpoints" in result.stderr and "AccessDenied" in result.stderr
+    assert not launch.events(), "the trainer never started from scratch"
+    assert len(launch.cloud.ecs_calls) == 1 and (launch.state / "job-finished").read_text() == "13\n"
 
 
 def test_a_code_fetch_failure_exits_11_and_stops_billing(launch, tmp_path):
@@ -260,3 +327,32 @@ def test_a_code_fetch_failure_exits_11_and_stops_billing(launch, tmp_path):
     result = launch(plan)
     assert result.returncode == 11 and "cannot fetch job.code_uri" in result.stderr
     assert not launch.events() and len(launch.cloud.ecs_calls) == 1
+
+
+def test_the_sync_service_uploads_new_checkpoints_each_round(launch, tmp_path, waiter):
+    plan = oss_checkpoint_plan(tmp_path)
+    launch(plan, FAKE_OSS_FAIL="")  # renders the files (and runs the job once)
+    (tmp_path / "ckpt" / "step-1.pt").write_text("one")
+    env = dict(os.environ, TRAINSTACK_ETC=str(tmp_path / "node"), TRAINSTACK_LIB=str(tmp_path / "node"),
+               TRAINSTACK_STATE=str(launch.state), TRAINSTACK_RUN=str(tmp_path / "run"),
+               TRAINSTACK_OSS_PYTHON=str(tmp_path / "bin" / "oss-python"), FAKE_OSS_ROOT=str(tmp_path / "oss"),
+               FAKE_OSS_LOG=str(tmp_path / "oss.log"))
+    unit = render_files(plan, 0, options=FAST)
+    assert "ExecStart=/usr/local/bin/trainstack-launch --ckpt-sync" in {f.name: f for f in unit}[
+        "trainstack-ckpt-sync.service"].content
+    (tmp_path / "node" / "node.env").write_text(
+        (tmp_path / "node" / "node.env").read_text().replace("CKPT_SYNC_SECONDS=300", "CKPT_SYNC_SECONDS=1"))
+    proc = subprocess.Popen(["bash", str(tmp_path / "node" / "trainstack-launch.sh"), "--ckpt-sync"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        waiter(lambda: "run1/step-1.pt" in launch.oss.keys("ckpt-bucket"), what="the first upload")
+        (tmp_path / "ckpt" / "step-2.pt").write_text("two")
+        waiter(lambda: "run1/step-2.pt" in launch.oss.keys("ckpt-bucket"), what="the next round")
+        rounds = len([c for c in launch.oss_calls() if c["op"] == "list"])
+        waiter(lambda: len([c for c in launch.oss_calls() if c["op"] == "list"]) > rounds, what="one more round")
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+    puts = [c["key"] for c in launch.oss_calls() if c["op"] == "put"]
+    assert puts.count("run1/step-1.pt") == 1 and puts.count("run1/step-2.pt") == 1, puts
+    assert not launch.events()[1:], "the sync mode never starts a trainer"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import gzip
 import math
+import re
 import subprocess
 
 import pytest
@@ -14,7 +15,7 @@ from plan_factory import dlc_plan, multi_node_erdma_plan, single_gpu_lora_plan, 
 from components.bootstrap import (
     USER_DATA_LIMIT, BootstrapOptions, render_files, render_script, render_user_data,
 )
-from trainstack.plan import JobPlan, StoragePlan
+from trainstack.plan import DataDiskPlan, JobPlan, StoragePlan
 
 CPFS = "cpfs-0a1b2c.cn-shenzhen.cpfs.aliyuncs.com"
 
@@ -118,9 +119,53 @@ def test_oss_checkpoints_get_the_sync_service_and_cpfs_checkpoints_do_not():
     env = env_of(render_script(single_gpu_lora_plan(), "node.env"))
     assert env["OSS_CHECKPOINT_URI"] == "oss://llama3-8b-lora-ckpt-3f2a/checkpoints/"
     assert env["OSS_ENDPOINT"] == "oss-cn-shenzhen-internal.aliyuncs.com"
-    assert "setup_ossutil" in render_script(single_gpu_lora_plan(), "node-setup.sh")
+    assert "  setup_oss\n" in render_script(single_gpu_lora_plan(), "node-setup.sh")
     names = {f.name for f in render_files(multi_node_erdma_plan(), 0, CPFS)}
-    assert "ckpt-sync.sh" not in names and "trainstack-ckpt-sync.service" not in names
+    assert "trainstack-ckpt-sync.service" not in names
+    unit = render_script(single_gpu_lora_plan(), "trainstack-ckpt-sync.service")
+    assert "ExecStart=/usr/local/bin/trainstack-launch --ckpt-sync" in unit
+
+
+def urls_in(text: str) -> set[str]:
+    return set(re.findall(r"https?://[^\s\"')]+", text))
+
+
+def test_oss_needs_no_internet_egress():
+    """The default sample keeps code and checkpoints on OSS and has no NAT: everything a node
+    fetches comes from inside the VPC (PyPI mirror, internal OSS endpoint, metadata, ECS VPC API)."""
+    plan = single_gpu_lora_plan(job=JobPlan(command="python train.py", method="lora", precision="bf16",
+                                            code_uri="oss://code-bucket/jobs/code.tar.gz"))
+    files = written_files(render_user_data(plan, 0))
+    everything = "\n".join(files.values())
+    assert "ossutil" not in everything and "alicdn" not in everything and "gosspublic" not in everything
+    assert urls_in(everything) == {"http://mirrors.cloud.aliyuncs.com/pypi/simple/", "http://100.100.100.200",
+                                   "https://ecs-vpc.%s.aliyuncs.com"}
+    env = env_of(files["/etc/trainstack/node.env"])
+    assert env["OSS_SDK_SPEC"] == "alibabacloud-oss-v2==1.4.1"
+    assert env["OSS_VENV"] == "/opt/trainstack/oss-venv"
+    assert env["PIP_INDEX_URL"] == "http://mirrors.cloud.aliyuncs.com/pypi/simple/"
+    assert env["CODE_OSS_ENDPOINT"] == env["OSS_ENDPOINT"] == "oss-cn-shenzhen-internal.aliyuncs.com"
+    assert env["CODE_URI"] == "oss://code-bucket/jobs/code.tar.gz"
+    assert env["OSS_CHECKPOINT_URI"] == "oss://llama3-8b-lora-ckpt-3f2a/checkpoints/"
+    setup = files["/usr/local/sbin/trainstack-node-setup"]
+    assert setup.index("  setup_python\n") < setup.index("  setup_oss\n"), "the SDK venv uses setup's Python"
+    assert '"$OSS_VENV/bin/pip" install --quiet --index-url "$PIP_INDEX_URL"' in setup
+    unit = files["/etc/systemd/system/trainstack-setup.service"]
+    assert "OSS SDK" in unit
+
+
+def test_plans_without_oss_install_no_oss_sdk():
+    plan = single_gpu_lora_plan(storage=StoragePlan(checkpoint="essd", checkpoint_path="/mnt/data/ckpt",
+                                                    data_disk=DataDiskPlan(size_gib=200, mount_path="/mnt/data")))
+    names = {f.name for f in render_files(plan, 0)}
+    assert "trainstack-ckpt-sync.service" not in names
+    env = env_of(render_script(plan, "node.env"))
+    assert "OSS_SDK_SPEC" not in env and "setup_oss" not in render_script(plan, "node-setup.sh")
+    assert env["DATA_DISK_WAIT_SECONDS"] == "900"
+    options = BootstrapOptions(data_disk_wait_seconds=60, oss_sdk_spec="alibabacloud-oss-v2==1.5.0")
+    assert env_of(render_script(plan, "node.env", options=options))["DATA_DISK_WAIT_SECONDS"] == "60"
+    assert env_of(render_script(single_gpu_lora_plan(), "node.env", options=options))["OSS_SDK_SPEC"] == \
+        "alibabacloud-oss-v2==1.5.0"
 
 
 def test_driver_auto_install_follows_the_image_plan():
@@ -167,6 +212,27 @@ def test_user_data_is_a_deterministic_cloud_config_within_the_ecs_limit():
         assert "trainstack-setup.service" in runcmd[1]
 
 
+def test_a_large_clusters_hostfile_travels_packed_and_the_largest_plan_fits():
+    """The hostfile is the one part that grows with the cluster: past ~45 nodes it travels
+    gz+b64 too. The largest plan the bootstrap serves (512 spot nodes with eRDMA, CPFS, code and
+    checkpoints on OSS, a data disk, a deadline and job env) stays within ECS's limit."""
+    small = yaml.safe_load(render_user_data(multi_node_erdma_plan(nodes=4), 0, cpfs_mount_address=CPFS))
+    (entry,) = [e for e in small["write_files"] if e["path"] == "/etc/trainstack/hostfile"]
+    assert "encoding" not in entry and entry["content"].startswith("10.0.0.10\n")
+    base = multi_node_erdma_plan(nodes=512)
+    plan = base.model_copy(update={
+        "spot": True,
+        "storage": base.storage.model_copy(update={"checkpoint": "oss", "checkpoint_path": "/mnt/checkpoints"}),
+        "job": JobPlan(command="torchrun train.py --zero 3 --config conf/70b.yaml", method="full",
+                       precision="bf16", nproc_per_node=8, code_uri="oss://my-team-code/llama3-70b/code.tar.gz",
+                       max_runtime_hours=24, env={"WANDB_MODE": "offline", "HF_HOME": "/mnt/cpfs/hf"})})
+    text = render_user_data(plan, 511, cpfs_mount_address=CPFS)
+    (entry,) = [e for e in yaml.safe_load(text)["write_files"] if e["path"] == "/etc/trainstack/hostfile"]
+    assert entry["encoding"] == "gz+b64"
+    assert written_files(text)["/etc/trainstack/hostfile"].splitlines() == plan.node_private_ips()
+    assert len(text.encode()) <= USER_DATA_LIMIT - 768, f"{len(text.encode())} bytes leave too little room"
+
+
 def test_ranks_differ_only_in_their_rank():
     plan = multi_node_erdma_plan(nodes=2)
     a, b = (written_files(render_user_data(plan, r, cpfs_mount_address=CPFS)) for r in (0, 1))
@@ -180,7 +246,9 @@ def test_options_change_versions_and_are_validated():
     assert env["ERDMA_INSTALLER_URL"].endswith("/erdma_installer-1.5.7.tar.gz")
     for bad in ({"erdma_version": "1.4.5; reboot"}, {"checkpoint_signal": "TERM"}, {"stop_on": "sometimes"},
                 {"master_port": 80}, {"pip_index_url": "file:///x"}, {"spot_poll_seconds": 300},
-                {"checkpoint_grace_seconds": 0}):
+                {"checkpoint_grace_seconds": 0}, {"data_disk_wait_seconds": 0},
+                {"oss_sdk_spec": "alibabacloud-oss-v2"}, {"oss_sdk_spec": "alibabacloud-oss-v2>=1.4"},
+                {"oss_sdk_spec": "alibabacloud-oss-v2==1.4.1; reboot"}):
         with pytest.raises(ValueError):
             BootstrapOptions(**bad)
 

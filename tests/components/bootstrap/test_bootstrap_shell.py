@@ -13,7 +13,7 @@ import pytest
 from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
 
 from components.bootstrap import BootstrapOptions, render_files
-from trainstack.plan import JobPlan, StoragePlan
+from trainstack.plan import DataDiskPlan, JobPlan, StoragePlan
 
 CPFS = "cpfs-0a1b2c.cn-shenzhen.cpfs.aliyuncs.com"
 
@@ -43,6 +43,11 @@ SAMPLES = {
                     precision="bf16", code_uri="https://github.com/example/train.git#v1", max_runtime_hours=2,
                     env={"WANDB_MODE": "offline"}),
         storage=StoragePlan(checkpoint="essd", checkpoint_path="/mnt/data/ckpt")), 0, {}),
+    "oss-archive-code-essd-checkpoint-disk": (single_gpu_lora_plan(
+        job=JobPlan(command="python train.py", method="lora", precision="bf16",
+                    code_uri="oss://code-bucket/jobs/code.tar.gz"),
+        storage=StoragePlan(checkpoint="essd", checkpoint_path="/mnt/data/ckpt",
+                            data_disk=DataDiskPlan(size_gib=200, holds_checkpoints=True))), 0, {}),
     "oss-code-baked-driver": (spot_plan(
         job=JobPlan(command="bash run.sh", method="full", precision="bf16", code_uri="oss://b/code/"),
         image=spot_plan().image.model_copy(update={"auto_install_driver": False})), 0,

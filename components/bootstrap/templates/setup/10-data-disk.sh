@@ -14,13 +14,27 @@ find_data_disk() {
   return 1
 }
 
+# A checkpoint disk is a standalone ESSD the stack attaches after the instance is created,
+# so it can appear a while after boot: look every few seconds, for DATA_DISK_WAIT_SECONDS.
+wait_for_data_disk() {
+  local deadline=$(($(date +%s) + DATA_DISK_WAIT_SECONDS)) poll=${TRAINSTACK_DISK_POLL_SECONDS:-5} told=0
+  until find_data_disk; do
+    [ "$(date +%s)" -lt "$deadline" ] || return 1
+    if [ "$told" = 0 ]; then
+      log "waiting up to ${DATA_DISK_WAIT_SECONDS}s for the ${DATA_DISK_GIB} GiB data disk to be attached"
+      told=1
+    fi
+    sleep "$poll"
+  done
+}
+
 setup_data_disk() {
   local dev rc=0 fstype uuid
   if mountpoint -q "$DATA_DISK_MOUNT"; then
     log "data disk already mounted at $DATA_DISK_MOUNT"
     return 0
   fi
-  dev=$(retry 60 5 find_data_disk) || die "no ${DATA_DISK_GIB} GiB data disk attached (lsblk: $(lsblk -dbnpo NAME,SIZE | tr '\n' ' '))"
+  dev=$(wait_for_data_disk) || die "no ${DATA_DISK_GIB} GiB data disk attached after ${DATA_DISK_WAIT_SECONDS}s (lsblk: $(lsblk -dbnpo NAME,SIZE | tr '\n' ' '))"
   blkid -p "$dev" >/dev/null 2>&1 || rc=$?
   case "$rc" in
     2)
