@@ -376,5 +376,6 @@ def render_user_data(plan: Plan, node_rank: int, cpfs_mount_address: Optional[st
             "(rendered from the Plan; edit the profile, not this)\n"
             + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=1_000_000, allow_unicode=True))
     if len(text.encode("utf-8")) > USER_DATA_LIMIT:
-        raise ValueError(f"user data is {len(text.encode('utf-8'))} bytes; ECS accepts {USER_DATA_LIMIT}")
+        raise ValueError(f"user data is {len(text.encode('utf-8'))} bytes; ECS accepts {USER_DATA_LIMIT}: shorten "
+                         "job.env and job.command (put settings in a config file shipped with job.code_uri)")
     return text
