@@ -130,30 +130,8 @@ def _evaluate(profile: TrainingProfile, catalog: Catalog, inst: ResolvedInstance
     total = round(hourly * hours, 2) if (hourly is not None and hours is not None) else None
     labels = (list(base_labels) + list(sizing.assumptions(profile.architecture, t, gpus)) + list(thr.labels)
               + [lab for lab in quote.labels if spot or "spot price" not in lab])
-    reason = blocked
-    on_demand = quote.on_demand_cny_per_hour
-    if reason:
-        pass
-    elif spot and on_demand is None:
-        reason = "spot needs a known on-demand price for its price limit (listed, never chosen)"
-    elif spot and quote.spot_cny_per_hour is not None and quote.spot_cny_per_hour > on_demand:
-        reason = (f"spot ({quote.spot_cny_per_hour:g} CNY/h) costs more than on-demand ({on_demand:g}): "
-                  "the price limit would never be met")
-    elif t.zero_stage > 0 and gpus == 1:
-        reason = f"zero_stage {t.zero_stage} needs more than one GPU"
-    elif margin < 0:
-        reason = (f"needs {mem.required_gib_per_gpu:.1f} GiB per GPU, {gpu.name} has {gpu.usable_gib:.1f} GiB "
-                  f"usable (with {gpus} GPU{'s' if gpus > 1 else ''})")
-    elif r.deadline_hours is not None and hours is not None and hours > r.deadline_hours:
-        reason = f"takes {hours:.1f} h, deadline is {r.deadline_hours:g} h"
-    elif r.max_hourly_cost is not None and hourly is not None and hourly > r.max_hourly_cost:
-        reason = f"costs {hourly:.2f} CNY/h, max_hourly_cost is {r.max_hourly_cost:g}"
-    elif r.max_total_cost is not None and total is not None and total > r.max_total_cost:
-        reason = f"costs {total:.0f} CNY in total, max_total_cost is {r.max_total_cost:g}"
-    elif tps is None and (t.tokens or r.objective == "time"):
-        reason = f"speed unknown: {gpu.name} peak TFLOPS are not in the catalog"
-    elif hourly is None:
-        reason = "price unknown (listed, never chosen)"
+    reason = blocked or _rejection(profile, gpu, gpus, spot, quote, mem.required_gib_per_gpu, margin, tps,
+                                   hours, hourly, total)
     objective = None
     if reason is None:
         if r.objective == "cost":
@@ -167,6 +145,34 @@ def _evaluate(profile: TrainingProfile, catalog: Catalog, inst: ResolvedInstance
         tokens_per_second=None if tps is None else round(tps, 1), feasible=reason is None, reason=reason,
         labels=tuple(dict.fromkeys(labels)))
     return _Eval(cand, hourly, hours, margin)
+
+
+def _rejection(profile: TrainingProfile, gpu, gpus: int, spot: bool, quote, required_gib: float, margin: float,
+               tps: Optional[float], hours: Optional[float], hourly: Optional[float],
+               total: Optional[float]) -> Optional[str]:
+    """The first hard rule a sized and priced candidate breaks, in a user's words (None: feasible)."""
+    t, r = profile.training, profile.resources
+    on_demand, spot_price = quote.on_demand_cny_per_hour, quote.spot_cny_per_hour
+    if spot and on_demand is None:
+        return "spot needs a known on-demand price for its price limit (listed, never chosen)"
+    if spot and spot_price is not None and spot_price > on_demand:
+        return f"spot ({spot_price:g} CNY/h) costs more than on-demand ({on_demand:g}): the price limit would never be met"
+    if t.zero_stage > 0 and gpus == 1:
+        return f"zero_stage {t.zero_stage} needs more than one GPU"
+    if margin < 0:
+        return (f"needs {required_gib:.1f} GiB per GPU, {gpu.name} has {gpu.usable_gib:.1f} GiB "
+                f"usable (with {gpus} GPU{'s' if gpus > 1 else ''})")
+    if r.deadline_hours is not None and hours is not None and hours > r.deadline_hours:
+        return f"takes {hours:.1f} h, deadline is {r.deadline_hours:g} h"
+    if r.max_hourly_cost is not None and hourly is not None and hourly > r.max_hourly_cost:
+        return f"costs {hourly:.2f} CNY/h, max_hourly_cost is {r.max_hourly_cost:g}"
+    if r.max_total_cost is not None and total is not None and total > r.max_total_cost:
+        return f"costs {total:.0f} CNY in total, max_total_cost is {r.max_total_cost:g}"
+    if tps is None and (t.tokens or r.objective == "time"):
+        return f"speed unknown: {gpu.name} peak TFLOPS are not in the catalog"
+    if hourly is None:
+        return "price unknown (listed, never chosen)"
+    return None
 
 
 def _sort_key(c: Candidate, objective: str) -> tuple:
