@@ -380,7 +380,19 @@ def test_settings(cat, snapshot):
     assert s["default_region"] == "cn-shenzhen"
     assert set(snapshot) <= set(s["regions"])
     assert {"cn-shanghai", "cn-wulanchabu", "cn-shenzhen"} <= set(cat.regions())
-    assert cat.snapshot_date == cat.newest_price_date == "2024-10-09"
+    assert cat.newest_price_date == "2024-10-09"
+    assert cat.snapshot_date == "2023-06-17"  # the oldest price in use: cn-shanghai's [PRICE-AC] rows
+
+
+def test_supplementary_prices_fill_gaps_only_and_keep_their_source(cat):
+    sh = cat.seen_in("cn-shanghai", "ecs.gn7-c13g1.26xlarge")
+    assert sh.on_demand_cny_per_hour == 252.66 and sh.source == "PRICE-AC" and sh.as_of == "2023-06-17"
+    # gn7 (A100 40 GB) has no 2024 price anywhere: other mainland regions borrow the labelled 2023 figure
+    q = cat.quote("cn-shenzhen", "ecs.gn7-c12g1.3xlarge")
+    assert q.on_demand_cny_per_hour == 31.58 and q.on_demand_from_region == "cn-shanghai"
+    assert any("2023-06-17" in lab for lab in q.labels)
+    # a snapshot row is never replaced by an older supplementary one
+    assert cat.seen_in("cn-shenzhen", "ecs.gn7i-c8g1.2xlarge").source == "PRICE-CP"
 
 
 @pytest.mark.skipif(not REFERENCE_SNAPSHOT.exists(), reason="shared reference not mounted")
@@ -398,7 +410,7 @@ def test_price_of_zero_in_the_snapshot_is_unknown(cat, snapshot):
 
 
 def test_quote_borrows_a_mainland_price_with_a_label(cat):
-    name = "ecs.gn7i-c8g1.2xlarge"
+    name = "ecs.ebmgn7ex.32xlarge"
     assert cat.seen_in("cn-shanghai", name) is None
     q = cat.quote("cn-shanghai", name)
     donors = sorted(rows[name].on_demand_cny_per_hour for r, rows in cat.prices.items()

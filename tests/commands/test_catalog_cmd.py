@@ -65,8 +65,8 @@ def test_unknown_is_a_dash_never_zero(capsys):
     for row in table_rows(out):
         for cell in row[3:10]:
             assert not re.fullmatch(r"~?0(\.0+)?\*?( \(est\.\))?", cell), row
-    gn7 = {r[2]: r for r in table_rows(out)}["ecs.gn7-c12g1.3xlarge"]
-    assert gn7[8] == "-" and gn7[9] == "-"  # no price anywhere for gn7
+    gn7s = {r[2]: r for r in table_rows(out)}["ecs.gn7s-c8g1.2xlarge"]
+    assert gn7s[8] == "-" and gn7s[9] == "-"  # no price anywhere for gn7s (A30)
     gn8ia = {r[2]: r for r in table_rows(out)}["ecs.gn8ia.8xlarge"]
     assert gn8ia[0] == "-" and gn8ia[4] == "-" and gn8ia[5] == "-"
 
@@ -149,12 +149,12 @@ def test_json_output(capsys):
 
 def test_borrowed_price_is_labelled(capsys):
     data, _ = run_json(capsys, "--region", "cn-shanghai", "--gpu", "A10")
-    row = next(r for r in data["rows"] if r["instance_type"] == "ecs.gn7i-c8g1.2xlarge")
+    row = next(r for r in data["rows"] if r["instance_type"] == "ecs.gn7i-2x.8xlarge")
     assert row["on_demand_from_region"] and row["on_demand_from_region"].startswith("cn-")
     assert row["seen_in_region"] is False
     assert any("estimated from" in label for label in row["labels"])
     _, out, _ = run(capsys, "--region", "cn-shanghai", "--gpu", "A10")
-    cell = {r[2]: r for r in table_rows(out)}["ecs.gn7i-c8g1.2xlarge"][8]
+    cell = {r[2]: r for r in table_rows(out)}["ecs.gn7i-2x.8xlarge"][8]
     assert cell.endswith("*")
     assert "median of the other mainland-China regions" in out
 

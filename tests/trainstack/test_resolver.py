@@ -117,10 +117,12 @@ def test_unknown_region_is_bad_input(capsys):
 
 
 def test_unknown_price_is_listed_not_chosen():
-    res = considered(profile(**{**LORA_8B, "resources": {"gpus": 1, "spot": "never", "gpu_models": ["A100-40G"]}}))
+    # A30 (gn7s) has no price in any source: listed with its sizing, never chosen, never 0
+    res = considered(profile(**{**LORA_8B, "resources": {"gpus": 1, "spot": "never", "gpu_models": ["A30"]}}))
     assert res.candidates and all(c.reason == "price unknown (listed, never chosen)" for c in res.candidates)
+    assert all(c.hourly_cost_cny is None and c.memory_margin_gib > 0 for c in res.candidates)
     with pytest.raises(InfeasibleError):
-        resolve(profile(**{**LORA_8B, "resources": {"gpus": 1, "spot": "never", "gpu_models": ["A100-40G"]}}))
+        resolve(profile(**{**LORA_8B, "resources": {"gpus": 1, "spot": "never", "gpu_models": ["A30"]}}))
 
 
 def test_borrowed_price_is_labelled():
@@ -197,15 +199,15 @@ def test_choice_is_the_minimum_over_feasible_candidates(preset, method, ckpt, se
 
 # ---- spot prices from a refresh: never above on-demand, never without it, only where offered --
 
-def _catalog_with(price_updates: dict):
-    """The real catalog with cn-shenzhen prices of some types replaced (as a refresh would)."""
+def _catalog_with(price_updates: dict, everywhere: bool = False):
+    """The real catalog with cn-shenzhen (or every region's) prices of some types replaced."""
     from trainstack.catalog import Catalog
 
     base = load_catalog()
     prices = []
     for region, rows in base.prices.items():
         for name, p in rows.items():
-            if region == "cn-shenzhen" and name in price_updates:
+            if (everywhere or region == "cn-shenzhen") and name in price_updates:
                 p = p.model_copy(update=price_updates[name])
             prices.append(p)
     return Catalog(sources=base.sources.values(), gpus=base.gpus.values(), families=base.families.values(),
@@ -229,7 +231,7 @@ def test_spot_above_on_demand_is_never_chosen():
 
 def test_spot_without_on_demand_price_is_never_chosen():
     cat = _catalog_with({GN7E_4: {"on_demand_cny_per_hour": None, "spot_cny_per_hour": 50.0,
-                                  "spot_zones": ("cn-shenzhen-a",)}})
+                                  "spot_zones": ("cn-shenzhen-a",)}}, everywhere=True)
     res = considered(profile(**SPOT_4GPU), cat)
     row = next(c for c in res.candidates if c.instance_type == GN7E_4)
     assert not row.feasible and "on-demand price" in row.reason

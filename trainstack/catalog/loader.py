@@ -281,6 +281,20 @@ def _snapshot_prices(meta: dict, types: dict[str, InstanceType], excluded: froze
     return rows
 
 
+def _supplementary_prices(data_dir: Path, known: set[tuple[str, str]]) -> list[RegionPrice]:
+    """Dated, sourced prices for (region, type) pairs the snapshot lacks (``prices/supplementary.yaml``)."""
+    path = data_dir / "prices" / "supplementary.yaml"
+    if not path.exists():
+        return []
+    rows = []
+    for block in _read_yaml(path) or []:
+        for name, price in block["on_demand_cny_per_hour"].items():
+            if (block["region"], name) not in known:
+                rows.append(RegionPrice(region=block["region"], instance_type=name, on_demand_cny_per_hour=price,
+                                        source=block["source"], as_of=str(block["as_of"])))
+    return rows
+
+
 def _overlay_records(directory: Path) -> list[dict[str, Any]]:
     """Validated refresh overlays; a broken file is an InputError naming it (exit 2)."""
     if not directory.is_dir() or not any(directory.glob("*.json")):
@@ -306,6 +320,7 @@ def build_catalog(data_dir: Path = DATA_DIR, overlays: Optional[list[dict[str, A
     settings = _read_yaml(data_dir / "settings.yaml")
     by_name = {t.name: t for t in types}
     prices = _snapshot_prices(settings["price_snapshot"], by_name, frozenset(excluded), data_dir)
+    prices += _supplementary_prices(data_dir, {(p.region, p.instance_type) for p in prices})
     records = _overlay_records(overlay_dir()) if overlays is None else overlays
     if records:
         from .overlay import apply_overlays  # local: only refreshed catalogs need it
