@@ -397,12 +397,36 @@ def _allowed_for(err: dict) -> Optional[str]:
             "int_from_float": "a whole number"}.get(typ)
 
 
+_UNION_TAG = re.compile(r"^(literal\[.*\]|int|str|float|bool|none|function-after\[.*\]|.*\[.*\])$")
+
+
+def _document_loc(raw: tuple, doc: Any) -> tuple:
+    """pydantic's error location with union-member tags (``int``, ``literal['auto']``) removed.
+
+    A part is kept when the document has it at that depth (so a user's key named ``str`` or
+    ``a[0]`` survives); a part the document lacks is dropped only if it looks like a union tag.
+    """
+    out, cur = [], doc
+    for part in raw:
+        if isinstance(cur, dict) and part in cur:
+            out.append(part)
+            cur = cur[part]
+        elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
+            out.append(part)
+            cur = cur[part]
+        elif isinstance(part, str) and _UNION_TAG.match(part):
+            continue
+        else:
+            out.append(part)
+            cur = None
+    return tuple(out)
+
+
 def _problem_from(err: dict, doc: dict, file: Optional[str]) -> Problem:
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p in ("int", "str")))
-                and p not in ("literal['auto']",))
+    loc = _document_loc(tuple(err["loc"]), doc)
     path = ".".join(str(p) for p in loc)
     typ = err["type"]
-    if typ == "extra_forbidden":
+    if typ == "extra_forbidden" and loc:
         owner = _model_at(loc[:-1])
         names = list(owner.model_fields) if owner else []
         return Problem(path=path, message="unknown field", file=file,
@@ -410,7 +434,9 @@ def _problem_from(err: dict, doc: dict, file: Optional[str]) -> Problem:
                        suggestions=did_you_mean(str(loc[-1]), names))
     if typ == "missing":
         return Problem(path=path, message="required field is missing", file=file)
-    found, given = _value_at(doc, loc)
+    found, given = _value_at(doc, loc) if loc else (False, None)  # whole-profile rules: no "given"
+    if found and isinstance(given, (dict, list)) and typ in ("value_error", "assertion_error"):
+        found = False  # a section-level rule: the message says what is wrong, the dump would not
     msg = err["msg"].removeprefix("Value error, ")
     suggestions: list[str] = []
     allowed = _allowed_for(err)

@@ -24,7 +24,7 @@ fewer nodes, on-demand before spot, then the type name: the same inputs give the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Optional
 
 from . import sizing
@@ -226,8 +226,7 @@ def wants_dlc(profile: TrainingProfile) -> bool:
 def considered(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> Resolution:
     """Every ECS candidate with its verdict (feasible or the reason it is not)."""
     catalog = catalog or load_catalog()
-    catalog.check_region(profile.region)
-    _check_names(profile, catalog)
+    check_catalog_names(profile, catalog)
     r = profile.resources
     spot_options = {"never": (False,), "allow": (False, True), "require": (True,)}[r.spot]
     cands: list[Candidate] = []
@@ -269,8 +268,14 @@ def _family_reason(rows: list[tuple[str, str]]) -> str:
     return reasons[0] if len(reasons) == 1 else "; ".join(reasons[:2]) + (" ..." if len(reasons) > 2 else "")
 
 
-def _check_names(profile: TrainingProfile, catalog: Catalog) -> None:
+def check_catalog_names(profile: TrainingProfile, catalog: Catalog, file: Optional[str] = None) -> None:
+    """Every name in the profile that the catalog must know (region, GPU models, instance types),
+    all reported at once with the profile's file, so `validate` catches them before `resolve`."""
     problems = []
+    if profile.region not in catalog.regions():
+        problems.append(Problem(path="region", message="unknown region", given=profile.region, has_given=True,
+                                allowed=", ".join(catalog.regions()),
+                                suggestions=did_you_mean(profile.region, catalog.regions())))
     for i, g in enumerate(profile.resources.gpu_models):
         if g.lower() not in {k.lower() for k in catalog.gpus}:
             problems.append(Problem(path=f"resources.gpu_models[{i}]", message="unknown GPU model", given=g,
@@ -282,7 +287,9 @@ def _check_names(profile: TrainingProfile, catalog: Catalog) -> None:
                                     given=t, has_given=True,
                                     suggestions=did_you_mean(t, [x.name for x in catalog.resolved_instances()])))
     if problems:
-        raise InputError("unknown names in resources", problems=problems)
+        raise InputError(f"{file or 'profile'}: names the catalog does not know",
+                         problems=[replace(p, file=file) for p in problems],
+                         hint="`trainstack catalog --all` lists every region, GPU model and instance type")
 
 
 def resolve(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> Plan:

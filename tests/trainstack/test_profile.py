@@ -140,3 +140,30 @@ def test_sample_profiles_validate_and_schema_is_current(capsys):
     printed = json.loads(capsys.readouterr().out)
     assert printed == json.loads((root / "profile.schema.json").read_text()), "run `make schema`"
     assert set(printed["properties"]) == set(TrainingProfile.model_fields)
+
+
+@pytest.mark.parametrize("content, needle", [
+    ('"[": null\nname: a\nmodel: {preset: llama-3-8b}\n', "[: unknown field"),
+    ("name: a\nmodel: {preset: llama-3-8b}\nstr: 1\n", "str: unknown field"),
+    ("name: a\nmodel: {preset: llama-3-8b}\ntraining: {'lr[0]': 1}\n", "training.lr[0]: unknown field"),
+])
+def test_odd_key_names_are_reported_not_crashed_on(tmp_path, capsys, content, needle):
+    # found by the fuzz test: keys that look like pydantic's union tags ('str', 'x[0]')
+    code, err = validate(capsys, write(tmp_path, content))
+    assert code == 2 and needle in err
+
+
+def test_whole_profile_rules_do_not_dump_the_profile(tmp_path, capsys):
+    code, err = validate(capsys, write(tmp_path, {**BASE, "training": {"zero_stage": 3}, "resources": {"gpus": 1}}))
+    assert code == 2 and "use zero_stage: 0" in err and "given {" not in err
+
+
+def test_validate_checks_names_against_the_catalog(tmp_path, capsys):
+    doc = {**BASE, "region": "cn-shenzen",
+           "resources": {"gpu_models": ["A100"], "instance_types": ["ecs.gn7i-c8g1.24xlarge"]}}
+    code, err = validate(capsys, write(tmp_path, doc))
+    lines = err.strip().splitlines()
+    assert code == 2 and all("p.yaml" in l for l in lines[:3])
+    assert "region" in lines[0] and "did you mean 'cn-shenzhen'" in lines[0]
+    assert "resources.gpu_models[0]" in err and "resources.instance_types[0]" in err
+    assert "'ecs.gn7i-c8g1.2xlarge'" in err

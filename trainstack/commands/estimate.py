@@ -14,6 +14,7 @@ from ..catalog import Catalog, GpuModel, load_catalog
 from ..catalog.models import TRAINING_INTERCONNECTS
 from ..errors import InputError, Problem
 from ..profile import TrainingProfile, load_profile
+from ..resolver import check_catalog_names
 from ..sizing import Estimate, GpuHourPrice, estimate, fit_suggestions, gpu_hour_price
 from ..sizing.estimate import NodeLayout
 from ..sizing.memory import COMPONENTS, PHASE_LABELS
@@ -27,13 +28,14 @@ def register(sub) -> None:
     p.add_argument("--gpu", metavar="MODEL", help="one catalog GPU model (e.g. H200); default: every GPU")
     p.add_argument("--gpus", metavar="N", type=int,
                    help="total GPUs, data parallel; ZeRO shards over them (default: resources.gpus, else 1)")
-    p.add_argument("--json", action="store_true", help="print JSON (the contract in DESIGN.md)")
+    p.add_argument("--json", action="store_true", help="print JSON (contract: README and docs/sizing.md)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     profile = load_profile(args.profile)
     catalog = load_catalog()
+    check_catalog_names(profile, catalog, file=args.profile)
     gpus = [catalog.gpu(args.gpu, path="--gpu")] if args.gpu else list(catalog.gpus.values())
     count = _gpu_count(args.gpus, profile)
     layouts = {g.name: node_layout(catalog, g, count) for g in gpus}

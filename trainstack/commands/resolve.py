@@ -7,7 +7,7 @@ import json
 from ..catalog import load_catalog
 from ..plan import Candidate, Plan
 from ..profile import load_profile
-from ..resolver import resolve_all
+from ..resolver import check_catalog_names, resolve_all
 from ..textable import render_table
 
 
@@ -79,7 +79,9 @@ def _same(c: Candidate, plan: Plan) -> bool:
 
 def run(args) -> int:
     profile = load_profile(args.profile)
-    res = resolve_all(profile, load_catalog())
+    catalog = load_catalog()
+    check_catalog_names(profile, catalog, file=args.profile)
+    res = resolve_all(profile, catalog)
     plan = res.plan
     assert plan is not None
     if args.json:

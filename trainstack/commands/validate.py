@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
+from ..catalog import load_catalog
 from ..profile import load_profile
+from ..resolver import check_catalog_names
 
 
 def register(sub) -> None:
@@ -16,6 +18,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     profile = load_profile(args.profile)
+    check_catalog_names(profile, load_catalog(), file=args.profile)
     if args.json:
         print(json.dumps({"valid": True, "profile": profile.model_dump(mode="json")}, indent=2))
     else:
