@@ -1,6 +1,6 @@
 """Tags every trainstack resource carries: the profile's tags plus the markers policies rely on.
 
-Markers (DESIGN.md): training nodes carry ``trainstack:role=training`` and ``trainstack:zone``;
+Markers (docs/DESIGN.md): training nodes carry ``trainstack:role=training`` and ``trainstack:zone``;
 checkpoint storage carries ``trainstack:role=checkpoint``. ``trainstack:name`` ties a resource
 to its profile. The profile cannot set ``trainstack:`` keys (the profile validator refuses them).
 """

@@ -1,6 +1,6 @@
 """Recognise what a resource is for: GPU nodes, disks, storage, rules (by type token and markers).
 
-Markers (DESIGN.md): every training node carries the tags ``trainstack:role=training`` and
+Markers (docs/DESIGN.md): every training node carries the tags ``trainstack:role=training`` and
 ``trainstack:zone=<zone>``; the PAI-DLC job is a resource (a ``pulumi-python:dynamic:Resource``)
 whose inputs hold ``kind: pai-dlc-job`` with its ECS spec, pod count and RDMA setting. DLC inputs
 are read in both spellings (``ecs_spec``/``ecsSpec``, ``pod_count``/``podCount``, ...).

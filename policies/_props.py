@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from pulumi_policy.proxy import UnknownValueError, _DictProxy, _ListProxy, _is_unknown
 
-#: ``trainstack:role`` marks what a resource is for (DESIGN.md "Markers the policies rely on").
+#: ``trainstack:role`` marks what a resource is for (docs/DESIGN.md "Markers the policies rely on").
 ROLE_TAG = "trainstack:role"
 ZONE_TAG = "trainstack:zone"
 #: ``trainstack:name`` ties every trainstack resource to its profile (components/tags.py).

@@ -18,7 +18,7 @@ PRESETS_FILE = Path(__file__).parent / "data" / "model_presets.yaml"
 
 
 class Architecture(BaseModel):
-    """The shape of a decoder-only transformer (field names follow DESIGN.md)."""
+    """The shape of a decoder-only transformer (field names follow docs/DESIGN.md)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -1,4 +1,4 @@
-"""Errors a user can cause, each with the exit code of DESIGN.md.
+"""Errors a user can cause, each with the exit code of docs/DESIGN.md.
 
 Every command catches :class:`TrainstackError` at the edge and prints it; anything else
 is a bug and may show a traceback. Exit codes: 2 bad input, 3 infeasible, 4 policy,

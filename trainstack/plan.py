@@ -2,7 +2,7 @@
 
 The resolver builds it; the Pulumi components, the DLC job, the bootstrap renderer, the
 policies and the offline preview only read it. ``Plan.model_dump(mode="json")`` is the
-``resolve --json`` contract of DESIGN.md (top-level ``target``, ``instance_type``, ``nodes``,
+``resolve --json`` contract of docs/DESIGN.md (top-level ``target``, ``instance_type``, ``nodes``,
 ``gpus_per_node``, ``spot``, ``spot_price_limit``, ``zone``, ``hourly_cost_cny``,
 ``estimated_hours``, ``total_cost_cny``, ``labels``, ``alternatives``, ``rejected``).
 """

@@ -200,7 +200,7 @@ class AccessSpec(_Strict):
 
 
 class TrainingProfile(_Strict):
-    """A whole profile. Field names are a contract (DESIGN.md)."""
+    """A whole profile. Field names are a contract (docs/DESIGN.md)."""
 
     name: str = Field(description="DNS-safe: lowercase letters, digits, '-'; at most 63")
     region: str = "cn-shenzhen"
@@ -337,7 +337,7 @@ def parse_profile(doc: Any, file: Optional[str] = None) -> TrainingProfile:
                          problems=[Problem(path="", message=f"unusable value: {exc}", file=file)]) from None
     if secret_problems:
         raise InputError(f"{file or 'profile'}: secrets in plain text", problems=secret_problems,
-                         hint="use the Alibaba Cloud credentials chain (env, ~/.alibabacloud/credentials, "
+                         hint="use the Alibaba Cloud credentials chain (env, ~/.alibabacloud/credentials.ini or ~/.aliyun/config.json, "
                               "RAM role) or `pulumi config set --secret`")
     return profile
 

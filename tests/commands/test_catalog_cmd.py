@@ -106,12 +106,14 @@ def test_gpu_sold_nowhere_gives_an_empty_table(capsys):
     assert table_rows(out) == []
 
 
-def test_min_gpu_memory_filter(capsys):
+def test_min_gpu_memory_filter_uses_memory_as_sold(capsys):
+    # users ask for "80 GB cards": an A100 80 GB (79.35 GiB usable) must be listed
+    data, _ = run_json(capsys, "--min-gpu-memory", "80")
+    assert data["rows"] and "A100-80G" in {r["gpu"] for r in data["rows"]}
+    assert not {"A100-40G", "A10", "L20"} & {r["gpu"] for r in data["rows"]}
     data, _ = run_json(capsys, "--min-gpu-memory", "40")
-    assert data["rows"]
-    assert all(r["usable_gib_per_gpu"] >= 40 for r in data["rows"])
-    assert "A100-40G" not in {r["gpu"] for r in data["rows"]}  # 39.59 GiB usable
-    assert {"A100-80G", "L20", "H20"} <= {r["gpu"] for r in data["rows"]}
+    assert {"A100-40G", "A100-80G", "L20", "H20"} <= {r["gpu"] for r in data["rows"]}
+    assert "A10" not in {r["gpu"] for r in data["rows"]}
 
 
 def test_interconnect_filter(capsys):

@@ -64,7 +64,7 @@ def _add_show_options(p: argparse.ArgumentParser, *, suppress: bool) -> None:
     p.add_argument("--gpu", action="append", metavar="MODEL", default=default(None),
                    help="only this GPU model (repeatable or comma-separated; A100 = every A100)")
     p.add_argument("--min-gpu-memory", type=float, metavar="GIB", default=default(None),
-                   help="only GPUs with at least this much usable memory (GiB per GPU)")
+                   help="only GPUs with at least this much memory per GPU, as sold (an 80 GB A100 counts as 80)")
     p.add_argument("--interconnect", action="append", choices=INTERCONNECTS, default=default(None),
                    help="only this intra-node GPU link (repeatable)")
     p.add_argument("--region", default=default(None),
@@ -197,7 +197,7 @@ def _keep(r: ResolvedInstance, args, gpus: Optional[set[str]]) -> bool:
         return False
     if gpus is not None and (r.gpu is None or r.gpu.name not in gpus):
         return False
-    if args.min_gpu_memory is not None and (r.gpu is None or r.gpu.usable_gib < args.min_gpu_memory):
+    if args.min_gpu_memory is not None and (r.gpu is None or r.gpu.memory_gb < args.min_gpu_memory):
         return False
     if args.interconnect and r.interconnect not in args.interconnect:
         return False

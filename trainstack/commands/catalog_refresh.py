@@ -20,7 +20,7 @@ def register(actions) -> None:
                     "(DescribeAvailableResource), on-demand prices (DescribePrice) and the latest spot "
                     "prices (DescribeSpotPriceHistory) for each region, print what changed, and write one "
                     "overlay file per region. Credentials come from the standard Alibaba Cloud chain "
-                    "(environment, ~/.alibabacloud/credentials, ECS RAM role). Nothing is written unless "
+                    "(environment, ~/.alibabacloud/credentials.ini, ECS RAM role). Nothing is written unless "
                     "every call succeeds.")
     p.add_argument("--region", dest="regions", action="append", required=True, metavar="REGION",
                    help="region to refresh (repeatable or comma-separated)")

@@ -179,8 +179,9 @@ def render_text(doc: dict[str, Any]) -> str:
     ]
     rows = [[k.replace("_", " "), f"{v:.2f}"] for k, v in ((k, mem["breakdown_gib"][k]) for k in COMPONENTS) if v]
     rows.append(["peak of allocated tensors", f"{mem['peak_gib_per_gpu']:.2f}"])
-    rows.append(["required (+{:.0%} allocator, +{:g} GiB CUDA context)".format(
-        K.ALLOCATOR_HEADROOM, K.CUDA_CONTEXT_GIB), f"{mem['required_gib_per_gpu']:.2f}"])
+    nccl = f", +{K.NCCL_BUFFERS_GIB:g} GiB NCCL buffers" if doc["gpus"] > 1 else ""
+    rows.append(["required (+{:.0%} allocator, +{:g} GiB CUDA context{})".format(
+        K.ALLOCATOR_HEADROOM, K.CUDA_CONTEXT_GIB, nccl), f"{mem['required_gib_per_gpu']:.2f}"])
     lines.append(render_table(["COMPONENT", "GiB"], rows, align="lr"))
     lines.append(f"  peak at: {PHASE_LABELS.get(mem['peak_phase'], mem['peak_phase'])}")
     lines.append("")

@@ -31,7 +31,8 @@ def run(args) -> int:
     from ..preview.sources import Source, find_project, load_policy_config, unknown_stack
 
     if bool(args.profile) == bool(args.stack):
-        raise InputError("give either a PROFILE path or --stack NAME (not both)")
+        raise InputError("give a PROFILE path or --stack NAME" if not args.profile
+                         else "give either a PROFILE path or --stack NAME, not both")
     project = find_project()
     if args.stack:
         path = project.stack_file(args.stack)

@@ -48,7 +48,10 @@ def render_text(plan: Plan, candidates: list[Candidate], show_all: bool) -> str:
         lines.append(f"  spot price limit: {plan.spot_price_limit} CNY/h per node")
     lines.append("")
     rows = [_row(Plan_candidate(plan), True)]
-    others = candidates if show_all else list(plan.alternatives)
+    from ..resolver import _sort_key
+
+    others = (sorted(candidates, key=lambda c: (not c.feasible, _sort_key(c, plan.objective))) if show_all
+              else list(plan.alternatives))
     rows += [_row(c, False) for c in others if not _same(c, plan)]
     lines.append("Considered resources (* = chosen)" + ("" if show_all else "; --all lists every candidate"))
     lines.append(render_table(HEADERS, rows))

@@ -54,6 +54,10 @@ def headline(d: dict) -> str:
     total, hourly = d["cost"]["total"], d["cost"]["hourly"]
     if total["before"] is None and total["after"] is None:
         return f"**Cost unknown offline** · hourly {money(hourly['before'])} → {money(hourly['after'])}"
+    if total["before"] is None or total["after"] is None:
+        side = "after" if total["after"] is None else "before"
+        return (f"**Total cost {money(total['before'])} → {money(total['after'])}: the {side} side's cost is unknown "
+                f"offline (e.g. PAI-DLC), so no delta** · hourly {money(hourly['before'])} → {money(hourly['after'])}")
     verb = ("increased" if (total["delta"] or 0) > 0 else "decreased" if (total["delta"] or 0) < 0 else "unchanged")
     line = (f"**Total cost {verb}: {money(total['before'])} → {money(total['after'])} "
             f"({_signed(total['delta'])}{_pct(total['percent'])}){_arrow(total['delta'])}**")
