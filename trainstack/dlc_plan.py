@@ -84,8 +84,10 @@ def resolve_dlc(profile, catalog: Catalog, ecs_res=None):
                 f"{profile.name}: no PAI-DLC public-resource spec fits (at most {DLC_PUBLIC_MAX_GPUS} GPUs and "
                 f"{DLC_PUBLIC_MAX_VCPU} vCPU unless your account manager raises them)",
                 suggestions=["use a DLC resource quota (dlc.resource_id)", "use ECS (resources.target: ecs)",
-                             "if your account manager raised the limits: dlc.public_limits_raised: true",
-                             "use LoRA/QLoRA or gradient checkpointing to fit fewer GPUs"])
+                             "if your account manager raised the limits: dlc.public_limits_raised: true"]
+                + ([] if t.method == "qlora" else [f"train {'QLoRA' if t.method == 'lora' else 'LoRA/QLoRA'} adapters "
+                                                   "to fit fewer, smaller GPUs"])
+                + ([] if t.gradient_checkpointing else ["enable gradient checkpointing"]))
         cands.sort(key=lambda c: _sort_key(c, "cost"))
         chosen = cands[0]
         inst = catalog.instance(chosen.instance_type or "")
