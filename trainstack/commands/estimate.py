@@ -38,7 +38,7 @@ def run(args) -> int:
     check_catalog_names(profile, catalog, file=args.profile)
     gpus = [catalog.gpu(args.gpu, path="--gpu")] if args.gpu else list(catalog.gpus.values())
     count = _gpu_count(args.gpus, profile)
-    layouts = {g.name: node_layout(catalog, g, count) for g in gpus}
+    layouts = {g.name: node_layout(catalog, g, count, profile.region) for g in gpus}
     est = estimate(profile.architecture, profile.training, gpus, gpu_count=count, layouts=layouts)
     prices = ({g.name: gpu_hour_price(catalog, profile.region, g.name) for g in gpus}
               if profile.training.tokens else {})
@@ -65,8 +65,9 @@ def _gpu_count(flag: Optional[int], profile: TrainingProfile) -> int:
     return profile.resources.gpus if isinstance(profile.resources.gpus, int) else 1
 
 
-def node_layout(catalog: Catalog, gpu: GpuModel, count: int) -> NodeLayout:
-    """How ``count`` GPUs of ``gpu`` would sit: the largest trainable catalog node with that GPU."""
+def node_layout(catalog: Catalog, gpu: GpuModel, count: int, region: Optional[str] = None) -> NodeLayout:
+    """How ``count`` GPUs of ``gpu`` would sit: the largest trainable catalog node with that GPU,
+    preferring types with a known price in ``region`` and a verified GPU (the ones a plan could use)."""
     if count <= 1:
         return NodeLayout(gpus_per_node=1)
     nodes = [i for i in catalog.resolved_instances()
@@ -75,7 +76,11 @@ def node_layout(catalog: Catalog, gpu: GpuModel, count: int) -> NodeLayout:
     if not nodes:
         return NodeLayout(gpus_per_node=min(count, 8), interconnect="nvlink", network="erdma",
                           label=f"no catalog type carries {gpu.name}: assumed 8-GPU NVLink nodes on eRDMA")
-    best = max(nodes, key=lambda i: (i.gpu_count, i.type.rdma_bandwidth_gbps or 0, i.rdma != "none"))
+    def usable(i) -> tuple[bool, bool]:
+        priced = region is None or catalog.quote(region, i.name).on_demand_cny_per_hour is not None
+        return priced, "gpu" not in i.family.unverified
+
+    best = max(nodes, key=lambda i: (usable(i), i.gpu_count, i.type.rdma_bandwidth_gbps or 0, i.rdma != "none"))
     per_node = min(count, best.gpu_count)
     rdma = best.rdma if best.rdma in ("erdma", "roce") else "tcp"
     gbps = best.type.rdma_bandwidth_gbps if rdma != "tcp" else best.type.network_bandwidth_gbps
