@@ -6,6 +6,8 @@
   when the profile points at ``oss://`` URIs. Nothing else.
 - ECS: ``StopInstance`` on exactly this cluster's instances, so the launcher can stop its node in
   no-charge mode (``StoppedMode=StopCharging``) when the job ends (docs/provisioning.md).
+  (``components/cluster.py`` adds it.) A self-healing spot pool gets no ``StopInstance`` at all:
+  its node is never stopped (ESS would replace it) and runs until the stack is destroyed.
 
 The documents are built by plain functions over the Plan so tests and policies can read them.
 """

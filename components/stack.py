@@ -1,6 +1,8 @@
 """TrainingStack: the whole training environment for one Plan.
 
-ECS plans: Network + Storage + Image + Cluster. DLC plans: Network + Storage (whatever the plan
+ECS plans: Network + Storage + Image + Cluster, or, when the plan has ``spot_pool`` (profile
+``resources.self_healing`` on a 1-node spot plan), the node role + ``components.spot_pool.SpotPool``
+(an ESS scaling group) instead of the Cluster. DLC plans: Network + Storage (whatever the plan
 has; for DLC that is the OSS bucket) + ``components.dlc.DlcTraining``, and no ECS nodes.
 
 When the plan leaves the zone to deploy time, it is looked up once here (plain invoke) and every
@@ -15,9 +17,11 @@ import pulumi
 
 from trainstack.plan import Plan
 
-from .cluster import Cluster
+from .cluster import Cluster, check_auto_release_time, user_data
+from .identity import NodeRole
 from .image import ImageChoice, choose_image
 from .network import Network, resolve_zone
+from .spot_pool import SpotPool
 from .storage import Storage
 
 
@@ -28,6 +32,7 @@ class TrainingStack(pulumi.ComponentResource):
     storage: Storage
     image: Optional[ImageChoice]
     cluster: Optional[Cluster]
+    spot_pool: Optional[SpotPool]
     nodes: list
     dlc: Any
 
@@ -44,9 +49,19 @@ class TrainingStack(pulumi.ComponentResource):
         self.network = Network(f"{name}-network", plan, zone, opts=child)
         self.storage = Storage(f"{name}-storage", plan, zone, vpc_id=self.network.vpc.id,
                                vswitch_id=self.network.vswitch.id, opts=child)
-        self.image = self.cluster = self.dlc = None
+        self.image = self.cluster = self.spot_pool = self.dlc = None
         self.nodes = []
-        if plan.target == "ecs":
+        if plan.target == "ecs" and plan.spot_pool is not None:
+            self.image = choose_image(plan, lookups)
+            if check_auto_release_time(auto_release_time):
+                pulumi.log.warn(f"{plan.name}: trainstack:autoReleaseAt does not apply to a self-healing spot pool "
+                                "(ESS would replace the released node); destroy the stack instead", resource=self)
+            identity = NodeRole(f"{name}-pool-identity", plan, opts=child)
+            self.spot_pool = SpotPool(
+                f"{name}-pool", plan, self.network, self.image.image_id,
+                user_data(plan, 0, self.storage.cpfs_mount_address), identity.role.role_name, opts=child,
+                depends_on=identity.ready)
+        elif plan.target == "ecs":
             self.image = choose_image(plan, lookups)
             self.cluster = Cluster(f"{name}-cluster", plan, zone, self.network, self.storage, self.image.image_id,
                                    auto_release_time=auto_release_time, opts=child)
@@ -66,14 +81,15 @@ def stack_outputs(stack: TrainingStack) -> dict[str, Any]:
     """What `pulumi stack output` shows (and the offline preview's ``exports``)."""
     plan = stack.plan
     is_ecs = plan.target == "ecs"
+    fixed_ips = is_ecs and plan.spot_pool is None  # a pool node's IP is chosen by ESS at launch
     summary = plan.summary()
-    return {
+    out = {
         "target": plan.target,
         "instance_type": plan.instance_type,
         "gpu_model": plan.gpu_model,
         "nodes": plan.nodes,  # ECS nodes, or DLC pods
         "node_names": plan.node_names() if is_ecs else [],
-        "node_private_ips": plan.node_private_ips() if is_ecs else [],
+        "node_private_ips": plan.node_private_ips() if fixed_ips else [],
         "node_ids": [n.id for n in stack.nodes],
         "zone": stack.zone,
         "image_id": stack.image.image_id if stack.image else None,
@@ -88,3 +104,6 @@ def stack_outputs(stack: TrainingStack) -> dict[str, Any]:
         "labels": list(plan.labels),
         "plan_summary": summary,
     }
+    if stack.spot_pool is not None:
+        out["scaling_group_id"] = stack.spot_pool.group.id
+    return out

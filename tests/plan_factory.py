@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from trainstack.plan import (
     CpfsPlan, DataDiskPlan, DlcPlan, EstimateSummary, ImagePlan, JobPlan, NetworkPlan, OssPlan,
-    Plan, StoragePlan,
+    Plan, SpotPoolPlan, StoragePlan, ess_price_limit,
 )
 
 ERDMA_NCCL = {"NCCL_IB_HCA": "erdma", "NCCL_IB_GID_INDEX": "1", "NCCL_IB_QPS_PER_CONNECTION": "8",
@@ -106,3 +106,10 @@ def dlc_plan(**over) -> Plan:
     )
     base.update(over)
     return Plan(**base)
+
+
+def spot_pool_plan(**over) -> Plan:
+    """``spot_plan`` with a self-healing spot pool (profile ``resources.self_healing: true``)."""
+    base = dict(spot_pool=SpotPoolPlan(price_limit=ess_price_limit(138.966)))
+    base.update(over)
+    return spot_plan(**base)

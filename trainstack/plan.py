@@ -14,7 +14,7 @@ import ipaddress
 import math
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 PLAN_SCHEMA_VERSION = 1
 
@@ -32,6 +32,12 @@ class _Frozen(BaseModel):
 def spot_price_limit(price: float) -> float:
     """A spot bid: at most 3 decimals, rounded down (never above the price given)."""
     return math.floor(price * 1000 + 1e-9) / 1000
+
+
+def ess_price_limit(price: float) -> float:
+    """An ESS scaling configuration's spot bid: at most 2 decimals (pulumi-alicloud 4.0
+    ``ScalingConfigurationSpotPriceLimitArgs.price_limit``), rounded down."""
+    return math.floor(price * 100 + 1e-9) / 100
 
 
 class EstimateSummary(_Frozen):
@@ -128,6 +134,21 @@ class ImagePlan(_Frozen):
     notes: tuple[str, ...] = ()
 
 
+class SpotPoolPlan(_Frozen):
+    """A self-healing spot pool (profile ``resources.self_healing``): one ESS scaling group that
+    keeps ``max_size`` spot nodes running and replaces a reclaimed one. Only for 1-node spot plans:
+    a replacement node gets a new private IP, which a fixed multi-node torchrun cluster cannot take."""
+
+    min_size: int = Field(1, ge=1, le=1)
+    max_size: int = Field(1, ge=1, le=1)
+    on_demand_base: int = Field(0, ge=0, description="On-demand nodes below the spot capacity (0: all spot)")
+    compensate_with_on_demand: bool = Field(
+        False, description="Start an on-demand node when no spot node can be had (profile spot: allow)")
+    multi_az_policy: Literal["COST_OPTIMIZED"] = "COST_OPTIMIZED"
+    price_limit: float = Field(gt=0, description="ESS spot price limit, CNY/h (at most 2 decimals, rounded down)")
+    notes: tuple[str, ...] = ()
+
+
 class DlcPlan(_Frozen):
     workspace_id: Optional[str] = None
     resource_id: Optional[str] = None
@@ -217,12 +238,20 @@ class Plan(_Frozen):
     image: ImagePlan
     job: JobPlan
     dlc: Optional[DlcPlan] = None
+    spot_pool: Optional[SpotPoolPlan] = Field(
+        None, description="Self-healing spot pool (ESS) instead of plain instances; 1-node spot plans only")
     tags: dict[str, str] = Field(default_factory=dict)
     labels: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()
     alternatives: tuple[Candidate, ...] = ()
     rejected: tuple[Rejection, ...] = ()
     catalog_date: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _spot_pool_fits(self) -> "Plan":
+        if self.spot_pool is not None and not (self.target == "ecs" and self.spot and self.nodes == 1):
+            raise ValueError("spot_pool (self-healing) needs a 1-node ECS spot plan")
+        return self
 
     @property
     def is_multi_node(self) -> bool:

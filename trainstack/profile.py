@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator,
+)
 
 from .architecture import Architecture, derive_architecture, presets
 from .errors import InputError, Problem, did_you_mean
@@ -123,6 +125,18 @@ class ResourcesSpec(_Strict):
     deadline_hours: Optional[float] = Field(None, gt=0, le=24 * 365)
     max_hourly_cost: Optional[float] = Field(None, gt=0, description="CNY per hour")
     max_total_cost: Optional[float] = Field(None, gt=0, description="CNY")
+    self_healing: bool = Field(
+        False, description="Spot only: run the node in an ESS scaling group that replaces a reclaimed spot "
+                           "node (1-node plans; checkpoints on oss or cpfs)")
+
+    @field_validator("self_healing")
+    @classmethod
+    def _self_healing_needs_spot(cls, v: bool, info: ValidationInfo) -> bool:
+        spot = info.data.get("spot")
+        if v and spot == "never":
+            raise ValueError("self_healing replaces reclaimed spot nodes; it needs resources.spot: allow or "
+                             "require (spot is never)")
+        return v
 
     @field_validator("gpus")
     @classmethod
@@ -245,6 +259,11 @@ class TrainingProfile(_Strict):
             raise ValueError(f"zero_stage {t.zero_stage} shards over data-parallel GPUs; with gpus: 1 use zero_stage: 0")
         if self.zone and not self.zone.startswith(self.region):
             raise ValueError(f"zone {self.zone} is not in region {self.region}")
+        if r.self_healing and r.target == "dlc":
+            raise ValueError("resources.self_healing applies to ECS nodes; PAI-DLC (target: dlc) restarts jobs itself")
+        if r.self_healing and self.storage.checkpoint == "essd":
+            raise ValueError("resources.self_healing needs storage.checkpoint: oss or cpfs; a replacement node "
+                             "cannot reach checkpoints on the reclaimed node's ESSD")
         if r.target == "dlc" and r.instance_types and self.dlc.resource_id:
             raise ValueError("resources.instance_types does not apply to a DLC quota job (dlc.resource_id)")
         return self

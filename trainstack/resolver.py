@@ -30,7 +30,7 @@ from typing import Iterable, Optional
 from . import sizing
 from .catalog import Catalog, ResolvedInstance, load_catalog
 from .errors import InfeasibleError, InputError, Problem, did_you_mean
-from .layout import plan_image, plan_network, plan_storage
+from .layout import plan_image, plan_network, plan_spot_pool, plan_storage
 from .plan import (
     Candidate, DlcPlan, EstimateSummary, JobPlan, Plan, Rejection, spot_price_limit,
 )
@@ -324,6 +324,7 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
     storage = plan_storage(profile, inst, best.nodes, best.spot, mem.trainable_params)
     network = plan_network(profile, inst, best.nodes, best.spot)
     image = plan_image(profile, inst)
+    spot_pool, pool_labels = plan_spot_pool(profile, best.nodes, best.spot, limit)
     reasons = [
         f"{best.instance_type}: {best.nodes} x {best.gpus_per_node} {best.gpu_model}, "
         f"{'spot' if best.spot else 'on-demand'}, cheapest feasible by {profile.resources.objective}",
@@ -341,6 +342,7 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
         labels.append("training.tokens not set: no hours or total cost; ranked by hourly cost")
     labels.append("costs are GPU instances only: disks, CPFS, OSS, NAT and traffic are billed on top")
     labels += list(storage.notes)
+    labels += pool_labels
     return Plan(
         name=profile.name, region=profile.region, zone=best.zone, target="ecs", instance_type=inst.name,
         gpu_model=best.gpu_model, nodes=best.nodes, gpus_per_node=best.gpus_per_node, total_gpus=gpus,
@@ -361,7 +363,7 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
                     method=t.method, precision=t.precision, zero_stage=t.zero_stage,
                     gradient_checkpointing=t.gradient_checkpointing, micro_batch_size=t.micro_batch_size,
                     sequence_length=t.sequence_length),
-        tags=dict(profile.tags), labels=tuple(dict.fromkeys(labels)), reasons=tuple(reasons),
+        spot_pool=spot_pool, tags=dict(profile.tags), labels=tuple(dict.fromkeys(labels)), reasons=tuple(reasons),
         alternatives=tuple(alternatives), rejected=tuple(rejected), catalog_date=catalog.newest_price_date)
 
 

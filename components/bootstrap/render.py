@@ -14,7 +14,7 @@ import gzip
 import math
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Optional
 from urllib.parse import urlsplit
@@ -33,6 +33,8 @@ USER_DATA_LIMIT = 32 * 1024
 HOSTFILE_PACK_OVER = 512
 ERDMA_INSTALLER_URL = "http://mirrors.cloud.aliyuncs.com/erdma/erdma_installer-{version}.tar.gz"
 OSS_VENV = "/opt/trainstack/oss-venv"
+#: The hostfile and MASTER_ADDR of a self-healing pool's single node (its IP is known only at boot)
+POOL_NODE_ADDRESS = "127.0.0.1"
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -173,13 +175,18 @@ class _Node:
             raise ValueError("the plan mounts CPFS: pass cpfs_mount_address (the protocol mount target)")
         if storage.checkpoint == "oss" and storage.oss is None:
             raise ValueError("checkpoints go to OSS but the plan has no OSS bucket")
+        if plan.spot_pool is not None:
+            # a self-healing pool node is replaced by ESS with a new private IP, and ESS health checks
+            # replace a stopped node: the 1-node job rendezvous on loopback, and the node is never
+            # stopped at job end (it runs until `pulumi destroy`; docs/provisioning.md)
+            opts = replace(opts, stop_on="never", poweroff_fallback=False)
         self.plan, self.rank, self.opts = plan, rank, opts
         self.command = parse_command(plan.job.command)
         if bad := [k for k in self.command.env if not _ENV_NAME.match(k)]:
             raise ValueError(f"job.command sets invalid variable names: {bad}")
         self.code = classify_code_uri(plan.job.code_uri)
         self.cpfs = cpfs_source(cpfs_address) if storage.cpfs and cpfs_address else None
-        self.ips = plan.node_private_ips()
+        self.ips = [POOL_NODE_ADDRESS] if plan.spot_pool is not None else plan.node_private_ips()
         self.nproc = _nproc_per_node(plan)
         self.oss_checkpoints = storage.checkpoint == "oss"
         self.uses_oss = self.oss_checkpoints or self.code.uses_oss

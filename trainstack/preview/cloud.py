@@ -44,6 +44,8 @@ ID_PREFIX = {
     "alicloud:nas/protocolService:ProtocolService": "ptc",
     "alicloud:ram/role:Role": "role",
     "alicloud:ecs/ecsKeyPair:EcsKeyPair": "kp",
+    "alicloud:ess/scalingGroup:ScalingGroup": "asg",
+    "alicloud:ess/scalingConfiguration:ScalingConfiguration": "asc",
 }
 
 

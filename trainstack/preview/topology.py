@@ -24,13 +24,15 @@ MOUNT_TARGETS = ("alicloud:nas/mountTarget:MountTarget", "alicloud:nas/protocolS
 BUCKET = "alicloud:oss/bucket:Bucket"
 DISK = "alicloud:ecs/ecsDisk:EcsDisk"
 DEPLOYMENT_SET = "alicloud:ecs/ecsDeploymentSet:EcsDeploymentSet"
+SCALING_GROUP = "alicloud:ess/scalingGroup:ScalingGroup"
+SCALING_CONFIGURATION = "alicloud:ess/scalingConfiguration:ScalingConfiguration"
 DLC_KIND = "pai-dlc-job"
 
 
 @dataclass
 class Box:
     id: str
-    kind: str                  # vpc | vswitch | node | cluster | nat | storage | dlc
+    kind: str                  # vpc | vswitch | node | cluster | pool | nat | storage | dlc
     lines: list[str]
     members: list["Box"] = field(default_factory=list)  # a cluster's node boxes
 
@@ -97,7 +99,8 @@ def build(resources: list[dict]) -> Topology:
                 return box
         return None
 
-    nodes, mounts, buckets, dlc = [], [], [], []
+    nodes, mounts, buckets, dlc, pools = [], [], [], [], []
+    groups = {r["urn"]: r for r in resources if r["type"] == SCALING_GROUP}
     strategies = {r["urn"]: (r.get("inputs") or {}).get("strategy") for r in resources if r["type"] == DEPLOYMENT_SET}
     for r in resources:
         t, p = r["type"], r.get("inputs") or {}
@@ -109,6 +112,8 @@ def build(resources: list[dict]) -> Topology:
                 topo.links.append(Link(vpc, box))
         elif t == INSTANCE:
             nodes.append(r)
+        elif t == SCALING_CONFIGURATION:
+            pools.append(r)
         elif t == NAT:
             box = add(r, "nat", [f"NAT gateway {r['name']}", "internet egress (SNAT)"])
             if (vsw := up(r, ("vswitch",))):
@@ -134,6 +139,19 @@ def build(resources: list[dict]) -> Topology:
                              else str(p.get("ecs_spec") or "quota"),
                              "RDMA" if p.get("enable_rdma") else ""])
         if (vsw := up(r, ("vswitch",))):
+            topo.links.append(Link(vsw, box))
+        clusters.append(box)
+    for r in pools:  # an ESS scaling group (self-healing spot pool): vSwitch -> group -> its configuration
+        p = r["inputs"]
+        group = next((groups[d] for d in r.get("dependencies") or [] if d in groups), None)
+        size = (group or {}).get("inputs", {}).get("maxSize")
+        limits = [x.get("priceLimit") for x in p.get("spotPriceLimits") or [] if isinstance(x, dict)]
+        box = add(r, "pool", [f"ESS spot pool {r['name']}",
+                              f"{size:g} x {p.get('instanceType') or 'node'}" if isinstance(size, (int, float))
+                              else str(p.get("instanceType") or "node"),
+                              f"spot ≤ {limits[0]} CNY/h · replaced when reclaimed" if limits else "",
+                              _disks(p)])
+        if group is not None and (vsw := up(group, ("vswitch",))):
             topo.links.append(Link(vsw, box))
         clusters.append(box)
     for r in mounts:  # vSwitch -> file system, through its mount target / protocol service

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
+from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan, spot_pool_plan
 
 from components.bootstrap import BootstrapOptions, render_files
 from trainstack.plan import DataDiskPlan, JobPlan, StoragePlan
@@ -38,6 +38,7 @@ SAMPLES = {
     "multi-node-erdma-rank0": (multi_node_erdma_plan(), 0, {"cpfs_mount_address": CPFS}),
     "multi-node-erdma-rank3": (multi_node_erdma_plan(), 3, {"cpfs_mount_address": CPFS}),
     "spot": (spot_plan(), 0, {}),
+    "self-healing-spot-pool": (spot_pool_plan(), 0, {}),
     "git-code-essd-checkpoints": (single_gpu_lora_plan(
         job=JobPlan(command="NCCL_DEBUG=WARN torchrun --max-restarts 1 train.py", method="lora",
                     precision="bf16", code_uri="https://github.com/example/train.git#v1", max_runtime_hours=2,

@@ -1,0 +1,124 @@
+"""A self-healing spot pool: one ESS scaling group that keeps the plan's single spot node running.
+
+Built by ``TrainingStack`` instead of ``Cluster`` when the Plan has ``spot_pool`` (profile
+``resources.self_healing``, 1-node spot plans only). What it declares (pulumi-alicloud 4.0.0
+``ess.ScalingGroup`` / ``ess.ScalingConfiguration``; every argument checked against the installed
+source):
+
+- ``ess.ScalingGroup``: ``min_size = max_size = desired_capacity = 1`` in the plan's vSwitch,
+  ``multi_az_policy="COST_OPTIMIZED"`` (the policy under which ``compensate_with_on_demand`` and
+  the on-demand base apply), ``on_demand_base_capacity`` from the plan (0: all spot),
+  ``on_demand_percentage_above_base_capacity=0``, ``spot_instance_remedy=True`` (ESS starts a
+  replacement when a reclaim notice arrives), ``compensate_with_on_demand`` from the plan
+  (``spot: allow`` only), explicit removal policies, no deletion protection, ``release`` scaling
+  policy, tags with ``trainstack:name`` and ``trainstack:zone``.
+- ``ess.ScalingConfiguration`` (what every node of the group is made of, as ``Cluster`` makes an
+  ``ecs.Instance``): the planned type, ``SpotWithPriceLimit`` with the plan's ESS bid
+  (``spot_price_limits``: 2 decimals at most, rounded down), the image, the cluster security
+  group, no public bandwidth, metadata on (``http_endpoint``; ESS exposes no ``http_tokens``,
+  the bootstrap uses IMDSv2 tokens anyway), encrypted ESSD system and data disks, the node RAM
+  role by name (``role_name``: attached at launch), the same bootstrap as node 0 of the instance
+  path, and the training-node tags of ``components/tags.py`` (``trainstack:role=training``,
+  ``trainstack:zone``, ``trainstack:gpu-model``, ``trainstack:gpus-per-node``, rank 0).
+  ``active`` + ``enable`` put the group in service; ``force_delete`` lets ``pulumi destroy`` delete
+  this last configuration together with its group.
+
+Billing: the pool's node is never stopped by the bootstrap (a stopped node would fail the ESS
+health check and be replaced, rerunning the job); it runs until the stack is destroyed. The node
+role therefore gets no ``StopInstance`` permission at all (nothing to widen to ``*``).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import pulumi
+import pulumi_alicloud as alicloud
+
+from trainstack.errors import InputError
+from trainstack.plan import Plan
+
+from .network import Network
+from .storage import check_essd, checkpoint_disks_planned
+from .tags import MAX_TAGS, base_tags, node_tags, within_limit
+
+#: ESS removal order when a group has to shrink (a 1-node pool only shrinks on destroy).
+REMOVAL_POLICIES = ["OldestScalingConfiguration", "OldestInstance"]
+#: ``ScalingConfiguration.spot_duration`` takes 1 (one hour of protection) or 0 (none).
+ESS_SPOT_DURATIONS = (0, 1)
+
+
+def _check(plan: Plan) -> None:
+    pool = plan.spot_pool
+    if pool is None or plan.target != "ecs" or not plan.instance_type:
+        raise InputError(f"plan {plan.name}: a spot pool needs an ECS plan with spot_pool set")
+    if not plan.spot or plan.spot_strategy != "SpotWithPriceLimit" or plan.nodes != 1:
+        raise InputError(f"plan {plan.name}: a self-healing spot pool needs 1 spot node with a price limit")
+    if checkpoint_disks_planned(plan):
+        raise InputError(f"plan {plan.name}: a self-healing spot pool cannot keep checkpoints on ESSD "
+                         "(a replacement node cannot reach the reclaimed node's disk): use oss or cpfs")
+    if plan.spot_duration_hours not in ESS_SPOT_DURATIONS:
+        raise InputError(f"plan {plan.name}: ESS spot protection is 0 or 1 hour, the plan has "
+                         f"{plan.spot_duration_hours}")
+
+
+class SpotPool(pulumi.ComponentResource):
+    """The ESS scaling group and its scaling configuration for a 1-node self-healing spot plan."""
+
+    group: alicloud.ess.ScalingGroup
+    configuration: alicloud.ess.ScalingConfiguration
+
+    def __init__(self, name: str, plan: Plan, network: Network, image_id: pulumi.Input[str],
+                 user_data: pulumi.Input[str], role_name: pulumi.Input[str],
+                 opts: Optional[pulumi.ResourceOptions] = None, *,
+                 depends_on: Sequence[pulumi.Resource] = ()):
+        super().__init__("trainstack:index:SpotPool", name, None, opts)
+        _check(plan)
+        pool, st = plan.spot_pool, plan.storage
+        assert pool is not None and plan.zone is not None, "TrainingStack fills in the zone"
+        zone = plan.zone
+        check_essd("system disk", st.system_disk_category, st.system_disk_performance_level, st.system_disk_gib)
+        if st.data_disk is not None:
+            check_essd("data disk", st.data_disk.category, st.data_disk.performance_level, st.data_disk.size_gib)
+        node_name = plan.node_names()[0]
+        child = pulumi.ResourceOptions(parent=self)
+
+        self.group = alicloud.ess.ScalingGroup(
+            f"{name}-group", scaling_group_name=f"{plan.name[:54]}-spot-pool",
+            min_size=pool.min_size, max_size=pool.max_size, desired_capacity=pool.max_size,
+            vswitch_ids=[network.vswitch.id], multi_az_policy=pool.multi_az_policy,
+            on_demand_base_capacity=pool.on_demand_base, on_demand_percentage_above_base_capacity=0,
+            spot_instance_remedy=True, compensate_with_on_demand=pool.compensate_with_on_demand,
+            removal_policies=list(REMOVAL_POLICIES), scaling_policy="release", group_deletion_protection=False,
+            tags=within_limit(base_tags(plan, zone=zone), MAX_TAGS, "a scaling group"), opts=child)
+
+        args: dict = dict(
+            scaling_group_id=self.group.id, scaling_configuration_name=f"{plan.name[:54]}-spot-node",
+            instance_name=node_name, host_name=node_name,
+            instance_description=f"trainstack {plan.name}: self-healing spot GPU node",
+            instance_type=plan.instance_type, image_id=image_id,
+            spot_strategy="SpotWithPriceLimit",
+            spot_price_limits=[alicloud.ess.ScalingConfigurationSpotPriceLimitArgs(
+                instance_type=plan.instance_type, price_limit=pool.price_limit)],
+            spot_duration=plan.spot_duration_hours,
+            security_group_ids=[network.security_group.id], internet_max_bandwidth_out=0,
+            http_endpoint="enabled",
+            system_disk_category=st.system_disk_category,
+            system_disk_performance_level=st.system_disk_performance_level,
+            system_disk_size=st.system_disk_gib, system_disk_encrypted=True, system_disk_name=f"{node_name}-system",
+            role_name=role_name, user_data=user_data,
+            tags=node_tags(plan, zone, 0),
+            active=True, enable=True, force_delete=True,
+        )
+        disk = st.data_disk
+        if disk is not None:
+            args["data_disks"] = [alicloud.ess.ScalingConfigurationDataDiskArgs(
+                category=disk.category, performance_level=disk.performance_level, size=disk.size_gib,
+                encrypted=True, delete_with_instance=True, name=f"{node_name}-data")]
+        if plan.network.key_pair:
+            args["key_name"] = plan.network.key_pair
+        self.configuration = alicloud.ess.ScalingConfiguration(
+            f"{name}-config", opts=pulumi.ResourceOptions(parent=self, depends_on=list(depends_on)), **args)
+
+        self.register_outputs({"scaling_group_id": self.group.id,
+                               "scaling_configuration_id": self.configuration.id})

@@ -1,0 +1,226 @@
+"""Self-healing spot pools: an ESS scaling group + scaling configuration instead of ECS instances,
+only for 1-node spot plans with ``spot_pool``; everything else keeps plain instances."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+import yaml
+from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan, spot_pool_plan
+
+from components.bootstrap import render_user_data
+from components.cluster import render_user_data_b64
+from policies.runner import run_policies
+from trainstack.cli import main
+from trainstack.errors import InputError
+from trainstack.plan import CpfsPlan, SpotPoolPlan, StoragePlan
+
+GROUP = "ess/scalingGroup:ScalingGroup"
+CONFIG = "ess/scalingConfiguration:ScalingConfiguration"
+INSTANCE = "ecs/instance:Instance"
+ESS_PREFIX = "alicloud:ess/"
+
+PROFILE = {
+    "name": "qwen-7b-heal", "region": "cn-shenzhen", "model": {"preset": "qwen2.5-7b"},
+    "training": {"method": "full", "precision": "bf16-mixed", "micro_batch_size": 2, "sequence_length": 2048,
+                 "gradient_checkpointing": True, "zero_stage": 2, "tokens": 1.0e8},
+    "job": {"command": "python train.py --resume-from-latest /mnt/checkpoints"},
+    "resources": {"target": "ecs", "gpus": 4, "spot": "require", "objective": "cost", "max_total_cost": 5000,
+                  "self_healing": True},
+    "storage": {"dataset_gib": 300, "checkpoint": "oss"},
+    "tags": {"team": "nlp"},
+}
+
+
+def test_a_self_healing_plan_is_one_scaling_group_and_configuration_and_no_instance(engine):
+    engine.declare(spot_pool_plan())
+    assert engine.of_type(INSTANCE) == []
+    group, config = engine.one(GROUP), engine.one(CONFIG)
+    assert config.inputs["scalingGroupId"] == f"scalinggroup-{group.name}"
+    assert not engine.of_type("ecs/ramRoleAttachment:RamRoleAttachment")
+    assert not engine.of_type("ecs/ecsDeploymentSet:EcsDeploymentSet")
+
+
+def test_the_group_keeps_one_spot_node_and_replaces_it_on_reclaim(engine):
+    engine.declare(spot_pool_plan())
+    g = engine.one(GROUP).inputs
+    assert (g["minSize"], g["maxSize"], g["desiredCapacity"]) == (1, 1, 1)
+    assert g["multiAzPolicy"] == "COST_OPTIMIZED"
+    assert g["onDemandBaseCapacity"] == 0 and g["onDemandPercentageAboveBaseCapacity"] == 0
+    assert g["spotInstanceRemedy"] is True
+    assert g["compensateWithOnDemand"] is False  # spot: require never falls back to on-demand
+    assert g["groupDeletionProtection"] is False
+    assert g["removalPolicies"] == ["OldestScalingConfiguration", "OldestInstance"]
+    assert g["vswitchIds"] == ["switch-qwen-7b-spot-network-vswitch"]
+    assert g["tags"] == {"team": "nlp", "trainstack:name": "qwen-7b-spot", "trainstack:zone": "cn-shenzhen-e"}
+
+
+def test_on_demand_compensation_and_base_follow_the_plan(engine):
+    engine.declare(spot_pool_plan(spot_pool=SpotPoolPlan(price_limit=138.96, compensate_with_on_demand=True)))
+    g = engine.one(GROUP).inputs
+    assert g["compensateWithOnDemand"] is True and g["onDemandBaseCapacity"] == 0
+
+
+def test_the_configuration_bids_the_plan_price_as_the_instance_path_would(engine):
+    engine.declare(spot_pool_plan())
+    c = engine.one(CONFIG).inputs
+    assert c["instanceType"] == "ecs.gn7e-c16g1.16xlarge"
+    assert c["spotStrategy"] == "SpotWithPriceLimit"
+    # ESS takes 2 decimals: the plan's 138.966 is rounded down, never up
+    assert c["spotPriceLimits"] == [{"instanceType": "ecs.gn7e-c16g1.16xlarge", "priceLimit": 138.96}]
+    assert c["spotDuration"] == 1
+    assert (c["active"], c["enable"], c["forceDelete"]) == (True, True, True)
+
+
+def test_the_configuration_has_encrypted_essd_disks_no_public_ip_and_the_node_role(engine):
+    engine.declare(spot_pool_plan())
+    c = engine.one(CONFIG).inputs
+    assert (c["systemDiskCategory"], c["systemDiskPerformanceLevel"], c["systemDiskSize"]) == ("cloud_essd", "PL1", 200)
+    assert c["systemDiskEncrypted"] is True
+    assert c["dataDisks"] == [{"category": "cloud_essd", "performanceLevel": "PL2", "size": 500, "encrypted": True,
+                               "deleteWithInstance": True, "name": "qwen-7b-spot-node-0-data"}]
+    assert c["internetMaxBandwidthOut"] == 0
+    assert c["httpEndpoint"] == "enabled"
+    assert c["securityGroupIds"] == ["securitygroup-qwen-7b-spot-network-sg"]
+    assert c["roleName"] == "qwen-7b-spot-train-node"
+    assert engine.one("ram/role:Role").inputs["roleName"] == "qwen-7b-spot-train-node"
+    # the role (and its OSS policy) exist before a node can launch with it
+    deps = set(engine.one(CONFIG).dependencies)
+    assert {r.urn for r in engine.of_type("ram/rolePolicyAttachment:RolePolicyAttachment")} <= deps
+
+
+def test_the_configuration_carries_the_training_node_markers(engine):
+    engine.declare(spot_pool_plan())
+    assert engine.one(CONFIG).inputs["tags"] == {
+        "team": "nlp", "trainstack:name": "qwen-7b-spot", "trainstack:role": "training",
+        "trainstack:zone": "cn-shenzhen-e", "trainstack:node-rank": "0", "trainstack:gpus-per-node": "4",
+        "trainstack:gpu-model": "A100-80G"}
+
+
+def test_the_configuration_boots_the_same_bootstrap_on_loopback_without_a_billing_stop(engine):
+    plan = spot_pool_plan()
+    engine.declare(plan)
+    user_data = engine.one(CONFIG).inputs["userData"]
+    assert user_data == render_user_data_b64(plan, 0)
+    text = base64.b64decode(user_data).decode()
+    assert text == render_user_data(plan, 0)
+    files = {f["path"]: f for f in yaml.safe_load(text)["write_files"]}
+    assert files["/etc/trainstack/hostfile"]["content"] == "127.0.0.1\n"
+    env = files["/etc/trainstack/node.env"]["content"]
+    assert "MASTER_ADDR=127.0.0.1\n" in env and "NNODES=1\n" in env
+    assert "STOP_ON=never\n" in env and "POWEROFF_FALLBACK=0\n" in env
+    assert "/etc/systemd/system/trainstack-spot-watcher.service" in files
+
+
+def test_no_stop_instance_permission_for_a_pool(engine):
+    engine.declare(spot_pool_plan())
+    docs = [json.loads(p.inputs["policyDocument"]) for p in engine.of_type("ram/policy:Policy")]
+    actions = {a for d in docs for s in d["Statement"] for a in s["Action"]}
+    assert not {a for a in actions if a.startswith("ecs:")}
+    assert all(r != "*" for d in docs for s in d["Statement"] for r in s["Resource"])
+
+
+def test_a_cpfs_pool_renders_the_mount_address_into_user_data(engine):
+    plan = spot_pool_plan(storage=StoragePlan(checkpoint="cpfs", checkpoint_path="/mnt/cpfs/checkpoints",
+                                              cpfs=CpfsPlan(capacity_gib=3600)))
+    engine.declare(plan)
+    text = base64.b64decode(engine.one(CONFIG).inputs["userData"]).decode()
+    assert "CPFS_SOURCE=" in text and "cpfs-0123abcd-mock" in text
+
+
+def test_exports_have_the_group_and_no_fixed_ips(engine):
+    stack = engine.declare(spot_pool_plan())
+    out = engine.value(stack.outputs)
+    assert out["node_private_ips"] == [] and out["node_ids"] == []
+    assert out["scaling_group_id"] == "scalinggroup-qwen-7b-spot-pool-group"
+
+
+@pytest.mark.parametrize("plan", [spot_plan(), single_gpu_lora_plan(), multi_node_erdma_plan(),
+                                  spot_plan(nodes=2, total_gpus=8)], ids=["spot", "on-demand", "multi-node", "spot-2"])
+def test_plans_without_spot_pool_create_no_ess_resources(engine, plan):
+    stack = engine.declare(plan)
+    assert not [r for r in engine.resources if r.type.startswith(ESS_PREFIX)]
+    assert len(engine.of_type(INSTANCE)) == plan.nodes
+    assert "scaling_group_id" not in stack.outputs
+
+
+def test_a_spot_pool_needs_a_one_node_spot_plan():
+    with pytest.raises(ValueError, match="1-node ECS spot plan"):
+        single_gpu_lora_plan(spot_pool=SpotPoolPlan(price_limit=9.0))
+    with pytest.raises(ValueError, match="1-node ECS spot plan"):
+        spot_pool_plan(nodes=2, total_gpus=8)
+
+
+def test_a_pool_refuses_checkpoints_on_essd(engine):
+    plan = spot_pool_plan(storage=StoragePlan(checkpoint="essd", checkpoint_path="/mnt/data/checkpoints",
+                                              data_disk=spot_plan().storage.data_disk))
+    with pytest.raises(InputError, match="cannot keep checkpoints on ESSD"):
+        engine.declare(plan)
+
+
+# ---- the resolver and the policy pack, end to end through `trainstack plan` -----------------------
+
+def _plan_json(tmp_path, capsys, profile):
+    path = tmp_path / f"{profile['name']}.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    code = main(["plan", str(path), "--format", "json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out)
+
+
+def test_offline_plan_of_a_self_healing_profile_passes_every_mandatory_policy(tmp_path, capsys):
+    doc = _plan_json(tmp_path, capsys, PROFILE)
+    types = [r["type"] for r in doc["resources"]]
+    assert types.count("alicloud:" + GROUP) == 1 and types.count("alicloud:" + CONFIG) == 1
+    assert "alicloud:" + INSTANCE not in types
+    assert doc["plan"]["spot_pool"]["price_limit"] == 138.96
+    assert [v for v in doc["policy"] if v["level"] == "mandatory"] == []
+    assert not [v for v in doc["policy"] if "can't run policy" in v["message"]]
+
+
+def _policy_resources(doc):
+    return [{"type": r["type"], "name": r["name"], "urn": r["urn"], "inputs": r["inputs"], "parent": r["parent"],
+             "protect": r["protect"], "dependencies": r["dependencies"], "provider_region": "cn-shenzhen"}
+            for r in doc["resources"] if not r["type"].startswith("pulumi:")]
+
+
+def _config_inputs(resources):
+    return next(r["inputs"] for r in resources if r["type"] == "alicloud:" + CONFIG)
+
+
+def _mandatory(resources):
+    return {(v["policy"], v["resource"]) for v in run_policies(resources) if v["level"] == "mandatory"}
+
+
+def test_policies_judge_the_scaling_configuration(tmp_path, capsys):
+    base = _policy_resources(_plan_json(tmp_path, capsys, PROFILE))
+    config = next(r["name"] for r in base if r["type"] == "alicloud:" + CONFIG)
+    assert _mandatory(base) == set()
+
+    pcie = json.loads(json.dumps(base))
+    _config_inputs(pcie)["instanceType"] = "ecs.ebmgn7i.32xlarge"  # 4 A10 on PCIe only
+    assert ("no-pcie-multi-gpu-training", config) in _mandatory(pcie)
+
+    unknown = json.loads(json.dumps(base))
+    _config_inputs(unknown)["instanceType"] = "ecs.gn7i-c8g1.24xlarge"  # does not exist
+    assert ("known-instance-type", config) in _mandatory(unknown)
+
+    small = json.loads(json.dumps(base))
+    _config_inputs(small)["dataDisks"][0].update(performanceLevel="PL2", size=100)
+    assert ("essd-minimum-size", config) in _mandatory(small)
+
+    no_storage = [r for r in json.loads(json.dumps(base)) if not r["type"].startswith("alicloud:oss/")]
+    verdicts = [v for v in run_policies(no_storage) if v["policy"] == "spot-requires-checkpoint-storage"]
+    assert len(verdicts) == 1 and verdicts[0]["level"] == "mandatory" and config in verdicts[0]["message"]
+
+
+def test_the_offline_plan_draws_the_pool_in_the_topology(tmp_path, capsys):
+    path = tmp_path / "heal.yaml"
+    path.write_text(yaml.safe_dump(PROFILE))
+    assert main(["plan", str(path), "--format", "text"]) == 0
+    out = capsys.readouterr().out
+    assert "ESS spot pool qwen-7b-heal-pool-config · 1 x ecs.gn7e-c16g1.16xlarge · spot ≤ 138.96 CNY/h" in out
+    assert "self-healing: an ESS scaling group keeps 1 spot node running" in out
