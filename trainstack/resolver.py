@@ -335,6 +335,10 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
     labels = list(best.labels)
     if best.zone is None:
         labels.append("zone chosen at deploy time from current stock (not seen in the price snapshot)")
+    known_zones = sorted({z for p in catalog.prices.get(profile.region, {}).values() for z in p.zones})
+    if profile.zone and known_zones and profile.zone not in known_zones:
+        labels.append(f"zone {profile.zone} never appears in the catalog for {profile.region} (seen: "
+                      f"{', '.join(known_zones)}): check its name before `pulumi up` (`trainstack preflight`)")
     if best.spot:
         labels.append(f"spot hours include a {SPOT_RESTART_ALLOWANCE - 1:.0%} allowance for interruptions and restarts")
         labels.append(f"spot price limit {limit} CNY/h = the on-demand price (never pay more than on-demand)")

@@ -257,3 +257,10 @@ def test_infeasible_text_lists_rejected_families_and_suggestions(tmp_path, capsy
     assert main(["resolve", str(f)]) == 3
     err = capsys.readouterr().err
     assert "rejected families:" in err and "no FP8" in err and "Traceback" not in err
+
+
+def test_a_pinned_zone_the_catalog_never_saw_is_labelled():
+    plan = resolve(profile(zone="cn-shenzhen-z", **LORA_8B))
+    assert plan.zone == "cn-shenzhen-z"
+    assert any("cn-shenzhen-z never appears in the catalog" in lab for lab in plan.labels)
+    assert not any("never appears" in lab for lab in resolve(profile(zone="cn-shenzhen-a", **LORA_8B)).labels)
