@@ -3,6 +3,7 @@ API on 127.0.0.1, and a way to write a plan's rendered files to a directory."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import threading
 import time
@@ -13,7 +14,9 @@ from typing import Callable
 
 import pytest
 
-from components.bootstrap import render_files
+from plan_factory import single_gpu_lora_plan
+
+from components.bootstrap import render_files, render_script
 
 SECRET = "fake-secret-for-tests"
 TOKEN_TTL_HEADER = "X-aliyun-ecs-metadata-token-ttl-seconds"
@@ -149,3 +152,16 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "
 @pytest.fixture
 def waiter() -> Callable[..., None]:
     return wait_for
+
+
+@pytest.fixture
+def agent(tmp_path):
+    """The node agent exactly as rendered for a plan, imported as a module (it also holds the
+    OSS commands); ``module.path`` is the rendered file, for running it as a subprocess."""
+    path = tmp_path / "trainstack_agent.py"
+    path.write_text(render_script(single_gpu_lora_plan(), "trainstack_agent.py"))
+    spec = importlib.util.spec_from_file_location("trainstack_agent_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.path = path
+    return module

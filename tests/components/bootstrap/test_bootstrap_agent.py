@@ -3,7 +3,6 @@ code-archive extraction, and trainer signalling."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import os
 import signal
@@ -14,20 +13,7 @@ import time
 import zipfile
 
 import pytest
-from plan_factory import single_gpu_lora_plan
 
-from components.bootstrap import render_script
-
-
-@pytest.fixture
-def agent(tmp_path):
-    path = tmp_path / "trainstack_agent.py"
-    path.write_text(render_script(single_gpu_lora_plan(), "trainstack_agent.py"))
-    spec = importlib.util.spec_from_file_location("trainstack_agent_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.path = path
-    return module
 
 
 def test_rpc_signature_matches_alibabas_documented_example(agent):

@@ -5,7 +5,6 @@ and the SDK calls themselves against a fake OSS server where the SDK is installe
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import os
 import sys
@@ -22,15 +21,9 @@ BUCKET = "ckpt-bucket"
 
 
 @pytest.fixture
-def helper(tmp_path):
-    """The rendered agent, which holds the OSS commands."""
-    path = tmp_path / "trainstack_agent.py"
-    path.write_text(render_script(single_gpu_lora_plan(), "trainstack_agent.py"))
-    spec = importlib.util.spec_from_file_location("trainstack_agent_oss_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.path = path
-    return module
+def helper(agent):
+    """The rendered agent (conftest), which holds the OSS commands."""
+    return agent
 
 
 @pytest.fixture
