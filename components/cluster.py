@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import re
 from typing import Optional
 
@@ -35,7 +34,8 @@ import pulumi
 import pulumi_alicloud as alicloud
 
 from trainstack.errors import InputError
-from trainstack.plan import DEPLOYMENT_SET_MAX, Plan
+from trainstack.layout import deployment_set_layout
+from trainstack.plan import Plan
 
 from .identity import NodeRole, stop_policy_document
 from .network import Network
@@ -66,21 +66,6 @@ def user_data(plan: Plan, rank: int, cpfs_mount_address: Optional[pulumi.Output[
     return cpfs_mount_address.apply(lambda address: render_user_data_b64(plan, rank, address))
 
 
-def deployment_set_layout(plan: Plan) -> list[int]:
-    """Deployment-set group of each node ([] = none). Groups hold at most DEPLOYMENT_SET_MAX
-    instances; nodes are split into contiguous, balanced groups."""
-    net = plan.network
-    if net.deployment_set != "LowLatency" or plan.nodes < 2:
-        return []
-    if plan.spot or plan.spot_strategy != "NoSpot":
-        return []  # a deployment set cannot hold spot instances (facts §I)
-    groups = max(net.deployment_set_groups, math.ceil(plan.nodes / DEPLOYMENT_SET_MAX))
-    layout = [i * groups // plan.nodes for i in range(plan.nodes)]
-    if max(layout.count(g) for g in range(groups)) > DEPLOYMENT_SET_MAX:
-        raise InputError(f"{plan.nodes} nodes do not fit {groups} deployment set(s) of {DEPLOYMENT_SET_MAX}")
-    return layout
-
-
 def check_auto_release_time(value: Optional[str]) -> Optional[str]:
     if value and not AUTO_RELEASE_FORMAT.match(value):
         raise InputError(f"trainstack:autoReleaseAt {value!r} must be UTC like 2025-01-31T18:00:00Z")
@@ -107,7 +92,7 @@ class Cluster(pulumi.ComponentResource):
 
         self.identity = NodeRole(f"{name}-identity", plan, opts=child)
 
-        layout = deployment_set_layout(plan)
+        layout = deployment_set_layout(plan)  # pure rule: trainstack.layout
         if net.deployment_set and not layout and plan.nodes > 1:
             pulumi.log.warn(f"{plan.name}: no deployment set (spot instances cannot be in one)", resource=self)
         self.deployment_sets = [

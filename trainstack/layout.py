@@ -14,7 +14,9 @@ from typing import Optional
 
 from .architecture import Architecture
 from .catalog.models import ResolvedInstance
+from .errors import InputError
 from .plan import (
+    Plan,
     DEPLOYMENT_SET_MAX, ESSD_MAX_GIB, ESSD_MIN_GIB, CpfsPlan, DataDiskPlan, ImagePlan, NetworkPlan, OssPlan,
     SpotPoolPlan, StoragePlan, ess_price_limit,
 )
@@ -193,3 +195,18 @@ def plan_spot_pool(profile: TrainingProfile, nodes: int, spot: bool,
         notes.append("self-healing: with spot: allow, ESS starts an on-demand node while no spot node can be had "
                      "(on-demand price)")
     return SpotPoolPlan(compensate_with_on_demand=compensate, price_limit=limit, notes=tuple(notes)), notes
+
+
+def deployment_set_layout(plan: Plan) -> list[int]:
+    """Deployment-set group of each node ([] = none). Groups hold at most DEPLOYMENT_SET_MAX
+    instances; nodes are split into contiguous, balanced groups."""
+    net = plan.network
+    if net.deployment_set != "LowLatency" or plan.nodes < 2:
+        return []
+    if plan.spot or plan.spot_strategy != "NoSpot":
+        return []  # a deployment set cannot hold spot instances (facts §I)
+    groups = max(net.deployment_set_groups, math.ceil(plan.nodes / DEPLOYMENT_SET_MAX))
+    layout = [i * groups // plan.nodes for i in range(plan.nodes)]
+    if max(layout.count(g) for g in range(groups)) > DEPLOYMENT_SET_MAX:
+        raise InputError(f"{plan.nodes} nodes do not fit {groups} deployment set(s) of {DEPLOYMENT_SET_MAX}")
+    return layout
