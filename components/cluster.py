@@ -13,7 +13,7 @@ ENI traffic mode, disk sizes):
   ``EcsNetworkInterface`` + ``EcsNetworkInterfaceAttachment``; every other plan says ``Standard``;
 - a ``LowLatency`` deployment set only when the plan asks for one (on-demand, multi-node, family
   support known), in groups of at most 20 (``DEPLOYMENT_SET_MAX``), never with spot;
-- the node RAM role (components/identity.py), user data from ``components.bootstrap``;
+- the node RAM role (components/identity.py), user data from ``trainstack.bootstrap``;
 - tags from the profile plus ``trainstack:role=training`` and ``trainstack:zone``.
 
 Billing stops when the job ends: the bootstrap's launcher calls ``StopInstance`` with
@@ -50,7 +50,7 @@ NETWORK_CARDS = 2
 
 def render_user_data_b64(plan: Plan, rank: int, cpfs_mount_address: Optional[str] = None) -> str:
     """The bootstrap's cloud-init text for one node, base64-encoded (what ``user_data`` expects)."""
-    from components.bootstrap import render_user_data  # written alongside; imported when used
+    from trainstack.bootstrap import render_user_data  # written alongside; imported when used
 
     try:
         text = render_user_data(plan, rank, cpfs_mount_address=cpfs_mount_address)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from components.bootstrap import render_user_data
+from trainstack.bootstrap import render_user_data
 from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
 from trainstack.errors import InputError
 from trainstack.plan import DEPLOYMENT_SET_MAX

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan, spot_pool_plan
 
-from components.bootstrap import render_user_data
+from trainstack.bootstrap import render_user_data
 from components.cluster import render_user_data_b64
 from policies.runner import run_policies
 from trainstack.cli import main

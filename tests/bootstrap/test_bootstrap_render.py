@@ -12,7 +12,7 @@ import pytest
 import yaml
 from plan_factory import dlc_plan, multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
 
-from components.bootstrap import (
+from trainstack.bootstrap import (
     USER_DATA_LIMIT, BootstrapOptions, render_files, render_script, render_user_data,
 )
 from trainstack.plan import DataDiskPlan, JobPlan, StoragePlan

@@ -1,32 +1,21 @@
-"""The training profile: what a team wants to train, as a frozen, strictly-typed model.
+"""The training profile's fields: frozen, strictly-typed models (names are a contract, docs/DESIGN.md).
 
-``load_profile(path)`` is the only way in from a file: it turns every user mistake (missing
-file, bad YAML, wrong field, misspelt key or preset, secret in plain text) into an
-:class:`~trainstack.errors.InputError` listing one problem per line with the field path, the
-value given and what is allowed. Rules that need the catalog live in the resolver.
+Field-level and cross-field rules that need nothing but the profile live here; rules that need the
+catalog or the resolved plan live in ``trainstack.rules``.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-import yaml
-from pydantic import (
-    BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from .architecture import Architecture, derive_architecture, presets
-from .errors import InputError, Problem, did_you_mean
-from .secrets import find_secrets
+from ..architecture import Architecture, derive_architecture, presets
 
 DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
-MAX_PROFILE_BYTES = 1 << 20
 SCHEMA_URL_COMMENT = "# yaml-language-server: $schema=../../profile.schema.json"
-
-
 class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -271,217 +260,3 @@ class TrainingProfile(_Strict):
     @property
     def architecture(self) -> Architecture:
         return self.model.resolved_architecture()
-
-
-# ---- loading ------------------------------------------------------------------------------
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys instead of silently keeping the last."""
-
-
-def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen: dict[Any, Any] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen[key] = True
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def read_yaml_document(path: Union[str, Path], what: str = "profile") -> dict[str, Any]:
-    """Read one YAML mapping from a file; every failure is an InputError naming the file."""
-    p = Path(path)
-    name = str(path)
-
-    def fail(msg: str, hint: Optional[str] = None) -> InputError:
-        return InputError(f"{name}: {msg}", problems=[Problem(path="", message=msg, file=name)], hint=hint)
-
-    if not p.exists():
-        raise fail(f"{what} file not found", hint="check the path; sample profiles live in stacks/profiles/")
-    if p.is_dir():
-        raise fail(f"is a directory, not a {what} file")
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise fail(f"cannot read: {exc.strerror}") from None
-    if len(raw) > MAX_PROFILE_BYTES:
-        raise fail(f"{len(raw)} bytes is too large for a {what} (limit {MAX_PROFILE_BYTES})")
-    if b"\x00" in raw:
-        raise fail(f"is a binary file, not a YAML {what}")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise fail("is not UTF-8 text") from None
-    if not text.strip():
-        raise fail(f"is empty; a {what} needs at least `name` and `model`")
-    try:
-        doc = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise fail(f"is not valid YAML{where}: {exc.problem or exc.context}") from None
-    except (yaml.YAMLError, RecursionError) as exc:
-        raise fail(f"is not valid YAML: {exc}") from None
-    if doc is None:
-        raise fail(f"is empty; a {what} needs at least `name` and `model`")
-    if not isinstance(doc, dict):
-        raise fail(f"must be a YAML mapping (key: value), not a {type(doc).__name__}")
-    return doc
-
-
-def load_profile(path: Union[str, Path]) -> TrainingProfile:
-    """Load and validate a profile file."""
-    return parse_profile(read_yaml_document(path), file=str(path))
-
-
-def parse_profile(doc: Any, file: Optional[str] = None) -> TrainingProfile:
-    """Validate an already-parsed document; all problems are reported together."""
-    if not isinstance(doc, dict):
-        raise InputError("profile must be a mapping", problems=[
-            Problem(path="", message="profile must be a YAML mapping", file=file,
-                    given=type(doc).__name__, has_given=True)])
-    secret_problems = [Problem(path=p, message=m, file=file) for p, m in find_secrets(doc)]
-    try:
-        profile = TrainingProfile.model_validate(doc)
-    except ValidationError as exc:
-        problems = secret_problems + [_problem_from(e, doc, file) for e in exc.errors()]
-        raise InputError(f"{file or 'profile'}: {len(problems)} problem(s)", problems=_dedupe(problems)) from None
-    except (RecursionError, OverflowError) as exc:
-        raise InputError(f"{file or 'profile'}: unusable value ({type(exc).__name__})",
-                         problems=[Problem(path="", message=f"unusable value: {exc}", file=file)]) from None
-    if secret_problems:
-        raise InputError(f"{file or 'profile'}: secrets in plain text", problems=secret_problems,
-                         hint="use the Alibaba Cloud credentials chain (env, ~/.alibabacloud/credentials.ini or ~/.aliyun/config.json, "
-                              "RAM role) or `pulumi config set --secret`")
-    return profile
-
-
-def _dedupe(problems: list[Problem]) -> list[Problem]:
-    seen, out = set(), []
-    for p in problems:
-        key = (p.path, p.message)
-        if key not in seen:
-            seen.add(key)
-            out.append(p)
-    return out
-
-
-def _model_at(loc: tuple) -> Optional[type[BaseModel]]:
-    """The pydantic model class that owns the location ``loc`` (for 'did you mean')."""
-    model: Any = TrainingProfile
-    for part in loc:
-        if not (isinstance(model, type) and issubclass(model, BaseModel)):
-            return None
-        field = model.model_fields.get(str(part))
-        if field is None:
-            return None
-        ann = field.annotation
-        for cand in getattr(ann, "__args__", ()) or (ann,):
-            if isinstance(cand, type) and issubclass(cand, BaseModel):
-                ann = cand
-                break
-        model = ann
-    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
-
-
-def _value_at(doc: Any, loc: tuple) -> tuple[bool, Any]:
-    cur = doc
-    for part in loc:
-        if isinstance(cur, dict) and part in cur:
-            cur = cur[part]
-        elif isinstance(cur, list) and isinstance(part, int) and part < len(cur):
-            cur = cur[part]
-        else:
-            return False, None
-    return True, cur
-
-
-def _allowed_for(err: dict) -> Optional[str]:
-    ctx = err.get("ctx") or {}
-    typ = err["type"]
-    if "expected" in ctx:
-        return str(ctx["expected"])
-    bounds = {"greater_than": "> {gt}", "greater_than_equal": ">= {ge}", "less_than": "< {lt}",
-              "less_than_equal": "<= {le}"}
-    if typ in bounds:
-        return bounds[typ].format(**ctx)
-    return {"int_parsing": "a whole number", "int_type": "a whole number", "float_parsing": "a number",
-            "float_type": "a number", "bool_parsing": "true or false", "bool_type": "true or false",
-            "string_type": "a string", "dict_type": "a mapping", "model_type": "a mapping",
-            "int_from_float": "a whole number"}.get(typ)
-
-
-_UNION_TAG = re.compile(r"^(literal\[.*\]|int|str|float|bool|none|function-after\[.*\]|.*\[.*\])$")
-
-
-def _document_loc(raw: tuple, doc: Any) -> tuple:
-    """pydantic's error location with union-member tags (``int``, ``literal['auto']``) removed.
-
-    A part is kept when the document has it at that depth (so a user's key named ``str`` or
-    ``a[0]`` survives); a part the document lacks is dropped only if it looks like a union tag.
-    """
-    out, cur = [], doc
-    for part in raw:
-        if isinstance(cur, dict) and part in cur:
-            out.append(part)
-            cur = cur[part]
-        elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
-            out.append(part)
-            cur = cur[part]
-        elif isinstance(part, str) and _UNION_TAG.match(part):
-            continue
-        else:
-            out.append(part)
-            cur = None
-    return tuple(out)
-
-
-def _problem_from(err: dict, doc: dict, file: Optional[str]) -> Problem:
-    loc = _document_loc(tuple(err["loc"]), doc)
-    path = ".".join(str(p) for p in loc)
-    typ = err["type"]
-    if typ == "extra_forbidden" and loc:
-        owner = _model_at(loc[:-1])
-        names = list(owner.model_fields) if owner else []
-        return Problem(path=path, message="unknown field", file=file,
-                       allowed=", ".join(names) if names else None,
-                       suggestions=did_you_mean(str(loc[-1]), names))
-    if typ == "missing":
-        return Problem(path=path, message="required field is missing", file=file)
-    found, given = _value_at(doc, loc) if loc else (False, None)  # whole-profile rules: no "given"
-    if found and isinstance(given, (dict, list)) and typ in ("value_error", "assertion_error"):
-        found = False  # a section-level rule: the message says what is wrong, the dump would not
-    msg = err["msg"].removeprefix("Value error, ")
-    suggestions: list[str] = []
-    allowed = _allowed_for(err)
-    if path == "model" and "unknown preset" in msg:
-        given = (doc.get("model") or {}).get("preset")
-        found = True
-        path = "model.preset"
-        msg = "unknown model preset"
-        allowed = ", ".join(sorted({p.name for p in presets().values()}))
-        suggestions = did_you_mean(str(given), presets())
-    elif typ == "literal_error" and found and isinstance(given, (str, bool)):
-        options = [o.strip(" '") for o in str((err.get("ctx") or {}).get("expected", "")).replace(" or ", ",").split(",")]
-        suggestions = did_you_mean(str(given), [o for o in options if o])
-        if isinstance(given, bool):
-            msg += " (YAML read yes/no/on/off as a boolean: quote the word)"
-    return Problem(path=path, message=msg, file=file, given=given, has_given=found,
-                   allowed=allowed, suggestions=suggestions)
-
-
-def profile_json_schema() -> dict[str, Any]:
-    """JSON Schema of the profile, for editors (`trainstack schema`)."""
-    schema = TrainingProfile.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "trainstack training profile"
-    schema.setdefault("$defs", {})
-    schema["properties"]["model"]["description"] = (
-        "Exactly one of preset, architecture or params_b. Presets: "
-        + ", ".join(sorted(presets())))
-    return schema

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan, spot_pool_plan
 
-from components.bootstrap import BootstrapOptions, render_files
+from trainstack.bootstrap import BootstrapOptions, render_files
 from trainstack.plan import DataDiskPlan, JobPlan, StoragePlan
 
 CPFS = "cpfs-0a1b2c.cn-shenzhen.cpfs.aliyuncs.com"

@@ -14,7 +14,7 @@ import pytest
 from fake_oss import DirStore, oss_python_wrapper
 from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
 
-from components.bootstrap import BootstrapOptions, render_files
+from trainstack.bootstrap import BootstrapOptions, render_files
 from trainstack.plan import JobPlan, OssPlan, StoragePlan
 
 FAST = BootstrapOptions(checkpoint_grace_seconds=1, kill_after_seconds=1, poweroff_fallback=False)

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from plan_factory import single_gpu_lora_plan
 
-from components.bootstrap import render_script, render_user_data
+from trainstack.bootstrap import render_script, render_user_data
 from trainstack.plan import DataDiskPlan, JobPlan, OssPlan, StoragePlan
 
 HOSTILE = ['"; rm -rf / #', "$(touch {pwned})", "`touch {pwned}`", "'; touch {pwned}; '", "a\nb",

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from plan_factory import single_gpu_lora_plan
 
-from components.bootstrap import BootstrapOptions, render_script
+from trainstack.bootstrap import BootstrapOptions, render_script
 from trainstack.plan import DataDiskPlan, OssPlan, StoragePlan
 
 GIB = 2**30

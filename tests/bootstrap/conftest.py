@@ -16,7 +16,7 @@ import pytest
 
 from plan_factory import single_gpu_lora_plan
 
-from components.bootstrap import render_files, render_script
+from trainstack.bootstrap import render_files, render_script
 
 SECRET = "fake-secret-for-tests"
 TOKEN_TTL_HEADER = "X-aliyun-ecs-metadata-token-ttl-seconds"

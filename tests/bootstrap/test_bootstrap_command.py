@@ -2,7 +2,7 @@
 
 import pytest
 
-from components.bootstrap import parse_command
+from trainstack.bootstrap import parse_command
 
 
 @pytest.mark.parametrize("command, options, program", [

@@ -1,12 +1,12 @@
 #!/bin/bash
 # Manual GPU smoke test of the bootstrap's torch-side pieces (not run by pytest: needs a GPU
 # and PyTorch). Run from the repository root on a GPU machine:
-#   bash tests/components/bootstrap/gpu_smoke.sh
+#   bash tests/bootstrap/gpu_smoke.sh
 # 1. nccl_check.py under torchrun with the launcher's flags (incl. --rdzv-conf timeout=...)
 # 2. the checkpoint-signal path with real torchrun: torchrun started with SIGUSR1 ignored
 #    survives, and trainstack_agent.py signal-trainer reaches its rank processes.
 set -uo pipefail
-T=components/bootstrap/templates
+T=trainstack/bootstrap/templates
 W=$(mktemp -d)
 nvidia-smi -L
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), "nccl", torch.cuda.nccl.version())' || exit 3

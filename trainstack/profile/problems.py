@@ -1,0 +1,126 @@
+"""pydantic's validation errors as the user's problems: field path, value given, what is allowed."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from pydantic import BaseModel
+
+from ..architecture import presets
+from ..errors import Problem, did_you_mean
+from .model import TrainingProfile
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen, out = set(), []
+    for p in problems:
+        key = (p.path, p.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
+def _model_at(loc: tuple) -> Optional[type[BaseModel]]:
+    """The pydantic model class that owns the location ``loc`` (for 'did you mean')."""
+    model: Any = TrainingProfile
+    for part in loc:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return None
+        ann = field.annotation
+        for cand in getattr(ann, "__args__", ()) or (ann,):
+            if isinstance(cand, type) and issubclass(cand, BaseModel):
+                ann = cand
+                break
+        model = ann
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _value_at(doc: Any, loc: tuple) -> tuple[bool, Any]:
+    cur = doc
+    for part in loc:
+        if isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and isinstance(part, int) and part < len(cur):
+            cur = cur[part]
+        else:
+            return False, None
+    return True, cur
+
+
+def _allowed_for(err: dict) -> Optional[str]:
+    ctx = err.get("ctx") or {}
+    typ = err["type"]
+    if "expected" in ctx:
+        return str(ctx["expected"])
+    bounds = {"greater_than": "> {gt}", "greater_than_equal": ">= {ge}", "less_than": "< {lt}",
+              "less_than_equal": "<= {le}"}
+    if typ in bounds:
+        return bounds[typ].format(**ctx)
+    return {"int_parsing": "a whole number", "int_type": "a whole number", "float_parsing": "a number",
+            "float_type": "a number", "bool_parsing": "true or false", "bool_type": "true or false",
+            "string_type": "a string", "dict_type": "a mapping", "model_type": "a mapping",
+            "int_from_float": "a whole number"}.get(typ)
+
+
+_UNION_TAG = re.compile(r"^(literal\[.*\]|int|str|float|bool|none|function-after\[.*\]|.*\[.*\])$")
+
+
+def _document_loc(raw: tuple, doc: Any) -> tuple:
+    """pydantic's error location with union-member tags (``int``, ``literal['auto']``) removed.
+
+    A part is kept when the document has it at that depth (so a user's key named ``str`` or
+    ``a[0]`` survives); a part the document lacks is dropped only if it looks like a union tag.
+    """
+    out, cur = [], doc
+    for part in raw:
+        if isinstance(cur, dict) and part in cur:
+            out.append(part)
+            cur = cur[part]
+        elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
+            out.append(part)
+            cur = cur[part]
+        elif isinstance(part, str) and _UNION_TAG.match(part):
+            continue
+        else:
+            out.append(part)
+            cur = None
+    return tuple(out)
+
+
+def _problem_from(err: dict, doc: dict, file: Optional[str]) -> Problem:
+    loc = _document_loc(tuple(err["loc"]), doc)
+    path = ".".join(str(p) for p in loc)
+    typ = err["type"]
+    if typ == "extra_forbidden" and loc:
+        owner = _model_at(loc[:-1])
+        names = list(owner.model_fields) if owner else []
+        return Problem(path=path, message="unknown field", file=file,
+                       allowed=", ".join(names) if names else None,
+                       suggestions=did_you_mean(str(loc[-1]), names))
+    if typ == "missing":
+        return Problem(path=path, message="required field is missing", file=file)
+    found, given = _value_at(doc, loc) if loc else (False, None)  # whole-profile rules: no "given"
+    if found and isinstance(given, (dict, list)) and typ in ("value_error", "assertion_error"):
+        found = False  # a section-level rule: the message says what is wrong, the dump would not
+    msg = err["msg"].removeprefix("Value error, ")
+    suggestions: list[str] = []
+    allowed = _allowed_for(err)
+    if path == "model" and "unknown preset" in msg:
+        given = (doc.get("model") or {}).get("preset")
+        found = True
+        path = "model.preset"
+        msg = "unknown model preset"
+        allowed = ", ".join(sorted({p.name for p in presets().values()}))
+        suggestions = did_you_mean(str(given), presets())
+    elif typ == "literal_error" and found and isinstance(given, (str, bool)):
+        options = [o.strip(" '") for o in str((err.get("ctx") or {}).get("expected", "")).replace(" or ", ",").split(",")]
+        suggestions = did_you_mean(str(given), [o for o in options if o])
+        if isinstance(given, bool):
+            msg += " (YAML read yes/no/on/off as a boolean: quote the word)"
+    return Problem(path=path, message=msg, file=file, given=given, has_given=found,
+                   allowed=allowed, suggestions=suggestions)
