@@ -27,22 +27,22 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from typing import Optional
 
 import pulumi
 import pulumi_alicloud as alicloud
 
 from trainstack.errors import InputError
+from trainstack.bootstrap import render_user_data
 from trainstack.layout import deployment_set_layout
+from trainstack.rules import bootstrap_message, checkpoint_disks_planned
+from trainstack.stack_config import check_auto_release_time
 from trainstack.plan import Plan
 
 from .identity import NodeRole, stop_policy_document
 from .network import Network
-from .storage import Storage, check_essd, checkpoint_disks_planned
-from .tags import base_tags, node_tags
-
-AUTO_RELEASE_FORMAT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+from .storage import Storage
+from trainstack.tags import base_tags, node_tags
 
 #: Physical network cards of the eRDMA GPU types in the catalog (ebmgn7ex/ebmgn8*: 2) [EBM-ZH].
 NETWORK_CARDS = 2
@@ -50,12 +50,10 @@ NETWORK_CARDS = 2
 
 def render_user_data_b64(plan: Plan, rank: int, cpfs_mount_address: Optional[str] = None) -> str:
     """The bootstrap's cloud-init text for one node, base64-encoded (what ``user_data`` expects)."""
-    from trainstack.bootstrap import render_user_data  # written alongside; imported when used
-
     try:
         text = render_user_data(plan, rank, cpfs_mount_address=cpfs_mount_address)
-    except ValueError as exc:
-        raise InputError(f"bootstrap of {plan.name} node {rank}: {exc}") from None
+    except ValueError as exc:  # the rule book rendered it already: only a deploy-time address can fail here
+        raise InputError(bootstrap_message(plan, rank, exc)) from None
     return base64.b64encode(text.encode("utf-8")).decode("ascii")
 
 
@@ -64,12 +62,6 @@ def user_data(plan: Plan, rank: int, cpfs_mount_address: Optional[pulumi.Output[
     if plan.storage.cpfs is None or cpfs_mount_address is None:
         return render_user_data_b64(plan, rank)
     return cpfs_mount_address.apply(lambda address: render_user_data_b64(plan, rank, address))
-
-
-def check_auto_release_time(value: Optional[str]) -> Optional[str]:
-    if value and not AUTO_RELEASE_FORMAT.match(value):
-        raise InputError(f"trainstack:autoReleaseAt {value!r} must be UTC like 2025-01-31T18:00:00Z")
-    return value or None
 
 
 class Cluster(pulumi.ComponentResource):
@@ -84,11 +76,8 @@ class Cluster(pulumi.ComponentResource):
         if plan.target != "ecs" or not plan.instance_type:
             raise InputError(f"plan {plan.name} targets {plan.target}; ECS nodes need an ECS plan with an instance type")
         child = pulumi.ResourceOptions(parent=self)
-        st, net = plan.storage, plan.network
+        net = plan.network
         auto_release_time = check_auto_release_time(auto_release_time)
-        check_essd("system disk", st.system_disk_category, st.system_disk_performance_level, st.system_disk_gib)
-        if st.data_disk is not None:
-            check_essd("data disk", st.data_disk.category, st.data_disk.performance_level, st.data_disk.size_gib)
 
         self.identity = NodeRole(f"{name}-identity", plan, opts=child)
 

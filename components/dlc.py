@@ -38,11 +38,9 @@ import pulumi.dynamic as dyn
 from pulumi.runtime import rpc
 from alibabacloud_pai_dlc20201203 import models as dlc_models
 
-from trainstack.dlc_request import (
-    INPUT_KEYS, KIND, TERMINAL_STATUSES, build_request_model, job_inputs, planned_datasets,
-    validate_inputs, workspace_name,
-)
-from trainstack.errors import CloudApiError, InputError
+from trainstack.cloud.dlc_request import build_request_model
+from trainstack.dlc_job import INPUT_KEYS, KIND, TERMINAL_STATUSES, job_inputs, planned_datasets, validate_inputs, workspace_name
+from trainstack.errors import CloudApiError
 from trainstack.plan import Plan
 
 # ---------------------------------------------------------------------------------------------
@@ -441,14 +439,6 @@ class DlcJob(dyn.Resource):
         super().__init__(provider or DlcJobProvider(), name, props, opts)
 
 
-def _check_plan(plan: Plan) -> None:
-    d = plan.dlc
-    if d is not None and d.resource_id and not d.workspace_id:
-        raise InputError(f"dlc.resource_id {d.resource_id} needs dlc.workspace_id: a resource quota is usable only "
-                         "in a workspace it is attached to, and a workspace trainstack creates has none",
-                         hint="set dlc.workspace_id to the workspace the quota is attached to")
-
-
 class DlcTraining(pulumi.ComponentResource):
     """Workspace, datasets and the DLC job of a plan whose target is ``dlc`` (no ECS nodes)."""
 
@@ -457,7 +447,6 @@ class DlcTraining(pulumi.ComponentResource):
         super().__init__("trainstack:index:DlcTraining", name, None, opts)
         # all plan checks first, so a bad plan creates nothing
         inputs = job_inputs(plan)
-        _check_plan(plan)
         stack = pulumi.get_stack()
         specs = planned_datasets(plan, stack)
         from pulumi_alicloud import pai

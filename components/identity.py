@@ -23,7 +23,7 @@ import pulumi_alicloud as alicloud
 
 from trainstack.plan import Plan
 
-from .tags import base_tags
+from trainstack.tags import base_tags
 
 ECS_TRUST_POLICY = {
     "Version": "1",

@@ -18,10 +18,10 @@ from typing import Optional
 import pulumi
 import pulumi_alicloud as alicloud
 
-from trainstack.errors import CloudApiError, InputError
+from trainstack.errors import CloudApiError
 from trainstack.plan import Plan
 
-from .tags import base_tags
+from trainstack.tags import base_tags
 
 NCCL_RULE_DESCRIPTION = "all traffic between the cluster's own nodes (NCCL, eRDMA, rendezvous)"
 
@@ -50,18 +50,6 @@ def resolve_zone(plan: Plan, opts: Optional[pulumi.InvokeOptions] = None) -> str
             hint="pin a zone with `pulumi config set trainstack:zone <zone>` or choose another "
                  "instance type; `trainstack resolve` lists the alternatives")
     return zones[0]
-
-
-def check_ssh_cidrs(cidrs: tuple[str, ...]) -> list[str]:
-    """SSH sources as given, refusing any that opens SSH to the whole internet."""
-    out = []
-    for c in cidrs:
-        net = ipaddress.ip_network(c, strict=False)
-        if net.prefixlen == 0:
-            raise InputError(f"SSH from {c} would open port 22 to the whole internet; "
-                             "list your office or VPN CIDRs in access.ssh_cidrs")
-        out.append(str(net))
-    return out
 
 
 class Network(pulumi.ComponentResource):
@@ -102,7 +90,7 @@ class Network(pulumi.ComponentResource):
                 policy="accept", nic_type="intranet", priority=10, cidr_ip=cidr,
                 security_group_id=self.security_group.id, description=f"SSH from {cidr} (access.ssh_cidrs)",
                 opts=sg_child)
-            for i, cidr in enumerate(check_ssh_cidrs(net.ssh_cidrs))
+            for i, cidr in enumerate(str(ipaddress.ip_network(c, strict=False)) for c in net.ssh_cidrs)
         ]
 
         self.nat_gateway = self.eip = self.snat_entry = None

@@ -22,12 +22,12 @@ import pulumi_alicloud as alicloud
 
 from trainstack.errors import InputError
 from trainstack.plan import Plan
-from trainstack.profile import TrainingProfile, parse_profile, read_yaml_document
+from trainstack.profile import TrainingProfile
+from trainstack.rules import planned
+from trainstack.stack_config import PROJECT_ROOT, check_auto_release_time, check_region, load_profile_with_overrides, profile_path
 
 from .stack import TrainingStack
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-STACKS_DIR_NAME = "stacks"
 #: alicloud:* stack config the explicit provider passes on (an explicit provider ignores them
 #: otherwise). Credentials normally come from the environment / credentials file / RAM role.
 PROVIDER_CONFIG = {"profile": "profile", "sharedCredentialsFile": "shared_credentials_file",
@@ -37,33 +37,8 @@ PROVIDER_SECRET_CONFIG = {"accessKey": "access_key", "secretKey": "secret_key", 
 PlanLoader = Callable[[TrainingProfile], Plan]
 
 
-def profile_path(value: str, root: Path = PROJECT_ROOT) -> Path:
-    """``trainstack:profile`` as a path: absolute as given, else relative to ``<root>/stacks``."""
-    p = Path(value).expanduser()
-    return p if p.is_absolute() else root / STACKS_DIR_NAME / p
-
-
-def load_profile_with_overrides(path: Path, zone: Optional[str] = None) -> TrainingProfile:
-    """Load the profile, applying stack-level overrides before validation (so a wrong zone is
-    reported like a wrong profile field)."""
-    doc = read_yaml_document(path)
-    if zone:
-        doc["zone"] = zone
-    return parse_profile(doc, file=str(path))
-
-
-def check_region(profile: TrainingProfile, configured: Optional[str]) -> None:
-    if configured and configured != profile.region:
-        raise InputError(
-            f"alicloud:region is {configured} but the profile {profile.name} is for {profile.region}",
-            hint="remove alicloud:region from the stack config (the profile decides the region) "
-                 "or change the profile's region")
-
-
 def default_plan_loader(profile: TrainingProfile) -> Plan:
-    from trainstack.resolver import resolve
-
-    return resolve(profile)
+    return planned(profile)
 
 
 def make_provider(region: str, name: Optional[str] = None) -> alicloud.Provider:
@@ -97,8 +72,9 @@ def run_program(plan_loader: Optional[PlanLoader] = None, root: Union[str, Path]
     path = profile_path(cfg.require("profile"), Path(root))
     profile = load_profile_with_overrides(path, zone=cfg.get("zone"))
     check_region(profile, pulumi.Config("alicloud").get("region"))
-    plan = (plan_loader or default_plan_loader)(profile)
+    auto_release_time = check_auto_release_time(cfg.get("autoReleaseAt"))
+    plan = plan_loader(profile) if plan_loader else planned(profile, file=str(path))
     if plan.region != profile.region:
         raise InputError(f"the plan is for {plan.region}, the profile for {profile.region}")
-    _, outputs = build(plan, auto_release_time=cfg.get("autoReleaseAt"))
+    _, outputs = build(plan, auto_release_time=auto_release_time)
     return outputs

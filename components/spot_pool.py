@@ -18,7 +18,7 @@ source):
   group, no public bandwidth, metadata on (``http_endpoint``; ESS exposes no ``http_tokens``,
   the bootstrap uses IMDSv2 tokens anyway), encrypted ESSD system and data disks, the node RAM
   role by name (``role_name``: attached at launch), the same bootstrap as node 0 of the instance
-  path, and the training-node tags of ``components/tags.py`` (``trainstack:role=training``,
+  path, and the training-node tags of ``trainstack/tags.py`` (``trainstack:role=training``,
   ``trainstack:zone``, ``trainstack:gpu-model``, ``trainstack:gpus-per-node``, rank 0).
   ``active`` + ``enable`` put the group in service; ``force_delete`` lets ``pulumi destroy`` delete
   this last configuration together with its group.
@@ -35,31 +35,13 @@ from typing import Optional, Sequence
 import pulumi
 import pulumi_alicloud as alicloud
 
-from trainstack.errors import InputError
 from trainstack.plan import Plan
 
 from .network import Network
-from .storage import check_essd, checkpoint_disks_planned
-from .tags import MAX_TAGS, base_tags, node_tags, within_limit
+from trainstack.tags import MAX_TAGS, base_tags, node_tags, within_limit
 
 #: ESS removal order when a group has to shrink (a 1-node pool only shrinks on destroy).
 REMOVAL_POLICIES = ["OldestScalingConfiguration", "OldestInstance"]
-#: ``ScalingConfiguration.spot_duration`` takes 1 (one hour of protection) or 0 (none).
-ESS_SPOT_DURATIONS = (0, 1)
-
-
-def _check(plan: Plan) -> None:
-    pool = plan.spot_pool
-    if pool is None or plan.target != "ecs" or not plan.instance_type:
-        raise InputError(f"plan {plan.name}: a spot pool needs an ECS plan with spot_pool set")
-    if not plan.spot or plan.spot_strategy != "SpotWithPriceLimit" or plan.nodes != 1:
-        raise InputError(f"plan {plan.name}: a self-healing spot pool needs 1 spot node with a price limit")
-    if checkpoint_disks_planned(plan):
-        raise InputError(f"plan {plan.name}: a self-healing spot pool cannot keep checkpoints on ESSD "
-                         "(a replacement node cannot reach the reclaimed node's disk): use oss or cpfs")
-    if plan.spot_duration_hours not in ESS_SPOT_DURATIONS:
-        raise InputError(f"plan {plan.name}: ESS spot protection is 0 or 1 hour, the plan has "
-                         f"{plan.spot_duration_hours}")
 
 
 class SpotPool(pulumi.ComponentResource):
@@ -73,13 +55,9 @@ class SpotPool(pulumi.ComponentResource):
                  opts: Optional[pulumi.ResourceOptions] = None, *,
                  depends_on: Sequence[pulumi.Resource] = ()):
         super().__init__("trainstack:index:SpotPool", name, None, opts)
-        _check(plan)
         pool, st = plan.spot_pool, plan.storage
         assert pool is not None and plan.zone is not None, "TrainingStack fills in the zone"
         zone = plan.zone
-        check_essd("system disk", st.system_disk_category, st.system_disk_performance_level, st.system_disk_gib)
-        if st.data_disk is not None:
-            check_essd("data disk", st.data_disk.category, st.data_disk.performance_level, st.data_disk.size_gib)
         node_name = plan.node_names()[0]
         child = pulumi.ResourceOptions(parent=self)
 

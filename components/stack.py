@@ -16,8 +16,10 @@ from typing import Any, Optional
 import pulumi
 
 from trainstack.plan import Plan
+from trainstack.rules import check_plan
+from trainstack.stack_config import check_auto_release_time
 
-from .cluster import Cluster, check_auto_release_time, user_data
+from .cluster import Cluster, user_data
 from .identity import NodeRole
 from .image import ImageChoice, choose_image
 from .network import Network, resolve_zone
@@ -38,6 +40,7 @@ class TrainingStack(pulumi.ComponentResource):
 
     def __init__(self, name: str, plan: Plan, opts: Optional[pulumi.ResourceOptions] = None, *,
                  auto_release_time: Optional[str] = None):
+        check_plan(plan)  # the rule book: a plan it accepts never fails in the components below
         super().__init__("trainstack:index:TrainingStack", name, None, opts)
         lookups = pulumi.InvokeOptions(parent=self)
         zone = resolve_zone(plan, lookups)

@@ -14,33 +14,19 @@ from typing import Optional
 import pulumi
 import pulumi_alicloud as alicloud
 
-from trainstack.errors import InputError
-from trainstack.plan import ESSD_MAX_GIB, ESSD_MIN_GIB, Plan
+from trainstack.plan import Plan
+from trainstack.rules import checkpoint_disks_planned
 
 from .cpfs_export import CpfsExportAddress
-from .tags import MAX_BUCKET_TAGS, ROLE_CHECKPOINT, base_tags, within_limit
+from trainstack.tags import MAX_BUCKET_TAGS, ROLE_CHECKPOINT, base_tags, within_limit
 
 CPFS_ACCESS_GROUP = "DEFAULT_VPC_GROUP_NAME"
-
-
-def check_essd(what: str, category: str, performance_level: Optional[str], size_gib: int) -> None:
-    """Refuse a disk Alibaba would reject: ESSD PL3 needs >= 1261 GiB, PL2 >= 461, PL1 >= 20."""
-    if category != "cloud_essd" or performance_level is None:
-        return
-    low = ESSD_MIN_GIB[performance_level]
-    if not low <= size_gib <= ESSD_MAX_GIB:
-        raise InputError(f"{what}: ESSD {performance_level} needs {low}..{ESSD_MAX_GIB} GiB, the plan has {size_gib} GiB")
 
 
 def checkpoint_options(plan: Plan, parent: pulumi.Resource) -> pulumi.ResourceOptions:
     """Options for anything that holds checkpoints (the contract policies and docs rely on)."""
     keep = plan.storage.retain_on_destroy
     return pulumi.ResourceOptions(parent=parent, protect=keep, retain_on_delete=keep)
-
-
-def checkpoint_disks_planned(plan: Plan) -> bool:
-    disk = plan.storage.data_disk
-    return plan.target == "ecs" and disk is not None and (disk.holds_checkpoints or plan.storage.checkpoint == "essd")
 
 
 class Storage(pulumi.ComponentResource):
@@ -70,7 +56,6 @@ class Storage(pulumi.ComponentResource):
         if checkpoint_disks_planned(plan):
             disk = st.data_disk
             assert disk is not None
-            check_essd("checkpoint data disk", disk.category, disk.performance_level, disk.size_gib)
             for rank, node in enumerate(plan.node_names()):
                 self.checkpoint_disks.append(alicloud.ecs.EcsDisk(
                     f"{name}-ckpt-disk-{rank}", disk_name=f"{node}-checkpoints", zone_id=zone,

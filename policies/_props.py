@@ -22,7 +22,7 @@ from pulumi_policy.proxy import UnknownValueError, _DictProxy, _ListProxy, _is_u
 #: ``trainstack:role`` marks what a resource is for (docs/DESIGN.md "Markers the policies rely on").
 ROLE_TAG = "trainstack:role"
 ZONE_TAG = "trainstack:zone"
-#: ``trainstack:name`` ties every trainstack resource to its profile (components/tags.py).
+#: ``trainstack:name`` ties every trainstack resource to its profile (trainstack/tags.py).
 NAME_TAG = "trainstack:name"
 
 

@@ -16,6 +16,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .reasons import Reason, ReasonCode
+
 PLAN_SCHEMA_VERSION = 1
 
 #: Minimum ESSD size per performance level (GiB), [ESSD-DOC] / EcsDisk docs.
@@ -200,8 +202,14 @@ class Candidate(_Frozen):
     memory_margin_gib: Optional[float] = None
     tokens_per_second: Optional[float] = None
     feasible: bool = True
-    reason: Optional[str] = None
+    reason: Optional[str] = Field(None, description="Why it was rejected, in the user's words")
+    reason_code: Optional[ReasonCode] = Field(None, description="Which rule rejected it (for programs)")
     labels: tuple[str, ...] = ()
+
+    def rejected_by(self, why: Optional[Reason]) -> "Candidate":
+        """This candidate with its verdict: feasible when ``why`` is None."""
+        return self.model_copy(update={"feasible": why is None, "reason": why.message if why else None,
+                                       "reason_code": why.code if why else None})
 
 
 class Rejection(_Frozen):
@@ -210,6 +218,7 @@ class Rejection(_Frozen):
     family: str
     instance_types: tuple[str, ...] = ()
     reason: str
+    reason_codes: tuple[ReasonCode, ...] = Field((), description="The rules behind ``reason``, most common first")
 
 
 class Plan(_Frozen):

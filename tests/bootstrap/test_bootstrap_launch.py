@@ -150,13 +150,13 @@ def test_multi_gpu_runs_the_nccl_check_first_and_a_failure_stops_before_training
 
 
 def test_multi_node_rdma_falling_back_to_tcp_fails_the_check(launch, tmp_path):
-    plan = multi_node_erdma_plan(nodes=2).model_copy(update={"storage": StoragePlan(
+    plan = multi_node_erdma_plan(nodes=3, profile={"job": {"code_uri": None}}).model_copy(update={"storage": StoragePlan(
         checkpoint="essd", checkpoint_path=str(tmp_path / "ckpt"))})
     result = launch(plan, rank=1, FAKE_NCCL_LOG="NCCL INFO NET/Socket : Using [0]eth0:10.0.0.11<0>")
     assert result.returncode == 10 and "fell back to TCP" in result.stderr
     check = launch.events()[0]
     assert check["env"]["NCCL_IB_HCA"] == "erdma"
-    assert check["argv"][:8] == ["--nnodes", "2", "--nproc-per-node", "8", "--node-rank", "1", "--master-addr",
+    assert check["argv"][:8] == ["--nnodes", "3", "--nproc-per-node", "8", "--node-rank", "1", "--master-addr",
                                  "10.0.0.10"]
     (launch.state / "job-finished").unlink()
     good = launch(plan, rank=1, FAKE_NCCL_LOG="NCCL INFO NET/IB : Using [0]erdma_0:1/RoCE [RO]; OOB eth0")

@@ -117,7 +117,7 @@ def test_spot_plan_runs_the_watcher_and_on_demand_plans_do_not():
 
 def test_oss_checkpoints_get_the_sync_service_and_cpfs_checkpoints_do_not():
     env = env_of(render_script(single_gpu_lora_plan(), "node.env"))
-    assert env["OSS_CHECKPOINT_URI"] == "oss://llama3-8b-lora-ckpt-3f2a/checkpoints/"
+    assert env["OSS_CHECKPOINT_URI"] == f"oss://{single_gpu_lora_plan().storage.oss.bucket}/checkpoints/"
     assert env["OSS_ENDPOINT"] == "oss-cn-shenzhen-internal.aliyuncs.com"
     assert "  setup_oss\n" in render_script(single_gpu_lora_plan(), "node-setup.sh")
     names = {f.name for f in render_files(multi_node_erdma_plan(), 0, CPFS)}
@@ -146,7 +146,7 @@ def test_oss_needs_no_internet_egress():
     assert env["PIP_INDEX_URL"] == "http://mirrors.cloud.aliyuncs.com/pypi/simple/"
     assert env["CODE_OSS_ENDPOINT"] == env["OSS_ENDPOINT"] == "oss-cn-shenzhen-internal.aliyuncs.com"
     assert env["CODE_URI"] == "oss://code-bucket/jobs/code.tar.gz"
-    assert env["OSS_CHECKPOINT_URI"] == "oss://llama3-8b-lora-ckpt-3f2a/checkpoints/"
+    assert env["OSS_CHECKPOINT_URI"] == f"oss://{single_gpu_lora_plan().storage.oss.bucket}/checkpoints/"
     setup = files["/usr/local/sbin/trainstack-node-setup"]
     assert setup.index("  setup_python\n") < setup.index("  setup_oss\n"), "the SDK venv uses setup's Python"
     assert '"$OSS_VENV/bin/pip" install --quiet --index-url "$PIP_INDEX_URL"' in setup
@@ -155,8 +155,7 @@ def test_oss_needs_no_internet_egress():
 
 
 def test_plans_without_oss_install_no_oss_sdk():
-    plan = single_gpu_lora_plan(storage=StoragePlan(checkpoint="essd", checkpoint_path="/mnt/data/ckpt",
-                                                    data_disk=DataDiskPlan(size_gib=200, mount_path="/mnt/data")))
+    plan = single_gpu_lora_plan(profile={"storage": {"checkpoint": "essd"}, "job": {"code_uri": None}})
     names = {f.name for f in render_files(plan, 0)}
     assert "trainstack-ckpt-sync.service" not in names
     env = env_of(render_script(plan, "node.env"))
@@ -214,19 +213,17 @@ def test_user_data_is_a_deterministic_cloud_config_within_the_ecs_limit():
 
 def test_a_large_clusters_hostfile_travels_packed_and_the_largest_plan_fits():
     """The hostfile is the one part that grows with the cluster: past ~45 nodes it travels
-    gz+b64 too. The largest plan the bootstrap serves (512 spot nodes with eRDMA, CPFS, code and
+    gz+b64 too. The largest plan the bootstrap serves (512 spot nodes with eRDMA, code and
     checkpoints on OSS, a data disk, a deadline and job env) stays within ECS's limit."""
     small = yaml.safe_load(render_user_data(multi_node_erdma_plan(nodes=4), 0, cpfs_mount_address=CPFS))
     (entry,) = [e for e in small["write_files"] if e["path"] == "/etc/trainstack/hostfile"]
     assert "encoding" not in entry and entry["content"].startswith("10.0.0.10\n")
-    base = multi_node_erdma_plan(nodes=512)
-    plan = base.model_copy(update={
-        "spot": True,
-        "storage": base.storage.model_copy(update={"checkpoint": "oss", "checkpoint_path": "/mnt/checkpoints"}),
-        "job": JobPlan(command="torchrun train.py --zero 3 --config conf/70b.yaml", method="full",
-                       precision="bf16", nproc_per_node=8, code_uri="oss://my-team-code/llama3-70b/code.tar.gz",
-                       max_runtime_hours=24, env={"WANDB_MODE": "offline", "HF_HOME": "/mnt/cpfs/hf"})})
-    text = render_user_data(plan, 511, cpfs_mount_address=CPFS)
+    plan = multi_node_erdma_plan(nodes=512, profile={
+        "resources": {"spot": "require"}, "storage": {"checkpoint": "oss"},
+        "job": {"command": "torchrun train.py --zero 3 --config conf/70b.yaml", "max_runtime_hours": 24,
+                "env": {"WANDB_MODE": "offline", "HF_HOME": "/mnt/data/hf"}}})
+    assert plan.spot and plan.nodes == 512 and plan.network.rdma == "erdma"
+    text = render_user_data(plan, 511)
     (entry,) = [e for e in yaml.safe_load(text)["write_files"] if e["path"] == "/etc/trainstack/hostfile"]
     assert entry["encoding"] == "gz+b64"
     assert written_files(text)["/etc/trainstack/hostfile"].splitlines() == plan.node_private_ips()
@@ -234,7 +231,7 @@ def test_a_large_clusters_hostfile_travels_packed_and_the_largest_plan_fits():
 
 
 def test_ranks_differ_only_in_their_rank():
-    plan = multi_node_erdma_plan(nodes=2)
+    plan = multi_node_erdma_plan(nodes=3)
     a, b = (written_files(render_user_data(plan, r, cpfs_mount_address=CPFS)) for r in (0, 1))
     differing = {path for path in a if a[path] != b[path]}
     assert differing == {"/etc/trainstack/node.env", "/etc/systemd/system/trainstack-job.service"}

@@ -36,7 +36,7 @@ def shellcheck_binary() -> Path:
 SAMPLES = {
     "single-gpu-lora": (single_gpu_lora_plan(), 0, {}),
     "multi-node-erdma-rank0": (multi_node_erdma_plan(), 0, {"cpfs_mount_address": CPFS}),
-    "multi-node-erdma-rank3": (multi_node_erdma_plan(), 3, {"cpfs_mount_address": CPFS}),
+    "multi-node-erdma-rank3": (multi_node_erdma_plan(nodes=4), 3, {"cpfs_mount_address": CPFS}),
     "spot": (spot_plan(), 0, {}),
     "self-healing-spot-pool": (spot_pool_plan(), 0, {}),
     "git-code-essd-checkpoints": (single_gpu_lora_plan(

@@ -421,7 +421,8 @@ def test_quote_borrows_a_mainland_price_with_a_label(cat):
     assert any("estimated from" in label and q.on_demand_from_region in label for label in q.labels)
     assert any("availability" in label for label in q.labels)
     assert q.spot_estimated and q.spot_cny_per_hour == pytest.approx(q.on_demand_cny_per_hour * 0.5, abs=1e-3)
-    assert any("spot price" in label and "estimate" in label for label in q.labels)
+    assert any("spot price" in label and "estimate" in label for label in q.spot_labels)
+    assert not any("spot price" in label for label in q.labels)
 
 
 def test_quote_does_not_borrow_outside_mainland_china(cat):

@@ -22,6 +22,8 @@ PROFILE = str(ROOT / "stacks" / "profiles" / "llama3-8b-lora.yaml")
 A10 = "ecs.gn7i-c8g1.2xlarge"
 A10_BIG = "ecs.gn7i-c16g1.4xlarge"
 A100 = "ecs.gn7e-c16g1.4xlarge"
+#: the plans below pin the zone these tests stock (a profile's `zone:`)
+PINNED = {"zone": "cn-shenzhen-e"}
 
 
 def available(rows: dict[str, dict[str, str]], zone: Optional[str], instance_type: Optional[str]) -> dict:
@@ -84,7 +86,7 @@ def alternative(instance_type: str, gpu: str, hourly: float, zone: str = "cn-she
 
 def test_in_stock_exits_0_and_names_the_catalog_date(capsys, monkeypatch, sleeps):
     client = FakeStock({A10: {"cn-shenzhen-e": "WithStock", "cn-shenzhen-f": "WithoutStock"}})
-    use(monkeypatch, single_gpu_lora_plan(catalog_date="2025-03-01"), client)
+    use(monkeypatch, single_gpu_lora_plan(profile=PINNED, catalog_date="2025-03-01"), client)
     rc, out, err = run(capsys)
     assert rc == 0, err
     assert f"{A10} (on-demand) is in stock in cn-shenzhen-e [WithStock]" in out
@@ -97,7 +99,7 @@ def test_in_stock_exits_0_and_names_the_catalog_date(capsys, monkeypatch, sleeps
 
 
 def test_in_stock_json(capsys, monkeypatch):
-    use(monkeypatch, single_gpu_lora_plan(catalog_date="2024-10-09"),
+    use(monkeypatch, single_gpu_lora_plan(profile=PINNED, catalog_date="2024-10-09"),
         FakeStock({A10: {"cn-shenzhen-e": "ClosedWithStock"}}))
     rc, out, _ = run(capsys, "--json")
     assert rc == 0
@@ -110,22 +112,22 @@ def test_in_stock_json(capsys, monkeypatch):
 
 def test_zone_left_to_deploy_time_checks_the_region(capsys, monkeypatch):
     client = FakeStock({A10: {"cn-shenzhen-d": "WithStock", "cn-shenzhen-e": "WithStock"}})
-    use(monkeypatch, single_gpu_lora_plan(zone=None), client)
+    use(monkeypatch, single_gpu_lora_plan(profile=PINNED, zone=None), client)
     rc, out, _ = run(capsys)
     assert rc == 0 and "cn-shenzhen (cn-shenzhen-d, cn-shenzhen-e)" in out and "pin one with `zone:`" in out
     assert client.requests[0].zone_id is None
 
 
 def test_multi_node_notes_that_capacity_is_not_reserved(capsys, monkeypatch):
-    use(monkeypatch, multi_node_erdma_plan(nodes=4),
-        FakeStock({"ecs.ebmgn7ex.32xlarge": {"cn-shenzhen-f": "WithStock"}}))
+    use(monkeypatch, multi_node_erdma_plan(profile=PINNED, nodes=4),
+        FakeStock({"ecs.ebmgn7ex.32xlarge": {"cn-shenzhen-e": "WithStock"}}))
     rc, out, _ = run(capsys)
     assert rc == 0 and "4 nodes are not reserved" in out
 
 
 def test_spot_plans_ask_for_spot_stock(capsys, monkeypatch):
     client = FakeStock({}, spot={"ecs.gn7e-c16g1.16xlarge": {"cn-shenzhen-e": "WithStock"}})
-    use(monkeypatch, spot_plan(), client)
+    use(monkeypatch, spot_plan(profile=PINNED), client)
     rc, out, _ = run(capsys)
     assert rc == 0 and "(spot) is in stock" in out
     assert client.requests[0].spot_strategy == "SpotWithPriceLimit" and client.requests[0].spot_duration == 1
@@ -133,7 +135,7 @@ def test_spot_plans_ask_for_spot_stock(capsys, monkeypatch):
 
 def test_dlc_plans_are_not_checked(capsys, monkeypatch):
     client = FakeStock({})
-    use(monkeypatch, dlc_plan(), client)
+    use(monkeypatch, dlc_plan(profile=PINNED), client)
     rc, out, _ = run(capsys)
     assert rc == 0 and "not checked" in out and "PAI" in out
     assert client.requests == []
@@ -142,7 +144,7 @@ def test_dlc_plans_are_not_checked(capsys, monkeypatch):
 # ---- out of stock: exit 3 with suggestions ------------------------------------------------------------
 
 def test_out_of_stock_suggests_another_zone_and_type(capsys, monkeypatch):
-    plan = single_gpu_lora_plan(alternatives=(
+    plan = single_gpu_lora_plan(profile=PINNED, alternatives=(
         alternative(A10, "A10", 9.53, spot=True),                # same type: not a suggestion
         alternative(A10_BIG, "A10", 12.0),                       # sold out too
         alternative(A100, "A100-80G", 34.742, zone="cn-shenzhen-e"),
@@ -161,7 +163,7 @@ def test_out_of_stock_suggests_another_zone_and_type(capsys, monkeypatch):
 
 
 def test_out_of_stock_json(capsys, monkeypatch):
-    plan = single_gpu_lora_plan(alternatives=(alternative(A100, "A100-80G", 34.742),))
+    plan = single_gpu_lora_plan(profile=PINNED, alternatives=(alternative(A100, "A100-80G", 34.742),))
     use(monkeypatch, plan, FakeStock({A10: {"cn-shenzhen-e": "WithoutStock"}, A100: {"cn-shenzhen-f": "WithStock"}}))
     rc, out, _ = run(capsys, "--json")
     assert rc == 3
@@ -174,14 +176,14 @@ def test_out_of_stock_json(capsys, monkeypatch):
 def test_spot_sold_out_suggests_on_demand(capsys, monkeypatch):
     client = FakeStock({"ecs.gn7e-c16g1.16xlarge": {"cn-shenzhen-e": "WithStock"}},
                        spot={"ecs.gn7e-c16g1.16xlarge": {"cn-shenzhen-e": "WithoutStock"}})
-    use(monkeypatch, spot_plan(), client)
+    use(monkeypatch, spot_plan(profile=PINNED), client)
     rc, _, err = run(capsys)
     assert rc == 3 and "(spot) is not in stock" in err
     assert "on-demand ecs.gn7e-c16g1.16xlarge is in stock in cn-shenzhen-e" in err and "resources.spot" in err
 
 
 def test_nothing_in_stock_says_retry_or_another_region(capsys, monkeypatch):
-    use(monkeypatch, single_gpu_lora_plan(), FakeStock({}))
+    use(monkeypatch, single_gpu_lora_plan(profile=PINNED), FakeStock({}))
     rc, _, err = run(capsys)
     assert rc == 3 and "not offered" in err and "retry later, or choose another region" in err
 
@@ -192,7 +194,7 @@ def test_credential_errors_exit_5(capsys, monkeypatch, sleeps):
     from alibabacloud_credentials.exceptions import CredentialException
 
     client = FakeStock({}, errors=(CredentialException("unable to load credentials from any of the providers"),))
-    use(monkeypatch, single_gpu_lora_plan(), client)
+    use(monkeypatch, single_gpu_lora_plan(profile=PINNED), client)
     rc, _, err = run(capsys)
     assert rc == 5
     assert "DescribeAvailableResource" in err and "ALIBABA_CLOUD_ACCESS_KEY_ID" in err
@@ -202,7 +204,7 @@ def test_credential_errors_exit_5(capsys, monkeypatch, sleeps):
 def test_permission_errors_exit_5_with_the_fix(capsys, monkeypatch):
     err_ = sdk_errors.ClientException(status_code=403, code="Forbidden.RAM", message="not authorized",
                                       request_id="r", data={})
-    use(monkeypatch, single_gpu_lora_plan(), FakeStock({}, errors=(err_,)))
+    use(monkeypatch, single_gpu_lora_plan(profile=PINNED), FakeStock({}, errors=(err_,)))
     rc, out, err = run(capsys, "--json")
     assert rc == 5
     data = json.loads(out)
@@ -214,7 +216,7 @@ def test_client_that_cannot_be_built_exits_5(capsys, monkeypatch):
     def broken(region):
         raise refresh.CloudApiError("cannot create the ECS API client", hint=refresh.CREDENTIALS_FIX)
 
-    monkeypatch.setattr(preflight, "resolve_plan", lambda profile: single_gpu_lora_plan())
+    monkeypatch.setattr(preflight, "resolve_plan", lambda profile: single_gpu_lora_plan(profile=PINNED))
     monkeypatch.setattr(refresh, "make_client", broken)
     rc, _, err = run(capsys)
     assert rc == 5 and "~/.alibabacloud/credentials" in err
@@ -224,7 +226,7 @@ def test_throttling_is_retried(capsys, monkeypatch, sleeps):
     throttled = sdk_errors.ThrottlingException(status_code=400, code="Throttling", message="slow down",
                                                request_id="r", data={})
     client = FakeStock({A10: {"cn-shenzhen-e": "WithStock"}}, errors=(throttled, throttled))
-    use(monkeypatch, single_gpu_lora_plan(), client)
+    use(monkeypatch, single_gpu_lora_plan(profile=PINNED), client)
     rc, _, err = run(capsys)
     assert rc == 0, err
     assert len(client.requests) == 3 and sleeps == [0.5, 1.0]

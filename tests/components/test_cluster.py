@@ -20,6 +20,11 @@ def _network(plan, **update):
     return plan.model_copy(update={"network": plan.network.model_copy(update=update)})
 
 
+def _low_latency(plan, groups=1):
+    """``plan`` hand-edited to ask for LowLatency deployment sets (the component's side of the rule)."""
+    return _network(plan, deployment_set="LowLatency", deployment_set_groups=groups)
+
+
 def _strings(value):
     """Every string anywhere in a (nested) input value."""
     if isinstance(value, str):
@@ -54,21 +59,25 @@ def test_nodes_have_no_public_ip_and_imdsv2_only(engine):
 
 
 def test_disks_are_encrypted_essd_at_the_planned_level_and_size(engine):
-    engine.declare(multi_node_erdma_plan())
+    plan = multi_node_erdma_plan()
+    engine.declare(plan)
+    planned = plan.storage.data_disk
     for node in engine.of_type(INSTANCE):
         i = node.inputs
         assert (i["systemDiskCategory"], i["systemDiskPerformanceLevel"], i["systemDiskSize"]) == ("cloud_essd", "PL1", 200)
         assert i["systemDiskEncrypted"] is True
         (disk,) = i["dataDisks"]
-        assert disk == {"category": "cloud_essd", "performanceLevel": "PL3", "size": 2048, "encrypted": True,
+        assert disk == {"category": "cloud_essd", "performanceLevel": planned.performance_level,
+                        "size": planned.size_gib, "encrypted": True,
                         "deleteWithInstance": True, "name": f"llama3-70b-full-node-{node.name[-1]}-data"}
 
 
 def test_spot_node_bids_the_plan_price_with_protection_and_interruption_terms(engine):
-    engine.declare(spot_plan(spot_duration_hours=0, spot_interruption_behavior="Stop"))
+    plan = spot_plan(spot_duration_hours=0, spot_interruption_behavior="Stop")  # hand-edited spot terms
+    engine.declare(plan)
     node = engine.one(INSTANCE).inputs
     assert node["spotStrategy"] == "SpotWithPriceLimit"
-    assert node["spotPriceLimit"] == 138.966
+    assert node["spotPriceLimit"] == plan.spot_price_limit
     assert node["spotDuration"] == 0
     assert node["spotInterruptionBehavior"] == "Stop"
     assert node["instanceChargeType"] == "PostPaid"
@@ -82,27 +91,29 @@ def test_spot_nodes_are_never_in_a_deployment_set(engine):
 
 
 def test_erdma_nodes_use_high_performance_interfaces_with_queue_pairs(engine):
-    engine.declare(multi_node_erdma_plan(nodes=4))
+    plan = multi_node_erdma_plan(nodes=4)
+    engine.declare(plan)
     nodes = engine.of_type(INSTANCE)
-    assert len(nodes) == 4
+    assert len(nodes) == 4 and plan.network.eri_per_node == 2
+    qpn = plan.network.queue_pair_number
     for node in nodes:
         i = node.inputs
         assert i["networkInterfaceTrafficMode"] == "HighPerformance"
-        assert i["queuePairNumber"] == 8
+        assert i.get("queuePairNumber") == qpn
         eri = i["networkInterfaces"]  # one object, not a list
         assert eri["networkInterfaceTrafficMode"] == "HighPerformance"
-        assert eri["networkCardIndex"] == 1 and eri["queuePairNumber"] == 8
+        assert eri["networkCardIndex"] == 1 and eri.get("queuePairNumber") == qpn
         assert eri["securityGroupIds"] == i["securityGroups"] and eri["vswitchId"] == i["vswitchId"]
         assert i["enableJumboFrame"] is True  # plan MTU 8500
     assert engine.of_type(ENI) == []  # two ERIs per node fit on the instance itself
 
 
 def test_more_than_two_eris_become_separate_interfaces_and_attachments(engine):
-    engine.declare(_network(multi_node_erdma_plan(nodes=2), eri_per_node=4))
+    engine.declare(_network(multi_node_erdma_plan(nodes=3), eri_per_node=4))  # hand-edited: 4 ERIs per node
     enis, attachments = engine.of_type(ENI), engine.of_type(ENI_ATTACHMENT)
-    assert len(enis) == len(attachments) == 2 * 2
+    assert len(enis) == len(attachments) == 3 * 2  # ERIs 3 and 4 of each of the 3 nodes
     assert all(e.inputs["networkInterfaceTrafficMode"] == "HighPerformance" for e in enis)
-    assert sorted(a.inputs["networkCardIndex"] for a in attachments) == [0, 0, 1, 1]  # only cards 0 and 1 exist
+    assert sorted(a.inputs["networkCardIndex"] for a in attachments) == [0] * 3 + [1] * 3  # only cards 0 and 1
     assert {a.inputs["networkInterfaceId"] for a in attachments} == {f"ecsnetworkinterface-{e.name}" for e in enis}
     assert {a.inputs["instanceId"] for a in attachments} == {f"instance-{n.name}" for n in engine.of_type(INSTANCE)}
 
@@ -118,14 +129,14 @@ def test_plans_without_erdma_never_ask_for_high_performance(engine, plan):
 
 
 def test_on_demand_multi_node_cluster_shares_one_low_latency_deployment_set(engine):
-    engine.declare(multi_node_erdma_plan(nodes=4))
+    engine.declare(_low_latency(multi_node_erdma_plan(nodes=4)))
     (ds,) = engine.of_type(DEPLOYMENT_SET)
     assert ds.inputs["strategy"] == "LowLatency"
     assert {n.inputs["deploymentSetId"] for n in engine.of_type(INSTANCE)} == {f"ecsdeploymentset-{ds.name}"}
 
 
 def test_large_clusters_are_split_into_deployment_sets_of_at_most_20(engine):
-    engine.declare(_network(multi_node_erdma_plan(nodes=45), deployment_set_groups=3, vswitch_cidr="10.0.0.0/20"))
+    engine.declare(_low_latency(multi_node_erdma_plan(nodes=45), groups=3))
     sets = engine.of_type(DEPLOYMENT_SET)
     assert len(sets) == 3
     members = {f"ecsdeploymentset-{d.name}": 0 for d in sets}
@@ -135,22 +146,22 @@ def test_large_clusters_are_split_into_deployment_sets_of_at_most_20(engine):
 
 
 def test_no_deployment_set_unless_the_plan_asks_for_one(engine):
-    engine.declare(_network(multi_node_erdma_plan(nodes=2), deployment_set=None, deployment_set_groups=0))
+    engine.declare(_network(multi_node_erdma_plan(nodes=3), deployment_set=None, deployment_set_groups=0))
     assert engine.of_type(DEPLOYMENT_SET) == []
 
 
 def test_training_nodes_carry_profile_tags_and_policy_markers(engine):
-    engine.declare(multi_node_erdma_plan(nodes=2))
+    engine.declare(multi_node_erdma_plan(nodes=3))
     for node in engine.of_type(INSTANCE):
         tags = node.inputs["tags"]
         assert tags["trainstack:role"] == "training"
-        assert tags["trainstack:zone"] == "cn-shenzhen-f"
+        assert tags["trainstack:zone"] == engine.result.zone
         assert tags["trainstack:gpus-per-node"] == "8" and tags["trainstack:gpu-model"] == "A100-80G"
         assert tags["team"] == "foundation"
 
 
 def test_user_data_is_the_bootstrap_for_each_rank_base64_encoded(engine):
-    plan = multi_node_erdma_plan(nodes=2)
+    plan = multi_node_erdma_plan(nodes=3)
     engine.declare(plan)
     nodes = sorted(engine.of_type(INSTANCE), key=lambda n: n.name)
     for rank, node in enumerate(nodes):
@@ -199,8 +210,9 @@ def test_node_role_can_only_touch_the_checkpoint_and_dataset_buckets(engine):
     oss = next(p for p in engine.of_type("ram/policy:Policy") if "oss" in p.name)
     doc = json.loads(oss.inputs["policyDocument"])
     resources = {r for s in doc["Statement"] for r in s["Resource"]}
-    assert resources == {"acs:oss:*:*:llama3-8b-lora-ckpt-3f2a", "acs:oss:*:*:llama3-8b-lora-ckpt-3f2a/*",
-                         "acs:oss:*:*:team-data", "acs:oss:*:*:team-data/*"}
+    bucket, code = plan.storage.oss.bucket, "my-team-code"  # the sample's job.code_uri bucket
+    assert resources == {f"acs:oss:*:*:{bucket}", f"acs:oss:*:*:{bucket}/*", f"acs:oss:*:*:{code}",
+                         f"acs:oss:*:*:{code}/*", "acs:oss:*:*:team-data", "acs:oss:*:*:team-data/*"}
     dataset = next(s for s in doc["Statement"] if "acs:oss:*:*:team-data" in s["Resource"])
     assert "oss:PutObject" not in dataset["Action"] and "oss:DeleteObject" not in dataset["Action"]
     assert all(not a.endswith("*") for s in doc["Statement"] for a in s["Action"])
@@ -210,7 +222,7 @@ def test_node_role_can_only_touch_the_checkpoint_and_dataset_buckets(engine):
 
 
 def test_nodes_may_stop_only_their_own_cluster(engine):
-    stack = engine.declare(multi_node_erdma_plan(nodes=2))
+    stack = engine.declare(multi_node_erdma_plan(nodes=3))
     doc = json.loads(engine.value(stack.cluster.stop_policy.policy_document))
     (statement,) = doc["Statement"]
     assert statement["Action"] == ["ecs:StopInstance", "ecs:StopInstances"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+
 import base64
+import json
 
 import dill
 import pytest
@@ -16,7 +18,8 @@ from Tea.exceptions import UnretryableException
 import components.dlc as dlc
 from components.dlc import DlcApiError, DlcJobProvider, DlcTraining
 from plan_factory import ERDMA_NCCL, dlc_plan
-from trainstack import dlc_request as r
+from trainstack import dlc_job as j
+from trainstack.cloud import dlc_request as r
 from trainstack.errors import EXIT_CLOUD_API, InputError
 from trainstack.plan import DlcPlan
 
@@ -116,7 +119,7 @@ def spot_plan():
 
 def engine_props(plan, **deploy):
     """The props a provider receives from the engine: numbers as floats, plus the provider blob."""
-    props = {**r.job_inputs(plan), "workspace_id": "ws-123", **NET, "data_sources": SOURCES, **deploy}
+    props = {**j.job_inputs(plan), "workspace_id": "ws-123", **NET, "data_sources": SOURCES, **deploy}
     props = {k: (float(v) if isinstance(v, int) and not isinstance(v, bool) else v) for k, v in props.items()}
     props["__provider"] = "serialized"
     return props
@@ -322,7 +325,7 @@ def test_delete_gives_up_waiting_with_a_clear_error():
 def test_diff_replaces_on_any_input_change_and_ignores_outputs():
     prov = DlcJobProvider()
     olds = {**engine_props(single_gpu_plan()), "job_id": JOB, "status": "Running", "reason": ""}
-    news = {**r.job_inputs(single_gpu_plan()), "workspace_id": "ws-123", **NET, "data_sources": SOURCES,
+    news = {**j.job_inputs(single_gpu_plan()), "workspace_id": "ws-123", **NET, "data_sources": SOURCES,
             "__provider": "other"}
     same = prov.diff(JOB, olds, news)
     assert same.changes is False and same.replaces == []
@@ -369,23 +372,25 @@ def test_provider_pickles_small_and_round_trips():
 
 
 def test_dlc_training_creates_workspace_datasets_and_job(engine):
-    plan = dlc_plan()
+    plan = dlc_plan(profile={"storage": {"dataset_uri": None}, "resources": {"gpus": 2},
+                             "dlc": {"public_limits_raised": True}})
     comp = engine.run(lambda: DlcTraining("qwen", plan, "vpc-1", "vsw-1", "sg-1"))
     ws = engine.one("pai/workspaceWorkspace:WorkspaceWorkspace")
-    assert ws.inputs["workspaceName"] == r.workspace_name("qwen-7b-dlc", "test")
+    assert ws.inputs["workspaceName"] == j.workspace_name("qwen-7b-dlc", "test")
     assert ws.inputs["envTypes"] == ["prod"]
     ds = engine.one("pai/workspaceDataset:WorkspaceDataset")
     assert ds.inputs["dataSourceType"] == "OSS" and ds.inputs["property"] == "DIRECTORY"
-    assert ds.inputs["uri"] == "oss://qwen-7b-dlc-ckpt-1b2c.oss-cn-shenzhen-internal.aliyuncs.com/checkpoints/"
-    assert ds.inputs["options"] == '{"mountPath": "/mnt/data/checkpoints"}'
+    assert ds.inputs["uri"] == f"oss://{plan.storage.oss.bucket}.oss-cn-shenzhen-internal.aliyuncs.com/checkpoints/"
+    assert ds.inputs["options"] == json.dumps({"mountPath": plan.storage.checkpoint_path})
     assert ds.inputs["workspaceId"] == f"workspaceworkspace-{ws.name}"
     job = engine.one(DYNAMIC)
     assert job.inputs["kind"] == "pai-dlc-job"
-    assert job.inputs["ecs_spec"] == "ecs.gn7e-c16g1.4xlarge"
-    assert job.inputs["pod_count"] == 2 and job.inputs["enable_rdma"] is False and job.inputs["spot"] is False
+    assert job.inputs["ecs_spec"] == plan.dlc.ecs_spec
+    assert job.inputs["pod_count"] == plan.dlc.pod_count and job.inputs["spot"] is False
+    assert job.inputs["enable_rdma"] is (plan.dlc.pod_count > 1)
     assert job.inputs["workspace_id"] == f"workspaceworkspace-{ws.name}"
     assert job.inputs["data_sources"] == [{"data_source_id": f"workspacedataset-{ds.name}",
-                                           "mount_path": "/mnt/data/checkpoints", "mount_access": "RW"}]
+                                           "mount_path": plan.storage.checkpoint_path, "mount_access": "RW"}]
     assert (job.inputs["vpc_id"], job.inputs["vswitch_id"], job.inputs["security_group_id"]) == \
         ("vpc-1", "vsw-1", "sg-1")
     assert "__provider" in job.inputs
@@ -412,17 +417,19 @@ def test_dlc_training_with_pinned_workspace_and_dataset_uri(engine):
 
 def test_quota_job_without_workspace_fails_before_creating_anything(engine):
     plan = _dlc(dlc_plan(), resource_id="quotaabc", cpu_per_pod=16, memory_gib_per_pod=120)
-    with pytest.raises(InputError, match="needs dlc.workspace_id"):
-        engine.run(lambda: DlcTraining("qwen", plan, "vpc-1", "vsw-1", "sg-1"))
+    with pytest.raises(InputError) as err:
+        engine.declare(plan)  # the stack checks the plan against the rule book first
+    assert any("needs dlc.workspace_id" in p.message and p.path == "dlc.resource_id" for p in err.value.problems)
     assert not engine.of_type("pai/workspaceWorkspace:WorkspaceWorkspace")
 
 
 def test_dlc_stack_has_workspace_datasets_job_and_no_ecs_nodes(engine):
-    engine.declare(dlc_plan())
+    plan = dlc_plan()
+    engine.declare(plan)
     assert len(engine.of_type("pai/workspaceWorkspace:WorkspaceWorkspace")) == 1
-    assert len(engine.of_type("pai/workspaceDataset:WorkspaceDataset")) == 1
+    assert len(engine.of_type("pai/workspaceDataset:WorkspaceDataset")) == 2  # checkpoints + storage.dataset_uri
     job = engine.one(DYNAMIC)
-    assert job.inputs["kind"] == "pai-dlc-job" and job.inputs["pod_count"] == 2
+    assert job.inputs["kind"] == "pai-dlc-job" and job.inputs["pod_count"] == plan.dlc.pod_count
     vpc = engine.one("vpc/network:Network")
     assert job.inputs["vpc_id"] == f"network-{vpc.name}"
     assert job.inputs["security_group_id"] == f"securitygroup-{engine.one('ecs/securityGroup:SecurityGroup').name}"
@@ -435,11 +442,11 @@ def test_recorded_job_inputs_rebuild_the_exact_request(engine):
     engine.run(lambda: DlcTraining("big", plan, "vpc-1", "vsw-1", "sg-1"))
     job = engine.one(DYNAMIC)
     recorded = {k: v for k, v in job.inputs.items() if k != "__provider"}
-    ds = engine.one("pai/workspaceDataset:WorkspaceDataset")
+    by_name = {d.name: d for d in engine.of_type("pai/workspaceDataset:WorkspaceDataset")}
     expected = r.build_create_job_request(
         plan, workspace_id="ws-123", vpc_id="vpc-1", vswitch_id="vsw-1", security_group_id="sg-1",
-        data_sources=[{"data_source_id": f"workspacedataset-{ds.name}", "mount_path": "/mnt/data/checkpoints",
-                       "mount_access": "RW"}])
+        data_sources=[spec.data_source(f"workspacedataset-big-{spec.role}")
+                      for spec in j.planned_datasets(plan, "test") if f"big-{spec.role}" in by_name])
     assert r.build_request_model(recorded).to_map() == expected
     client = FakeClient()
     provider(client)[0].create({**recorded, "__provider": "x"})

@@ -54,7 +54,7 @@ def test_the_group_keeps_one_spot_node_and_replaces_it_on_reclaim(engine):
     assert g["groupDeletionProtection"] is False
     assert g["removalPolicies"] == ["OldestScalingConfiguration", "OldestInstance"]
     assert g["vswitchIds"] == ["switch-qwen-7b-spot-network-vswitch"]
-    assert g["tags"] == {"team": "nlp", "trainstack:name": "qwen-7b-spot", "trainstack:zone": "cn-shenzhen-e"}
+    assert g["tags"] == {"team": "nlp", "trainstack:name": "qwen-7b-spot", "trainstack:zone": engine.result.zone}
 
 
 def test_on_demand_compensation_and_base_follow_the_plan(engine):
@@ -79,8 +79,10 @@ def test_the_configuration_has_encrypted_essd_disks_no_public_ip_and_the_node_ro
     c = engine.one(CONFIG).inputs
     assert (c["systemDiskCategory"], c["systemDiskPerformanceLevel"], c["systemDiskSize"]) == ("cloud_essd", "PL1", 200)
     assert c["systemDiskEncrypted"] is True
-    assert c["dataDisks"] == [{"category": "cloud_essd", "performanceLevel": "PL2", "size": 500, "encrypted": True,
-                               "deleteWithInstance": True, "name": "qwen-7b-spot-node-0-data"}]
+    disk = spot_pool_plan().storage.data_disk
+    assert c["dataDisks"] == [{"category": "cloud_essd", "performanceLevel": disk.performance_level,
+                               "size": disk.size_gib, "encrypted": True, "deleteWithInstance": True,
+                               "name": "qwen-7b-spot-node-0-data"}]
     assert c["internetMaxBandwidthOut"] == 0
     assert c["httpEndpoint"] == "enabled"
     assert c["securityGroupIds"] == ["securitygroup-qwen-7b-spot-network-sg"]
@@ -95,7 +97,7 @@ def test_the_configuration_carries_the_training_node_markers(engine):
     engine.declare(spot_pool_plan())
     assert engine.one(CONFIG).inputs["tags"] == {
         "team": "nlp", "trainstack:name": "qwen-7b-spot", "trainstack:role": "training",
-        "trainstack:zone": "cn-shenzhen-e", "trainstack:node-rank": "0", "trainstack:gpus-per-node": "4",
+        "trainstack:zone": engine.result.zone, "trainstack:node-rank": "0", "trainstack:gpus-per-node": "4",
         "trainstack:gpu-model": "A100-80G"}
 
 

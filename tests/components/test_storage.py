@@ -15,9 +15,10 @@ def _storage(plan, **update):
 
 
 def test_checkpoint_bucket_is_private_encrypted_versioned_and_kept_on_destroy(engine):
-    engine.declare(single_gpu_lora_plan())
+    plan = single_gpu_lora_plan()
+    engine.declare(plan)
     bucket = engine.one(BUCKET)
-    assert bucket.inputs["bucket"] == "llama3-8b-lora-ckpt-3f2a"
+    assert bucket.inputs["bucket"] == plan.storage.oss.bucket
     assert bucket.inputs["versioning"] == {"status": "Enabled"}
     assert bucket.inputs["serverSideEncryptionRule"] == {"sseAlgorithm": "AES256"}
     assert bucket.inputs["forceDestroy"] is False
@@ -25,7 +26,7 @@ def test_checkpoint_bucket_is_private_encrypted_versioned_and_kept_on_destroy(en
     assert bucket.inputs["tags"]["trainstack:role"] == "checkpoint"
     assert bucket.protect and bucket.retain_on_delete
     acl = engine.one("oss/bucketAcl:BucketAcl")
-    assert acl.inputs == {"bucket": "llama3-8b-lora-ckpt-3f2a", "acl": "private"}
+    assert acl.inputs == {"bucket": plan.storage.oss.bucket, "acl": "private"}
     block = engine.one("oss/bucketPublicAccessBlock:BucketPublicAccessBlock")
     assert block.inputs["blockPublicAccess"] is True
 
@@ -37,11 +38,12 @@ def test_retain_on_destroy_false_lets_destroy_delete_the_bucket(engine):
 
 
 def test_cpfs_with_nfs_protocol_service_when_planned(engine):
-    engine.declare(multi_node_erdma_plan())
+    plan = multi_node_erdma_plan()
+    engine.declare(plan)
     fs = engine.one(CPFS)
     assert fs.inputs["fileSystemType"] == "cpfs" and fs.inputs["protocolType"] == "cpfs"
-    assert fs.inputs["storageType"] == "advance_200" and fs.inputs["capacity"] == 3600
-    assert fs.inputs["zoneId"] == "cn-shenzhen-f"
+    assert fs.inputs["storageType"] == "advance_200" and fs.inputs["capacity"] == plan.storage.cpfs.capacity_gib
+    assert fs.inputs["zoneId"] == engine.result.zone
     assert fs.inputs["vpcId"] == "network-llama3-70b-full-network-vpc"
     assert fs.inputs["vswitchId"] == "switch-llama3-70b-full-network-vswitch"
     svc = engine.one("nas/protocolService:ProtocolService")
@@ -60,13 +62,6 @@ def test_cpfs_holding_checkpoints_is_protected_and_retained(engine):
     assert not engine.one("nas/protocolService:ProtocolService").protect
 
 
-def test_cpfs_without_checkpoints_is_not_kept(engine):
-    engine.declare(_storage(multi_node_erdma_plan(), checkpoint="oss", checkpoint_path="/mnt/checkpoints"))
-    fs = engine.one(CPFS)
-    assert not fs.protect and not fs.retain_on_delete
-    assert fs.inputs["tags"]["trainstack:role"] != "checkpoint"
-
-
 def test_no_cpfs_unless_planned(engine):
     engine.declare(spot_plan())
     assert engine.of_type(CPFS) == []
@@ -74,17 +69,18 @@ def test_no_cpfs_unless_planned(engine):
 
 
 def test_essd_checkpoints_live_on_standalone_protected_disks_one_per_node(engine):
-    disk = DataDiskPlan(performance_level="PL3", size_gib=2048, delete_with_instance=False, holds_checkpoints=True)
-    plan = _storage(multi_node_erdma_plan(nodes=2), checkpoint="essd", data_disk=disk,
-                    checkpoint_path="/mnt/data/checkpoints")
+    plan = multi_node_erdma_plan(nodes=3, profile={"storage": {"checkpoint": "essd"}})
+    disk = plan.storage.data_disk
+    assert disk.holds_checkpoints and not disk.delete_with_instance
     engine.declare(plan)
     disks = engine.of_type("ecs/ecsDisk:EcsDisk")
-    assert len(disks) == 2
+    assert len(disks) == 3
     for d in disks:
         assert d.protect and d.retain_on_delete
         assert d.inputs["encrypted"] is True and d.inputs["deleteWithInstance"] is False
-        assert (d.inputs["category"], d.inputs["performanceLevel"], d.inputs["size"]) == ("cloud_essd", "PL3", 2048)
-        assert d.inputs["zoneId"] == "cn-shenzhen-f"
+        assert (d.inputs["category"], d.inputs["performanceLevel"], d.inputs["size"]) == \
+            ("cloud_essd", disk.performance_level, disk.size_gib)
+        assert d.inputs["zoneId"] == engine.result.zone
         assert d.inputs["tags"]["trainstack:role"] == "checkpoint"
     attachments = engine.of_type("ecs/ecsDiskAttachment:EcsDiskAttachment")
     assert sorted(a.inputs["diskId"] for a in attachments) == sorted(f"ecsdisk-{d.name}" for d in disks)
@@ -96,8 +92,9 @@ def test_essd_checkpoints_live_on_standalone_protected_disks_one_per_node(engine
 @pytest.mark.parametrize("level,size", [("PL3", 1260), ("PL2", 460), ("PL1", 19)])
 def test_essd_below_the_performance_level_minimum_is_refused(engine, level, size):
     plan = _storage(single_gpu_lora_plan(), data_disk=DataDiskPlan(performance_level=level, size_gib=size))
-    with pytest.raises(InputError, match=f"ESSD {level} needs"):
+    with pytest.raises(InputError, match=f"ESSD {level} needs"):  # the rule book, before any resource
         engine.declare(plan)
+    assert [r.type for r in engine.resources] == ["pulumi:providers:alicloud"]
 
 
 def test_pl3_at_its_minimum_size_is_accepted(engine):
@@ -114,10 +111,11 @@ def test_dlc_stack_gets_only_the_bucket(engine, fake_dlc):
 
 
 def test_mount_points_are_exported_as_plain_paths(engine):
-    stack = engine.declare(multi_node_erdma_plan())
+    plan = multi_node_erdma_plan()
+    stack = engine.declare(plan)
+    assert plan.storage.oss is None  # checkpoints on CPFS: no bucket
     assert stack.outputs["mount_points"] == {
-        "checkpoints": "/mnt/cpfs/checkpoints", "data_disk": "/mnt/data", "cpfs": "/mnt/cpfs",
-        "oss": "oss://llama3-70b-full-ckpt-9c1d/checkpoints/"}
+        "checkpoints": "/mnt/cpfs/checkpoints", "data_disk": "/mnt/data", "cpfs": "/mnt/cpfs"}
 
 
 def test_cpfs_export_address_is_looked_up_for_the_export_the_stack_creates(engine):

@@ -1,9 +1,7 @@
-"""`trainstack plan` end to end on the real Pulumi program, with hand-built Plans.
+"""`trainstack plan` end to end on the real Pulumi program and the real resolver.
 
-The resolver is replaced by tests/plan_factory.py Plans (both where the planner resolves and
-where the program does: the same module attribute), so these tests pin the engine, planner,
-policy run and rendering, whatever the catalog and sizing decide. The sample stacks with the
-real resolver are covered in test_preview_stacks.py.
+These tests pin the engine, planner, policy run and rendering on the sample stacks; the Plans they
+compare with come from tests/plan_factory.py, which resolves the same profiles.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ import pathlib
 import pytest
 
 import plan_factory as F
-import trainstack.resolver as resolver
+import trainstack.placement as placement
 from trainstack.cli import main
 from trainstack.errors import InfeasibleError
 from trainstack.preview.planner import plan_source
@@ -29,15 +27,7 @@ PLANS = {"llama3-8b-lora": F.single_gpu_lora_plan, "qwen-7b-dlc": F.dlc_plan, "q
 
 @pytest.fixture
 def factory_plans(monkeypatch):
-    calls = []
-
-    def resolve(profile):
-        calls.append(profile.name)
-        return PLANS[profile.name]()
-
-    monkeypatch.setattr(resolver, "resolve", resolve)
     monkeypatch.chdir(ROOT)
-    return calls
 
 
 @pytest.fixture
@@ -64,7 +54,7 @@ def test_plan_document_holds_plan_resources_policy_and_exports(factory_plans, pr
     (node,) = of_type(doc, INSTANCE)
     assert node["parent"] == "llama3-8b-lora-cluster" and node["inputs"]["instanceType"] == "ecs.gn7i-c8g1.2xlarge"
     assert node["inputs"]["tags"]["trainstack:role"] == "training"
-    assert node["inputs"]["tags"]["trainstack:zone"] == "cn-shenzhen-e"
+    assert node["inputs"]["tags"]["trainstack:zone"] == doc["plan"]["zone"]
     assert node["inputs"]["userData"].endswith(")") and "sha256:" in node["inputs"]["userData"]  # shortened
     (bucket,) = of_type(doc, "alicloud:oss/bucket:Bucket")
     assert bucket["protect"] and bucket["retain_on_delete"]
@@ -73,7 +63,9 @@ def test_plan_document_holds_plan_resources_policy_and_exports(factory_plans, pr
     summary = {k: v for k, v in F.single_gpu_lora_plan().summary().items() if v is not None}  # Pulumi drops None
     assert doc["exports"]["plan_summary"] == summary
     assert doc["policy"] == []
-    assert doc["cost"]["on_demand"]["total_cny"] == 190.0 and doc["cost"]["spot"]["hourly_cny"] == 4.75
+    plan = F.single_gpu_lora_plan()
+    assert doc["cost"]["on_demand"]["total_cny"] == plan.total_cost_cny
+    assert doc["cost"]["spot"]["hourly_cny"] == plan.estimate.spot_hourly_cny
     assert any("m-offline-preview" in n for n in doc["notes"])
     json.dumps(doc)  # plain JSON all the way down
 
@@ -91,11 +83,10 @@ def test_dlc_plan_shows_the_request_body_and_mandatory_verdicts(factory_plans, p
     doc = plan_stack(project, "qwen-7b-dlc")
     assert of_type(doc, INSTANCE) == []
     body = doc["dlc_request"]["body"]
-    assert body["JobSpecs"][0]["PodCount"] == 2 and body["JobSpecs"][0]["EcsSpec"] == "ecs.gn7e-c16g1.4xlarge"
+    plan = F.dlc_plan()
+    assert body["JobSpecs"][0]["PodCount"] == plan.dlc.pod_count and body["JobSpecs"][0]["EcsSpec"] == plan.dlc.ecs_spec
     assert body["UserVpc"]["VpcId"].startswith("vpc-offline")
-    levels = {(v["policy"], v["level"]) for v in doc["policy"]}
-    assert ("multi-node-requires-rdma", "mandatory") in levels
-    assert doc["policy"][0]["level"] == "mandatory"  # mandatory verdicts first
+    assert all(v["level"] != "mandatory" for v in doc["policy"])  # the resolver's plan passes the pack
 
 
 def test_several_plans_in_one_process_do_not_leak(factory_plans, project):
@@ -107,24 +98,28 @@ def test_several_plans_in_one_process_do_not_leak(factory_plans, project):
     assert not any("qwen" in r["name"] for r in first["resources"])
     assert not any("llama3" in r["name"] for r in dlc["resources"] + spot["resources"])
     (node,) = of_type(spot, INSTANCE)
-    assert node["inputs"]["spotStrategy"] == "SpotWithPriceLimit" and node["inputs"]["spotPriceLimit"] == 138.966
+    limit = F.spot_plan().spot_price_limit
+    assert node["inputs"]["spotStrategy"] == "SpotWithPriceLimit" and node["inputs"]["spotPriceLimit"] == limit
 
 
 def test_text_and_markdown_show_summary_tree_policies_and_topology(factory_plans, project):
     doc = plan_stack(project, "qwen-7b-spot")
+    limit = F.spot_plan().spot_price_limit
     text = render(doc, "text")
-    for expected in ("instance type  ecs.gn7e-c16g1.16xlarge (A100-80G)", "pricing        spot (price limit 138.966 CNY/h)",
+    for expected in ("instance type  ecs.gn7e-c16g1.16xlarge (A100-80G)", f"pricing        spot (price limit {limit} CNY/h)",
                      "Resources (", "└─ trainstack:index:TrainingStack  qwen-7b-spot", "Topology", "VPC "):
         assert expected in text
     md = render(doc, "markdown")
     assert md.startswith("## trainstack plan: `qwen-7b-spot`")
     assert "```mermaid\nflowchart LR\n" in md and "vswitch0 --> cluster0" in md
-    assert "subgraph cluster0[\"1 x ecs.gn7e-c16g1.16xlarge<br/>spot ≤ 138.966 CNY/h\"]" in md
-    assert "| pricing | spot (price limit 138.966 CNY/h) |" in md
+    assert f"subgraph cluster0[\"1 x ecs.gn7e-c16g1.16xlarge<br/>spot ≤ {limit} CNY/h\"]" in md
+    assert f"| pricing | spot (price limit {limit} CNY/h) |" in md
 
 
-def test_cli_exits_4_on_a_mandatory_violation_and_still_prints(factory_plans, capsys):
-    code = main(["plan", "--stack", "qwen-7b-dlc", "--format", "json"])
+def test_cli_exits_4_on_a_mandatory_violation_and_still_prints(factory_plans, capsys, tmp_path):
+    config = tmp_path / "policy.json"  # a team's budget, stricter than the profile's
+    config.write_text('{"gpu-hourly-budget": {"enforcementLevel": "mandatory", "max_hourly_cost_cny": 5}}')
+    code = main(["plan", "--stack", "qwen-7b-spot", "--format", "json", "--policy-config", str(config)])
     out, err = capsys.readouterr()
     assert code == 4
     assert json.loads(out)["policy"][0]["level"] == "mandatory"
@@ -164,13 +159,13 @@ def test_infeasible_inside_the_program_is_exit_3_not_a_traceback(monkeypatch, ca
     monkeypatch.chdir(ROOT)
     calls = []
 
-    def resolve(profile):
+    def resolve(profile, catalog=None):
         calls.append(profile.name)
         if len(calls) > 1:
             raise InfeasibleError("nothing fits (test)", suggestions=["raise resources.max_nodes"])
         return F.single_gpu_lora_plan()
 
-    monkeypatch.setattr(resolver, "resolve", resolve)
+    monkeypatch.setattr(placement, "resolve", resolve)
     out = tmp_path / "plan.json"
     assert main(["plan", "--stack", "llama3-8b-lora", "--format", "json", "--out", str(out)]) == 3
     captured = capsys.readouterr()

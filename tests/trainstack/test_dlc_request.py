@@ -8,7 +8,8 @@ import pytest
 from alibabacloud_pai_dlc20201203 import models as dlc_models
 
 from plan_factory import ERDMA_NCCL, dlc_plan
-from trainstack import dlc_request as r
+from trainstack import dlc_job as j
+from trainstack.cloud import dlc_request as r
 from trainstack.errors import InputError
 from trainstack.plan import DlcPlan, JobPlan
 
@@ -96,8 +97,9 @@ def test_spot_job_bids_per_minute_price_limit():
     # 34.742 CNY/h per pod -> 0.579 CNY/min (rounded down, never above the hourly limit)
     assert spec["SpotSpec"] == {"SpotStrategy": "SpotWithPriceLimit", "SpotPriceLimit": 0.579}
     assert "UseSpotInstance" not in spec  # deprecated in the API reference
-    assert spec["EcsSpec"] == "ecs.gn7e-c16g1.4xlarge" and spec["PodCount"] == 1
-    assert "UserVpc" not in body and "JobMaxRunningTimeMinutes" not in body
+    assert spec["EcsSpec"] == dlc_plan().dlc.ecs_spec and spec["PodCount"] == 1
+    assert "UserVpc" not in body
+    assert body["JobMaxRunningTimeMinutes"] == dlc_plan().job.max_runtime_hours * 60  # job.max_runtime_hours
 
 
 def test_spot_limit_falls_back_to_the_plans_hourly_limit_and_is_required():
@@ -106,7 +108,7 @@ def test_spot_limit_falls_back_to_the_plans_hourly_limit_and_is_required():
                                       security_group_id=None, data_sources=[])
     assert body["JobSpecs"][0]["SpotSpec"]["SpotPriceLimit"] == 1.0
     with pytest.raises(InputError, match="spot DLC job without a price limit"):
-        r.job_inputs(_dlc(dlc_plan(), image=IMAGE, spot=True))
+        j.job_inputs(_dlc(dlc_plan(), image=IMAGE, spot=True))
 
 
 def test_body_round_trips_through_the_sdk_model():
@@ -117,50 +119,50 @@ def test_body_round_trips_through_the_sdk_model():
 def test_max_running_minutes_falls_back_to_job_max_runtime_hours():
     plan = _dlc(dlc_plan(job=JobPlan(command="python train.py", method="lora", precision="bf16",
                                      max_runtime_hours=1.5)), image=IMAGE, max_running_minutes=None)
-    assert r.job_inputs(plan)["max_running_minutes"] == 90
+    assert j.job_inputs(plan)["max_running_minutes"] == 90
 
 
 def test_job_inputs_are_plain_values_policies_can_judge():
-    inputs = r.job_inputs(quota_rdma_plan())
+    inputs = j.job_inputs(quota_rdma_plan())
     assert inputs["kind"] == "pai-dlc-job"
     assert inputs["pod_count"] == 4 and inputs["enable_rdma"] is True and inputs["resource_id"] == "quotaabc123"
     assert all(isinstance(v, (str, int, float, bool, dict)) for v in inputs.values())
-    assert set(inputs) <= set(r.PLAN_INPUT_KEYS)
+    assert set(inputs) <= set(j.PLAN_INPUT_KEYS)
 
 
 def test_quota_job_needs_cpu_and_memory_per_pod():
     with pytest.raises(InputError, match="cpu_per_pod and memory_gib_per_pod"):
-        r.job_inputs(_dlc(quota_rdma_plan(), cpu_per_pod=None, memory_gib_per_pod=None))
+        j.job_inputs(_dlc(quota_rdma_plan(), cpu_per_pod=None, memory_gib_per_pod=None))
 
 
 def test_public_job_needs_an_ecs_spec():
     with pytest.raises(InputError, match="neither an ECS spec"):
-        r.job_inputs(_dlc(dlc_plan(), ecs_spec=None))
+        j.job_inputs(_dlc(dlc_plan(), ecs_spec=None))
 
 
 def test_not_a_dlc_plan_is_rejected():
     with pytest.raises(ValueError, match="target"):
-        r.job_inputs(dlc_plan(target="ecs", dlc=None))
+        j.job_inputs(dlc_plan(target="ecs", dlc=None))
 
 
 def test_default_image_rule_and_no_invented_tag():
-    assert r.default_image("cn-wulanchabu", "2.1-gpu-py310") == \
+    assert j.default_image("cn-wulanchabu", "2.1-gpu-py310") == \
         "dsw-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/pai/pytorch-training:2.1-gpu-py310"
     with pytest.raises(InputError, match="dlc.image_tag") as err:
-        r.default_image(REGION, None)
+        j.default_image(REGION, None)
     assert "never invents a tag" in err.value.hint
     untagged = "dsw-registry-vpc.cn-shenzhen.cr.aliyuncs.com/pai/pytorch-training"
     with pytest.raises(InputError, match="has no tag"):
-        r.job_inputs(_dlc(dlc_plan(), image=untagged))
+        j.job_inputs(_dlc(dlc_plan(), image=untagged))
 
 
 def test_memory_quantity_and_per_minute_rounding():
-    assert r.memory_quantity(960) == "960Gi"
-    assert r.memory_quantity(7.5) == "7680Mi"
-    assert r.spot_price_limit_per_minute(60) == 1.0
-    assert r.spot_price_limit_per_minute(0.06) == 0.001
+    assert j.memory_quantity(960) == "960Gi"
+    assert j.memory_quantity(7.5) == "7680Mi"
+    assert j.spot_price_limit_per_minute(60) == 1.0
+    assert j.spot_price_limit_per_minute(0.06) == 0.001
     with pytest.raises(InputError):
-        r.spot_price_limit_per_minute(0.001)
+        j.spot_price_limit_per_minute(0.001)
 
 
 def test_redacted_request_hides_secrets_from_the_plan_output():
@@ -170,17 +172,21 @@ def test_redacted_request_hides_secrets_from_the_plan_output():
     body = r.redacted_request(plan, workspace_id="ws-1", **NET, data_sources=[])
     assert body["Envs"]["HF_TOKEN"] == "***redacted***"
     assert "LTAI5t" not in json.dumps(body)
-    assert body["Envs"]["NCCL_DEBUG"] == "INFO"
+    assert body["Envs"]["NOTE"] == "key ***redacted*** here"
     # the unredacted body still carries them (it is what the API needs)
     assert r.build_create_job_request(plan, workspace_id="ws-1", **NET, data_sources=[])["Envs"]["HF_TOKEN"] == "hf_abcdef"
 
 
 def test_preview_request_uses_placeholders_for_deploy_time_ids():
-    body = r.preview_request(dlc_plan(), stack="prod")
-    assert body["WorkspaceId"] == r.UNKNOWN
-    assert body["UserVpc"]["VpcId"] == r.UNKNOWN
-    assert body["DataSources"] == [{"DataSourceId": f"{r.UNKNOWN}: dataset qwen-7b-dlc-prod-checkpoints",
-                                    "MountPath": "/mnt/data/checkpoints", "MountAccess": "RW"}]
+    plan = dlc_plan()
+    body = r.preview_request(plan, stack="prod")
+    assert body["WorkspaceId"] == j.UNKNOWN
+    assert body["UserVpc"]["VpcId"] == j.UNKNOWN
+    assert body["DataSources"] == [
+        {"DataSourceId": f"{j.UNKNOWN}: dataset qwen-7b-dlc-prod-checkpoints",
+         "MountPath": plan.storage.checkpoint_path, "MountAccess": "RW"},
+        {"DataSourceId": f"{j.UNKNOWN}: dataset qwen-7b-dlc-prod-dataset",  # storage.dataset_uri of the sample
+         "MountPath": j.DATASET_MOUNT_PATH, "MountAccess": "RO"}]
     pinned = r.preview_request(_dlc(dlc_plan(), workspace_id="ws-777"))
     assert pinned["WorkspaceId"] == "ws-777"
 
@@ -193,7 +199,7 @@ def test_preview_request_uses_placeholders_for_deploy_time_ids():
     ("nas://0a1b2c", ("NAS", "nas://0a1b2c.cn-shenzhen/")),
 ])
 def test_dataset_uri_in_pai_form(uri, expected):
-    assert r.dataset_uri(uri, REGION) == expected
+    assert j.dataset_uri(uri, REGION) == expected
 
 
 def _storage(plan, **update):
@@ -201,40 +207,41 @@ def _storage(plan, **update):
 
 
 def test_planned_datasets_checkpoint_bucket_and_read_only_dataset():
-    specs = r.planned_datasets(_storage(dlc_plan(), dataset_uri="oss://corpus/tokens"), stack="dev")
+    plan = _storage(dlc_plan(), dataset_uri="oss://corpus/tokens")
+    specs = j.planned_datasets(plan, stack="dev")
     ckpt, data = specs
-    assert (ckpt.role, ckpt.data_source_type, ckpt.mount_access, ckpt.mount_path) == \
-        ("checkpoints", "OSS", "RW", "/mnt/data/checkpoints")
-    assert ckpt.uri == "oss://qwen-7b-dlc-ckpt-1b2c.oss-cn-shenzhen-internal.aliyuncs.com/checkpoints/"
-    assert json.loads(ckpt.options) == {"mountPath": "/mnt/data/checkpoints"}
-    assert (data.role, data.mount_access, data.mount_path) == ("dataset", "RO", r.DATASET_MOUNT_PATH)
+    path = plan.storage.checkpoint_path
+    assert (ckpt.role, ckpt.data_source_type, ckpt.mount_access, ckpt.mount_path) == ("checkpoints", "OSS", "RW", path)
+    assert ckpt.uri == f"oss://{plan.storage.oss.bucket}.oss-cn-shenzhen-internal.aliyuncs.com/checkpoints/"
+    assert json.loads(ckpt.options) == {"mountPath": path}
+    assert (data.role, data.mount_access, data.mount_path) == ("dataset", "RO", j.DATASET_MOUNT_PATH)
 
 
 def test_planned_datasets_checkpoints_on_existing_cpfs():
     plan = _storage(dlc_plan(), checkpoint="cpfs", oss=None, dataset_uri="cpfs://cpfs-0123abcd/train",
                     checkpoint_path="/mnt/dataset/checkpoints")
-    (spec,) = r.planned_datasets(plan, stack="dev")
+    (spec,) = j.planned_datasets(plan, stack="dev")
     assert spec.data_source_type == "NAS" and spec.mount_access == "RW"
     with pytest.raises(InputError, match="must be under /mnt/dataset"):
-        r.planned_datasets(_storage(plan, checkpoint_path="/mnt/cpfs/checkpoints"), stack="dev")
+        j.planned_datasets(_storage(plan, checkpoint_path="/mnt/cpfs/checkpoints"), stack="dev")
     with pytest.raises(InputError, match="cannot mount a CPFS that trainstack creates"):
-        r.planned_datasets(_storage(plan, dataset_uri=None), stack="dev")
+        j.planned_datasets(_storage(plan, dataset_uri=None), stack="dev")
     with pytest.raises(InputError, match="no ESSD"):
-        r.planned_datasets(_storage(dlc_plan(), checkpoint="essd"), stack="dev")
+        j.planned_datasets(_storage(dlc_plan(), checkpoint="essd"), stack="dev")
 
 
 def test_workspace_name_fits_pai_rules():
-    name = r.workspace_name("9-very-long-profile-name-for-dlc", "prod")
+    name = j.workspace_name("9-very-long-profile-name-for-dlc", "prod")
     assert 3 <= len(name) <= 23 and name[0].isalpha()
     assert all(c.isalnum() or c == "_" for c in name)
-    assert name != r.workspace_name("9-very-long-profile-name-for-dlc", "dev")
-    assert name == r.workspace_name("9-very-long-profile-name-for-dlc", "prod")
+    assert name != j.workspace_name("9-very-long-profile-name-for-dlc", "dev")
+    assert name == j.workspace_name("9-very-long-profile-name-for-dlc", "prod")
 
 
 def test_validate_inputs_names_each_bad_field():
     bad = {"kind": "other", "region": "", "image": IMAGE, "command": "x", "job_type": "PyTorchJob",
            "pod_count": 0, "spot": True}
-    fields = [p for p, _ in r.validate_inputs(bad)]
+    fields = [p for p, _ in j.validate_inputs(bad)]
     assert fields == ["kind", "region", "ecs_spec", "pod_count", "spot_price_limit"]
     with pytest.raises(ValueError, match="workspace_id is required"):
-        r.build_request_model({**r.job_inputs(dlc_plan())})
+        r.build_request_model({**j.job_inputs(dlc_plan())})

@@ -12,7 +12,9 @@ from trainstack.catalog import load_catalog
 from trainstack.cli import main
 from trainstack.errors import InfeasibleError, InputError
 from trainstack.profile import parse_profile
-from trainstack.resolver import _sort_key, considered, resolve, resolve_all
+from trainstack.placement import considered, rank_key, resolve, resolve_all
+from trainstack.reasons import ReasonCode
+from trainstack.rules import planned
 
 
 def profile(**sections):
@@ -43,8 +45,8 @@ def test_bf16_never_on_volta_or_turing(precision):
     res = resolve_all(p)
     used = {c.gpu_model for c in res.candidates}
     assert not used & {"V100-16G", "V100-32G", "T4", "P100"}
-    why = {r.family: r.reason for r in res.rejected}
-    assert "BF16" in why["gn6v"] and "BF16" in why["gn6i"]
+    why = {r.family: r.reason_codes for r in res.rejected}
+    assert ReasonCode.NO_BF16 in why["gn6v"] and ReasonCode.NO_BF16 in why["gn6i"]
 
 
 def test_70b_full_needs_several_nvlink_rdma_nodes_with_zero3():
@@ -69,7 +71,8 @@ def test_pcie_multi_gpu_rejected_even_when_cheapest():
     res = resolve_all(p)
     gn7i_4 = [c for c in res.candidates if c.instance_type and c.instance_type.startswith("ecs.gn7i") ]
     assert not gn7i_4, "a 4-GPU PCIe type must never become a candidate"
-    assert "PCIe" in {r.family: r.reason for r in res.rejected}["gn7i"]
+    gn7i = {r.family: r for r in res.rejected}["gn7i"]
+    assert ReasonCode.MULTI_GPU_WITHOUT_NVLINK in gn7i.reason_codes and "PCIe" in gn7i.reason
     cat = load_catalog()
     # the PCIe type really is the cheaper 4-GPU box, so the rule (not price) decides
     pcie = cat.quote("cn-shenzhen", "ecs.gn7i-c32g1.32xlarge").on_demand_cny_per_hour
@@ -112,14 +115,14 @@ def test_deadline_forces_more_gpus():
 
 def test_unknown_region_is_bad_input(capsys):
     with pytest.raises(InputError) as e:
-        resolve(profile(region="cn-shenzen", **LORA_8B))
+        planned(profile(region="cn-shenzen", **LORA_8B))  # the rule book runs before the resolver
     assert "cn-shenzhen" in e.value.problems[0].suggestions
 
 
 def test_unknown_price_is_listed_not_chosen():
     # A30 (gn7s) has no price in any source: listed with its sizing, never chosen, never 0
     res = considered(profile(**{**LORA_8B, "resources": {"gpus": 1, "spot": "never", "gpu_models": ["A30"]}}))
-    assert res.candidates and all(c.reason == "price unknown (listed, never chosen)" for c in res.candidates)
+    assert res.candidates and all(c.reason_code is ReasonCode.PRICE_UNKNOWN for c in res.candidates)
     assert all(c.hourly_cost_cny is None and c.memory_margin_gib > 0 for c in res.candidates)
     with pytest.raises(InfeasibleError):
         resolve(profile(**{**LORA_8B, "resources": {"gpus": 1, "spot": "never", "gpu_models": ["A30"]}}))
@@ -194,7 +197,7 @@ def test_choice_is_the_minimum_over_feasible_candidates(preset, method, ckpt, se
     best = min(c.objective for c in feasible)
     chosen = next(c for c in feasible if (c.instance_type, c.nodes, c.spot) == (plan.instance_type, plan.nodes, plan.spot))
     assert chosen.objective == best
-    assert chosen == min(feasible, key=lambda c: _sort_key(c, objective))
+    assert chosen == min(feasible, key=lambda c: rank_key(c, objective))
 
 
 # ---- spot prices from a refresh: never above on-demand, never without it, only where offered --
@@ -226,7 +229,7 @@ def test_spot_above_on_demand_is_never_chosen():
     cat = _catalog_with({GN7E_4: {"spot_cny_per_hour": 200.0, "spot_zones": ("cn-shenzhen-a",)}})
     res = considered(profile(**SPOT_4GPU), cat)
     row = next(c for c in res.candidates if c.instance_type == GN7E_4)
-    assert not row.feasible and "costs more than on-demand" in row.reason
+    assert not row.feasible and row.reason_code is ReasonCode.SPOT_ABOVE_ON_DEMAND
 
 
 def test_spot_without_on_demand_price_is_never_chosen():
@@ -234,7 +237,7 @@ def test_spot_without_on_demand_price_is_never_chosen():
                                   "spot_zones": ("cn-shenzhen-a",)}}, everywhere=True)
     res = considered(profile(**SPOT_4GPU), cat)
     row = next(c for c in res.candidates if c.instance_type == GN7E_4)
-    assert not row.feasible and "on-demand price" in row.reason
+    assert not row.feasible and row.reason_code is ReasonCode.SPOT_WITHOUT_ON_DEMAND
 
 
 def test_spot_lands_in_a_zone_with_spot_stock():
@@ -245,7 +248,7 @@ def test_spot_lands_in_a_zone_with_spot_stock():
     assert plan.hourly_cost_cny == pytest.approx(40.0)
     no_stock = _catalog_with({GN7E_4: {"spot_cny_per_hour": 40.0, "spot_zones": ()}})
     row = next(c for c in considered(profile(**SPOT_4GPU), no_stock).candidates if c.instance_type == GN7E_4)
-    assert not row.feasible and "no spot stock" in row.reason
+    assert not row.feasible and row.reason_code is ReasonCode.NO_SPOT_STOCK
 
 
 def test_infeasible_text_lists_rejected_families_and_suggestions(tmp_path, capsys):

@@ -219,16 +219,17 @@ class Catalog:
             labels.append(f"availability of {name} in {region} unverified: run `trainstack catalog refresh`")
         spot = local.spot_cny_per_hour if local else None
         spot_estimated = spot is None
+        spot_labels: list[str] = []
         if spot is None and on_demand is not None:
             frac = float(self.settings["spot_estimate_fraction"])
             spot = round(on_demand * frac, 4)
-            labels.append(f"spot price of {name} is an estimate ({frac:.0%} of on-demand); "
-                          "real spot prices come from `trainstack catalog refresh`")
+            spot_labels.append(f"spot price of {name} is an estimate ({frac:.0%} of on-demand); "
+                               "real spot prices come from `trainstack catalog refresh`")
         return PriceQuote(
             instance_type=name, region=region, on_demand_cny_per_hour=on_demand,
             spot_cny_per_hour=spot, on_demand_from_region=borrowed, spot_estimated=spot_estimated,
             seen_in_region=local is not None, zones=local.zones if local else (),
-            labels=tuple(labels), as_of=as_of)
+            labels=tuple(labels), spot_labels=tuple(spot_labels), as_of=as_of)
 
     def nvlink_alternatives(self, gpu_count: int, limit: int = 4) -> list[str]:
         """Instance types where ``gpu_count`` GPUs share NVLink/NVSwitch, cheapest listed first."""

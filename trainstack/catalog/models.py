@@ -144,5 +144,6 @@ class PriceQuote(_Frozen):
     spot_estimated: bool = True
     seen_in_region: bool = False
     zones: tuple[str, ...] = ()
-    labels: tuple[str, ...] = ()
+    labels: tuple[str, ...] = Field((), description="What any use of this type rests on (on-demand or spot)")
+    spot_labels: tuple[str, ...] = Field((), description="What a spot plan rests on besides ``labels``")
     as_of: Optional[str] = None

@@ -14,7 +14,7 @@ from ..catalog import Catalog, GpuModel, load_catalog
 from ..catalog.models import TRAINING_INTERCONNECTS
 from ..errors import InputError, Problem
 from ..profile import TrainingProfile, load_profile
-from ..resolver import check_catalog_names
+from ..rules import check_profile as check_catalog_names
 from ..sizing import Estimate, GpuHourPrice, estimate, fit_suggestions, gpu_hour_price
 from ..sizing.estimate import NodeLayout
 from ..sizing.memory import COMPONENTS, PHASE_LABELS

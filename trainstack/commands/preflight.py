@@ -36,7 +36,7 @@ def register(sub) -> None:
 
 
 def resolve_plan(profile):  # a seam: tests hand in a plan
-    from ..resolver import resolve
+    from ..placement import resolve
 
     return resolve(profile)
 

@@ -7,7 +7,8 @@ import json
 from ..catalog import load_catalog
 from ..plan import Candidate, Plan
 from ..profile import load_profile
-from ..resolver import check_catalog_names, resolve_all
+from ..placement import rank_key, resolve_all
+from ..rules import check_plan, check_profile
 from ..textable import render_table
 
 
@@ -48,9 +49,7 @@ def render_text(plan: Plan, candidates: list[Candidate], show_all: bool) -> str:
         lines.append(f"  spot price limit: {plan.spot_price_limit} CNY/h per node")
     lines.append("")
     rows = [_row(Plan_candidate(plan), True)]
-    from ..resolver import _sort_key
-
-    others = (sorted(candidates, key=lambda c: (not c.feasible, _sort_key(c, plan.objective))) if show_all
+    others = (sorted(candidates, key=lambda c: (not c.feasible, rank_key(c, plan.objective))) if show_all
               else list(plan.alternatives))
     rows += [_row(c, False) for c in others if not _same(c, plan)]
     lines.append("Considered resources (* = chosen)" + ("" if show_all else "; --all lists every candidate"))
@@ -83,10 +82,11 @@ def _same(c: Candidate, plan: Plan) -> bool:
 def run(args) -> int:
     profile = load_profile(args.profile)
     catalog = load_catalog()
-    check_catalog_names(profile, catalog, file=args.profile)
+    check_profile(profile, catalog, file=args.profile)
     res = resolve_all(profile, catalog)
     plan = res.plan
     assert plan is not None
+    check_plan(plan, file=args.profile)
     if args.json:
         doc = plan.model_dump(mode="json")
         if args.all:

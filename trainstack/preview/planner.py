@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 
 from ..errors import InputError, TrainstackError
 from ..plan import Plan
+from ..stack_config import plan_for_config
 from .cloud import FAKE_IMAGE_ID, OfflineCloud
 from .engine import RecordedResource, Recording, record_program
 from .sources import PLAN_SCHEMA_VERSION, Project, Source, stack_config
@@ -56,16 +57,7 @@ def plan_source(source: Source, project: Project, *, policy_runner: Optional[Pol
 
 def resolve_config(config: dict[str, str], project: Project) -> Plan:
     """The Plan the program will build for this config (same profile path rules and overrides)."""
-    value = config.get(f"{project.name}:profile")
-    if not value:
-        raise InputError(f"stack config has no {project.name}:profile",
-                         hint=f"pulumi config set {project.name}:profile profiles/<name>.yaml")
-    from components.program import check_region, load_profile_with_overrides, profile_path
-    from trainstack.resolver import resolve
-
-    profile = load_profile_with_overrides(profile_path(value, project.root), zone=config.get(f"{project.name}:zone"))
-    check_region(profile, config.get("alicloud:region"))
-    return resolve(profile)
+    return plan_for_config(config, project.name, project.root)
 
 
 def run_program(project: Project, stack: str, config: dict[str, str], secret_keys: tuple[str, ...],
@@ -204,7 +196,7 @@ def _resource_entry(r: RecordedResource, names: dict[str, str]) -> dict[str, Any
 
 def cost_block(plan: Plan) -> dict[str, Any]:
     """Chosen, on-demand and spot (estimated) cost; spot hours carry the resolver's restart allowance."""
-    from trainstack.resolver import SPOT_RESTART_ALLOWANCE
+    from trainstack.placement import SPOT_RESTART_ALLOWANCE
 
     est = plan.estimate
     hours = plan.estimated_hours
@@ -232,7 +224,7 @@ def dlc_request(resources: list[RecordedResource], plan: Plan, stack: str) -> Op
     job = next((r for r in resources if isinstance(r.inputs, dict) and r.inputs.get("kind") == DLC_KIND), None)
     if job is None:
         return None
-    from trainstack import dlc_request as dlc
+    from trainstack.cloud import dlc_request as dlc
 
     try:
         body = dlc.build_request_model(reveal(job.inputs)).to_map()

@@ -247,7 +247,7 @@ def gpu_hour_price(catalog: "Catalog", region: str, gpu: str) -> GpuHourPrice:
     per_gpu, inst, q = best
     spot = None if q.spot_cny_per_hour is None else q.spot_cny_per_hour / inst.gpu_count
     labels = (f"{gpu} priced per GPU-hour from {inst.name} ({inst.gpu_count} GPU, "
-              f"{q.on_demand_cny_per_hour:g} CNY/h on demand)",) + q.labels
+              f"{q.on_demand_cny_per_hour:g} CNY/h on demand)",) + q.labels + q.spot_labels
     return GpuHourPrice(gpu=gpu, region=region, instance_type=inst.name, gpus_per_instance=inst.gpu_count,
                         on_demand_cny=round(per_gpu, 4), spot_cny=None if spot is None else round(spot, 4),
                         labels=labels)

@@ -1,20 +1,10 @@
-"""PAI-DLC job requests, built from a Plan without Pulumi and without network I/O.
+"""PAI-DLC job inputs, built from a Plan without Pulumi, SDKs or network I/O.
 
-Three layers, each a pure function of the one before:
-
-``job_inputs(plan)``
-    The plain values of the DLC job (``kind: pai-dlc-job``, ECS spec or quota, pod count, RDMA,
-    spot, image, command, envs ...). ``components.dlc.DlcJob`` carries exactly these as its
-    inputs, so policies judge the same values that are sent.
-``build_request_model(inputs)``
-    Those inputs plus the ids known only at deploy time (workspace, VPC, vSwitch, security
-    group, dataset ids) as the SDK's ``CreateJobRequest``. The dynamic provider sends this.
-``build_create_job_request(plan, ...)``
-    ``build_request_model(...).to_map()``: the API body with the SDK's own PascalCase names,
-    so a field name can never drift from the installed ``alibabacloud-pai-dlc20201203``.
-
-``redacted_request`` / ``preview_request`` are what ``trainstack plan`` shows (secrets redacted,
-ids not known offline shown as placeholders).
+``job_inputs(plan)`` gives the plain values of the DLC job (``kind: pai-dlc-job``, ECS spec or
+quota, pod count, RDMA, spot, image, command, envs ...); ``components.dlc.DlcJob`` carries exactly
+these as its inputs, so policies judge the same values that are sent. ``validate_inputs`` is the
+provider's ``check`` and a rule of the rule book. ``planned_datasets`` are the PAI datasets the job
+mounts. The SDK request is built from these in ``trainstack.cloud.dlc_request``.
 
 Units: ``DlcPlan.spot_price_limit`` is CNY per hour per pod, like every price in trainstack;
 the API's ``SpotSpec.SpotPriceLimit`` is CNY per **minute** (SDK docstring and the SpotSpec API
@@ -28,13 +18,10 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
-
-from alibabacloud_pai_dlc20201203 import models as dlc_models
+from typing import Any, Mapping, Optional
 
 from .errors import InputError
 from .plan import Plan
-from .secrets import redact
 
 KIND = "pai-dlc-job"
 WORKER = "Worker"
@@ -218,79 +205,6 @@ def validate_inputs(inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 # ---------------------------------------------------------------------------------------------
-# inputs -> SDK request
-
-
-def _data_source(entry: Mapping[str, Any]) -> dlc_models.CreateJobRequestDataSources:
-    unknown = sorted(set(entry) - set(_DATA_SOURCE_FIELDS))
-    if unknown:
-        raise ValueError(f"unknown DataSources field(s) {unknown}; allowed: {', '.join(_DATA_SOURCE_FIELDS)}")
-    return dlc_models.CreateJobRequestDataSources(**{k: v for k, v in entry.items() if v is not None})
-
-
-def build_request_model(inputs: Mapping[str, Any]) -> dlc_models.CreateJobRequest:
-    """The SDK ``CreateJobRequest`` for the job inputs (plan inputs plus deploy-time ids)."""
-    problems = validate_inputs(inputs)
-    if not inputs.get("workspace_id"):
-        problems.append(("workspace_id", "is required"))
-    if problems:
-        raise ValueError("invalid DLC job inputs: " + "; ".join(f"{k} {r}" for k, r in problems))
-    quota = inputs.get("resource_id")
-    spec = dlc_models.JobSpec(type=WORKER, pod_count=_int(inputs["pod_count"]), image=inputs["image"])
-    if quota:
-        spec.resource_config = dlc_models.ResourceConfig(
-            cpu=str(_int(inputs["cpu_per_pod"])), gpu=str(_int(inputs["gpus_per_pod"])),
-            memory=memory_quantity(inputs["memory_gib_per_pod"]))
-    else:
-        spec.ecs_spec = inputs["ecs_spec"]
-    if inputs.get("spot"):
-        spec.spot_spec = dlc_models.SpotSpec(
-            spot_strategy=SPOT_STRATEGY, spot_price_limit=spot_price_limit_per_minute(inputs["spot_price_limit"]))
-    user_vpc = None
-    if inputs.get("vpc_id"):
-        user_vpc = dlc_models.CreateJobRequestUserVpc(
-            vpc_id=inputs["vpc_id"], switch_id=inputs.get("vswitch_id"),
-            security_group_id=inputs.get("security_group_id"),
-            # the API wants every CIDR of the VPC whenever a vSwitch is given
-            extended_cidrs=[inputs["vpc_cidr"]] if inputs.get("vswitch_id") and inputs.get("vpc_cidr") else None)
-    envs = _str_envs(inputs.get("envs"))
-    data_sources = [_data_source(e) for e in (inputs.get("data_sources") or [])]
-    return dlc_models.CreateJobRequest(
-        display_name=inputs.get("display_name"),
-        job_type=inputs["job_type"],
-        job_specs=[spec],
-        user_command=inputs["command"],
-        workspace_id=inputs["workspace_id"],
-        resource_id=quota or None,
-        data_sources=data_sources or None,
-        envs=envs or None,
-        user_vpc=user_vpc,
-        settings=dlc_models.JobSettings(enable_rdma=True) if inputs.get("enable_rdma") else None,
-        job_max_running_time_minutes=_int(inputs.get("max_running_minutes")),
-    )
-
-
-def build_create_job_request(plan: Plan, *, workspace_id: str, vpc_id: Optional[str], vswitch_id: Optional[str],
-                             security_group_id: Optional[str], data_sources: Sequence[Mapping[str, Any]]) -> dict:
-    """The CreateJob API body for ``plan`` (PascalCase keys exactly as ``CreateJobRequest.to_map()``).
-
-    ``data_sources`` entries use the SDK's ``CreateJobRequestDataSources`` argument names
-    (``data_source_id``, ``mount_path``, ``mount_access``, ``uri``, ``options`` ...).
-    """
-    inputs = dict(job_inputs(plan), workspace_id=workspace_id, vpc_id=vpc_id, vswitch_id=vswitch_id,
-                  security_group_id=security_group_id, data_sources=[dict(d) for d in data_sources])
-    return build_request_model(inputs).to_map()
-
-
-def redacted_request(plan: Plan, *, workspace_id: str, vpc_id: Optional[str], vswitch_id: Optional[str],
-                     security_group_id: Optional[str], data_sources: Sequence[Mapping[str, Any]]) -> dict:
-    """``build_create_job_request`` with secret-named keys and secret-shaped values replaced."""
-    return redact(build_create_job_request(
-        plan, workspace_id=workspace_id, vpc_id=vpc_id, vswitch_id=vswitch_id,
-        security_group_id=security_group_id, data_sources=data_sources))
-
-
-# ---------------------------------------------------------------------------------------------
 # datasets (what DlcTraining creates) and the offline preview
 
 
@@ -370,13 +284,3 @@ def planned_datasets(plan: Plan, stack: str) -> list[DatasetSpec]:
         raise InputError("a DLC job cannot mount a CPFS that trainstack creates; set storage.dataset_uri to an "
                          "existing CPFS (cpfs://<file system id>/path) in the stack's VPC, or use checkpoint oss")
     return out
-
-
-def preview_request(plan: Plan, stack: str = "dev") -> dict:
-    """The redacted CreateJob body ``trainstack plan`` shows: ids that exist only after deploy are
-    placeholders; a workspace pinned in ``dlc.workspace_id`` is shown as is."""
-    d = plan.dlc
-    workspace = d.workspace_id if d is not None and d.workspace_id else UNKNOWN
-    sources = [spec.data_source(f"{UNKNOWN}: dataset {spec.dataset_name}") for spec in planned_datasets(plan, stack)]
-    return redacted_request(plan, workspace_id=workspace, vpc_id=UNKNOWN, vswitch_id=UNKNOWN,
-                            security_group_id=UNKNOWN, data_sources=sources)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from .catalog import Catalog
-from .plan import Candidate
-from .profile import TrainingProfile
+from ..catalog import Catalog
+from ..plan import Candidate
+from ..profile import TrainingProfile
+from .ecs import considered
+from .engine import best as best_of
 
 
 def _variant(profile: TrainingProfile, section: str, extra: Optional[dict] = None, **changes: Any) -> TrainingProfile:
@@ -23,10 +25,7 @@ def _variant(profile: TrainingProfile, section: str, extra: Optional[dict] = Non
 
 
 def _best(profile: TrainingProfile, catalog: Catalog) -> Optional[Candidate]:
-    from .resolver import _sort_key, considered
-
-    feasible = [c for c in considered(profile, catalog).candidates if c.feasible]
-    return min(feasible, key=lambda c: _sort_key(c, profile.resources.objective)) if feasible else None
+    return best_of(considered(profile, catalog).candidates, profile.resources.objective)
 
 
 def _describe(c: Candidate) -> str:
@@ -34,7 +33,7 @@ def _describe(c: Candidate) -> str:
     return f"{c.nodes} x {c.instance_type}{' (spot)' if c.spot else ''}, {cost}"
 
 
-def suggestions_for(profile: TrainingProfile, catalog: Catalog, res: Any) -> list[str]:
+def suggestions_for(profile: TrainingProfile, catalog: Catalog) -> list[str]:
     t, r = profile.training, profile.resources
     tries: list[tuple[str, Callable[[], TrainingProfile]]] = []
     if not t.gradient_checkpointing:

@@ -1,0 +1,64 @@
+"""Placement: from a profile to the cheapest (or fastest) correct place to run it, with reasons.
+
+One engine (``engine.py``: size, price, check and rank a candidate) and two strategies on it:
+ECS GPU nodes (``ecs.py``) and PAI-DLC jobs (``dlc.py``). When nothing is feasible the same engine
+tests one-step changes of the profile (``suggest.py``) and the error lists those that work.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..catalog import Catalog, load_catalog
+from ..errors import InfeasibleError
+from ..plan import Plan
+from ..profile import TrainingProfile
+from ..reasons import BUDGET_CODES, ReasonCode
+from .dlc import resolve_dlc, wants_dlc
+from .ecs import considered, resolve_ecs
+from .engine import SPOT_RESTART_ALLOWANCE, Resolution, rank_key, ranked
+from .suggest import suggestions_for
+
+__all__ = ["Resolution", "SPOT_RESTART_ALLOWANCE", "considered", "rank_key", "ranked", "resolve", "resolve_all",
+           "wants_dlc"]
+
+
+def resolve(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> Plan:
+    """The plan for ``profile``; :class:`InfeasibleError` (exit 3) when nothing fits."""
+    plan = resolve_all(profile, catalog).plan
+    assert plan is not None
+    return plan
+
+
+def resolve_all(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> Resolution:
+    """The plan and everything considered on the way; InfeasibleError when nothing fits."""
+    catalog = catalog or load_catalog()
+    if wants_dlc(profile):
+        ecs_res = considered(profile, catalog) if profile.resources.target == "auto" else None
+        return resolve_dlc(profile, catalog, ecs_res)
+    res = resolve_ecs(profile, catalog)
+    if res.plan is None:
+        raise infeasible(profile, catalog, res)
+    return res
+
+
+def infeasible(profile: TrainingProfile, catalog: Catalog, res: Resolution) -> InfeasibleError:
+    return InfeasibleError(
+        f"no feasible placement for {profile.name} in {profile.region}: {summarise(res)}",
+        suggestions=suggestions_for(profile, catalog),
+        details={"rejected": [r.model_dump(mode="json") for r in res.rejected],
+                 "candidates_considered": len(res.candidates)})
+
+
+_KINDS = (("exceed the budget", BUDGET_CODES), ("miss the deadline", {ReasonCode.DEADLINE}),
+          ("do not fit in GPU memory", {ReasonCode.MEMORY}), ("have no known price", {ReasonCode.PRICE_UNKNOWN}),
+          ("need more than one GPU", {ReasonCode.ZERO_NEEDS_GPUS}))
+
+
+def summarise(res: Resolution) -> str:
+    """Counts per kind of rejection, most decisive first (budget and deadline before memory)."""
+    codes = [c.reason_code for c in res.candidates if c.reason_code is not None]
+    if not codes:
+        return "every instance family was rejected (see below)" if res.rejected else "the catalog has no candidates"
+    parts = [f"{n} candidates {text}" for text, kind in _KINDS if (n := sum(c in kind for c in codes))]
+    return "; ".join(parts)

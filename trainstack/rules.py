@@ -1,0 +1,210 @@
+"""The rule book: every rule a profile and its plan must pass, in one place.
+
+``validate``, ``resolve``, ``plan`` and the Pulumi program all go through :func:`planned` (or its
+two halves), so they agree: a profile ``validate`` accepts never fails ``plan`` with exit 2, and a
+plan the rule book accepts never fails in component code. Two kinds of rules:
+
+* profile rules that need the catalog (:func:`profile_problems`): names the catalog must know;
+* plan rules that need the resolution (:func:`plan_problems`): ESSD sizes, tag counts, the
+  self-healing pool, deployment-set groups, the DLC job request, and the node bootstrap
+  (user-data size, commands the launcher refuses).
+
+Infeasibility is not a rule violation: it stays exit 3 from ``resolve``/``plan``.
+Components only translate a checked Plan into resources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Optional
+
+from .catalog import Catalog, load_catalog
+from .errors import InputError, Problem, did_you_mean
+from .plan import ESSD_MAX_GIB, ESSD_MIN_GIB, Plan
+from .profile import TrainingProfile
+from .tags import MAX_BUCKET_TAGS, MAX_TAGS, ROLE_CHECKPOINT, base_tags, node_tags, within_limit
+
+#: ESS spot protection: 1 hour or none (``ScalingConfiguration.spot_duration``).
+ESS_SPOT_DURATIONS = (0, 1)
+#: Stands in for the CPFS protocol mount address (known only at deploy time) when the bootstrap is
+#: rendered to check it: as long as a real one (`<id>-<hash>.<region>.cpfs.aliyuncs.com:/share`).
+CPFS_ADDRESS_PLACEHOLDER = "cpfs-0123456789abcdef-0123456789ab.cn-wulanchabu.cpfs.aliyuncs.com:/share"
+
+
+# ---- profile rules ---------------------------------------------------------------------------
+
+def profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem]:
+    """Every name in the profile that the catalog must know (region, GPU models, instance types)."""
+    problems = []
+    if profile.region not in catalog.regions():
+        problems.append(Problem(path="region", message="unknown region", given=profile.region, has_given=True,
+                                allowed=", ".join(catalog.regions()),
+                                suggestions=did_you_mean(profile.region, catalog.regions())))
+    for i, g in enumerate(profile.resources.gpu_models):
+        if g.lower() not in {k.lower() for k in catalog.gpus}:
+            problems.append(Problem(path=f"resources.gpu_models[{i}]", message="unknown GPU model", given=g,
+                                    has_given=True, allowed=", ".join(sorted(catalog.gpus)),
+                                    suggestions=did_you_mean(g, catalog.gpus)))
+    for i, t in enumerate(profile.resources.instance_types):
+        if not catalog.knows(t):
+            problems.append(Problem(path=f"resources.instance_types[{i}]", message="unknown instance type",
+                                    given=t, has_given=True,
+                                    suggestions=did_you_mean(t, [x.name for x in catalog.resolved_instances()])))
+    return problems
+
+
+def check_profile(profile: TrainingProfile, catalog: Catalog, file: Optional[str] = None) -> None:
+    problems = profile_problems(profile, catalog)
+    if problems:
+        raise InputError(f"{file or 'profile'}: names the catalog does not know",
+                         problems=[replace(p, file=file) for p in problems],
+                         hint="`trainstack catalog --all` lists every region, GPU model and instance type")
+
+
+# ---- plan rules ------------------------------------------------------------------------------
+
+def essd_problem(what: str, category: str, performance_level: Optional[str], size_gib: int,
+                 path: str = "storage") -> Optional[Problem]:
+    """A disk Alibaba would reject: ESSD PL3 needs >= 1261 GiB, PL2 >= 461, PL1 >= 20 [ESSD-DOC]."""
+    if category != "cloud_essd" or performance_level is None:
+        return None
+    low = ESSD_MIN_GIB[performance_level]
+    if low <= size_gib <= ESSD_MAX_GIB:
+        return None
+    return Problem(path=path, message=f"{what}: ESSD {performance_level} needs {low}..{ESSD_MAX_GIB} GiB, "
+                                      f"the plan has {size_gib} GiB")
+
+
+def _disks(plan: Plan) -> list[Optional[Problem]]:
+    if plan.target != "ecs":
+        return []
+    st = plan.storage
+    out = [essd_problem("system disk", st.system_disk_category, st.system_disk_performance_level, st.system_disk_gib)]
+    if st.data_disk is not None:
+        out.append(essd_problem("data disk", st.data_disk.category, st.data_disk.performance_level,
+                                st.data_disk.size_gib, path="storage.dataset_gib"))
+    return out
+
+
+def checkpoint_disks_planned(plan: Plan) -> bool:
+    disk = plan.storage.data_disk
+    return plan.target == "ecs" and disk is not None and (disk.holds_checkpoints or plan.storage.checkpoint == "essd")
+
+
+def _spot_pool(plan: Plan) -> list[Optional[Problem]]:
+    if plan.spot_pool is None:
+        return []
+    path = "resources.self_healing"
+    if not plan.spot or plan.spot_strategy != "SpotWithPriceLimit" or plan.nodes != 1:
+        return [Problem(path=path, message="a self-healing spot pool needs 1 spot node with a price limit")]
+    if checkpoint_disks_planned(plan):
+        return [Problem(path=path, message="a self-healing spot pool cannot keep checkpoints on ESSD (a replacement "
+                                           "node cannot reach the reclaimed node's disk): use oss or cpfs")]
+    if plan.spot_duration_hours not in ESS_SPOT_DURATIONS:
+        return [Problem(path=path, message=f"ESS spot protection is 0 or 1 hour, the plan has "
+                                           f"{plan.spot_duration_hours}")]
+    return []
+
+
+def _tags(plan: Plan) -> list[Optional[Problem]]:
+    out: list[Optional[Problem]] = []
+
+    def count(build: Callable[[], dict], limit: int, what: str) -> None:
+        try:
+            within_limit(build(), limit, what)
+        except InputError as exc:
+            out.append(Problem(path="tags", message=exc.message, given=len(plan.tags), has_given=True,
+                               allowed=exc.hint))
+
+    if plan.target == "ecs":
+        count(lambda: node_tags(plan, plan.zone or "zone-unknown", max(0, plan.nodes - 1)), MAX_TAGS, "a GPU node")
+    else:
+        count(lambda: base_tags(plan), MAX_TAGS, "a trainstack resource")
+    if plan.storage.oss is not None:
+        count(lambda: base_tags(plan, role=ROLE_CHECKPOINT), MAX_BUCKET_TAGS, "an OSS bucket")
+    return out
+
+
+def _deployment_sets(plan: Plan) -> list[Optional[Problem]]:
+    from .layout import deployment_set_layout
+
+    try:
+        deployment_set_layout(plan)
+    except InputError as exc:
+        return [Problem(path="resources.max_nodes", message=exc.message)]
+    return []
+
+
+def _dlc(plan: Plan) -> list[Optional[Problem]]:
+    if plan.target != "dlc" or plan.dlc is None:
+        return []
+    from .dlc_job import job_inputs, planned_datasets, validate_inputs
+
+    d = plan.dlc
+    if d.resource_id and not d.workspace_id:
+        return [Problem(path="dlc.resource_id", given=d.resource_id, has_given=True,
+                        message="a resource quota needs dlc.workspace_id: it is usable only in a workspace it is "
+                                "attached to, and a workspace trainstack creates has none",
+                        allowed="set dlc.workspace_id to the workspace the quota is attached to")]
+    out: list[Optional[Problem]] = []
+    for step in (lambda: job_inputs(plan), lambda: planned_datasets(plan, "")):
+        try:
+            result = step()
+        except InputError as exc:
+            out.append(Problem(path="dlc", message=exc.message, allowed=exc.hint))
+            continue
+        if isinstance(result, dict):
+            out += [Problem(path=f"dlc.{key}", message=f"{key} {why}") for key, why in validate_inputs(result)]
+    return out
+
+
+def bootstrap_problem(plan: Plan, rank: int) -> Optional[Problem]:
+    """What the node bootstrap of ``rank`` refuses (user-data size, a command the launcher cannot run)."""
+    from .bootstrap import render_user_data
+
+    address = CPFS_ADDRESS_PLACEHOLDER if plan.storage.cpfs is not None else None
+    try:
+        render_user_data(plan, rank, cpfs_mount_address=address)
+    except ValueError as exc:
+        return Problem(path="job", message=bootstrap_message(plan, rank, exc))
+    return None
+
+
+def bootstrap_message(plan: Plan, rank: int, exc: Exception) -> str:
+    return f"bootstrap of {plan.name} node {rank}: {exc}"
+
+
+def _bootstrap(plan: Plan) -> list[Optional[Problem]]:
+    if plan.target != "ecs":
+        return []
+    # ranks differ only in their numbers: the first and the last (longest) stand for all
+    return [bootstrap_problem(plan, rank) for rank in sorted({0, plan.nodes - 1})]
+
+
+PLAN_RULES: tuple[Callable[[Plan], list[Optional[Problem]]], ...] = (
+    _disks, _spot_pool, _tags, _deployment_sets, _dlc, _bootstrap)
+
+
+def plan_problems(plan: Plan) -> list[Problem]:
+    """Every plan rule's problems, in the order of :data:`PLAN_RULES`."""
+    return [p for rule in PLAN_RULES for p in rule(plan) if p is not None]
+
+
+def check_plan(plan: Plan, file: Optional[str] = None) -> Plan:
+    problems = plan_problems(plan)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise InputError(f"{file or plan.name}: {problems[0].message}{more}",
+                         problems=[replace(p, file=file) for p in problems])
+    return plan
+
+
+# ---- both ------------------------------------------------------------------------------------
+
+def planned(profile: TrainingProfile, catalog: Optional[Catalog] = None, file: Optional[str] = None) -> Plan:
+    """The checked Plan: profile rules, resolution (InfeasibleError, exit 3), plan rules."""
+    from .placement import resolve
+
+    catalog = catalog or load_catalog()
+    check_profile(profile, catalog, file)
+    return check_plan(resolve(profile, catalog), file)
