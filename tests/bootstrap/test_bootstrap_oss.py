@@ -14,7 +14,7 @@ import pytest
 from fake_oss import DirStore, FakeOssServer
 from plan_factory import single_gpu_lora_plan
 
-from trainstack.bootstrap import render_files, render_script
+from trainstack.bootstrap import render_script
 
 URI = "oss://ckpt-bucket/checkpoints/"
 BUCKET = "ckpt-bucket"

@@ -15,7 +15,7 @@ from plan_factory import dlc_plan, multi_node_erdma_plan, single_gpu_lora_plan, 
 from trainstack.bootstrap import (
     USER_DATA_LIMIT, BootstrapOptions, render_files, render_script, render_user_data,
 )
-from trainstack.plan import DataDiskPlan, JobPlan, StoragePlan
+from trainstack.plan import JobPlan, StoragePlan
 
 CPFS = "cpfs-0a1b2c.cn-shenzhen.cpfs.aliyuncs.com"
 

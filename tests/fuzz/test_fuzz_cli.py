@@ -12,7 +12,6 @@ import io
 import os
 import contextlib
 
-import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
