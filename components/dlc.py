@@ -19,8 +19,9 @@ CreateJob is retried only when the API certainly did not run it (throttled, 503,
 timeout), so a retry can never start the same training twice. Everything else raises
 :class:`DlcApiError` (exit 5) naming the API code, message, request id and what to fix.
 
-The request body comes from :mod:`trainstack.dlc_request`, the pure half that ``trainstack
-plan`` also uses. The provider is pickled into the state by dill: it holds only numbers and
+The request body comes from :mod:`trainstack.cloud.dlc_request` over the pure job inputs of
+:mod:`trainstack.dlc_job` (what ``trainstack plan`` also shows); error classification, the fix
+table and the retry policy are the shared ones of :mod:`trainstack.cloud`. The provider is pickled into the state by dill: it holds only numbers and
 optional callables; the SDK client is built per call by :data:`client_factory`, a module-level
 name tests replace.
 """
@@ -28,9 +29,7 @@ name tests replace.
 from __future__ import annotations
 
 import random
-import re
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import pulumi
@@ -38,185 +37,18 @@ import pulumi.dynamic as dyn
 from pulumi.runtime import rpc
 from alibabacloud_pai_dlc20201203 import models as dlc_models
 
+from trainstack.cloud.dlc import DlcApiError, default_client, job_reason, job_status
 from trainstack.cloud.dlc_request import build_request_model
-from trainstack.dlc_job import INPUT_KEYS, KIND, TERMINAL_STATUSES, job_inputs, planned_datasets, validate_inputs, workspace_name
+from trainstack.cloud.errors import ApiErrorInfo, may_have_run
+from trainstack.cloud.retry import DLC_CALLS, GaveUp, RetryPolicy, with_retries
+from trainstack.dlc_job import (
+    INPUT_KEYS, KIND, TERMINAL_STATUSES, job_inputs, planned_datasets, validate_inputs, workspace_name,
+)
 from trainstack.errors import CloudApiError
 from trainstack.plan import Plan
 
-# ---------------------------------------------------------------------------------------------
-# the SDK client
-
-
-def default_client(region: str) -> Any:
-    """The real PAI-DLC client of ``region``: default credentials chain (env vars, ~/.aliyun profile,
-    ECS/OIDC RAM role); endpoint from the SDK's own rule (``pai-dlc.<region>.aliyuncs.com``).
-    Building it does no network I/O; credentials are resolved on the first call."""
-    from alibabacloud_credentials.client import Client as CredentialClient
-    from alibabacloud_pai_dlc20201203.client import Client
-    from alibabacloud_tea_openapi.models import Config
-
-    return Client(Config(credential=CredentialClient(), region_id=region,
-                         connect_timeout=10_000, read_timeout=30_000))
-
-
 #: ``region -> client``. Replace it (or pass ``client_factory=`` to the provider) in tests.
 client_factory: Callable[[str], Any] = default_client
-
-
-# ---------------------------------------------------------------------------------------------
-# errors
-
-
-@dataclass(frozen=True)
-class ApiErrorInfo:
-    """What an SDK exception says, whatever its class (``Tea.exceptions.TeaException`` and the
-    tea-openapi ``ClientException`` / ``ServerException`` / ``ThrottlingException``, or
-    ``UnretryableException`` wrapping a network or credentials error)."""
-
-    code: Optional[str]
-    message: str
-    request_id: Optional[str] = None
-    status: Optional[int] = None
-    retry_after_ms: Optional[int] = None
-    network: bool = False
-    connect_failed: bool = False
-    credentials: bool = False
-
-    @classmethod
-    def from_exception(cls, exc: BaseException) -> "ApiErrorInfo":
-        inner = getattr(exc, "inner_exception", None)
-        if inner is not None and getattr(inner, "code", None) is None and inner is not exc:
-            return cls._from_cause(inner)
-        code = _clean(getattr(exc, "code", None))
-        if code is None and not hasattr(exc, "code"):
-            return cls._from_cause(exc)
-        data = getattr(exc, "data", None)
-        data = data if isinstance(data, dict) else {}
-        status = getattr(exc, "status_code", None) or getattr(exc, "statusCode", None) or data.get("statusCode")
-        request_id = _clean(getattr(exc, "request_id", None)) or _clean(data.get("RequestId") or data.get("requestId"))
-        message = _clean(getattr(exc, "message", None)) or _clean(data.get("Message") or data.get("message")) or ""
-        m = re.fullmatch(r"code: \d+, (.*?)(?: request id: \S*)?", message, re.S)
-        if m:
-            message = m.group(1)
-        return cls(code=code, message=message, request_id=request_id, status=int(status) if status else None,
-                   retry_after_ms=getattr(exc, "retry_after", None))
-
-    @classmethod
-    def _from_cause(cls, cause: BaseException) -> "ApiErrorInfo":
-        name = type(cause).__name__
-        text = f"{name}: {cause}" if str(cause) else name
-        if name == "CredentialException":
-            return cls(code=None, message=text, credentials=True)
-        network = isinstance(cause, (OSError, TimeoutError)) or name in ("RetryError",) or "Timeout" in name
-        return cls(code=None, message=text, network=network, connect_failed=name == "ConnectTimeout")
-
-
-def _clean(value: Any) -> Optional[str]:
-    """The SDK formats missing fields as the string 'None'."""
-    if value is None:
-        return None
-    text = str(value).strip()
-    return None if text in ("", "None", "null") else text
-
-
-_THROTTLED = re.compile(r"^Throttling|TooManyRequests|RequestLimitExceeded|FlowControl", re.I)
-_UNAVAILABLE = re.compile(r"^ServiceUnavailable|^SystemBusy|^ServiceBusy|^ServerBusy", re.I)
-_INTERNAL = re.compile(r"^InternalError|^InternalServerError|^UnknownError", re.I)
-_NOT_FOUND = re.compile(r"not.?found|not.?exist", re.I)
-
-#: (pattern over "code message", what to fix), first match wins.
-FIXES: tuple[tuple[re.Pattern, str], ...] = (
-    (re.compile(r"Throttling|TooManyRequests|FlowControl", re.I),
-     "the API kept throttling; wait a minute and re-run, and deploy fewer DLC stacks at the same time"),
-    (re.compile(r"InvalidAccessKeyId|SignatureDoesNotMatch|InvalidCredentials|IncompleteSignature|"
-                r"InvalidSecurityToken|credential", re.I),
-     "configure credentials for the Alibaba Cloud default chain: ALIBABA_CLOUD_ACCESS_KEY_ID and "
-     "ALIBABA_CLOUD_ACCESS_KEY_SECRET, a profile in ~/.aliyun/config.json (`aliyun configure`), or an ECS/OIDC "
-     "RAM role"),
-    (re.compile(r"workspace", re.I),
-     "check that dlc.workspace_id exists in this region and that you are a member (PAI ListWorkspaces), or leave "
-     "it empty so trainstack creates a workspace; a quota (dlc.resource_id) must be attached to that workspace"),
-    (re.compile(r"Forbidden|NoPermission|AccessDenied|Unauthorized|NotAuthorized", re.I),
-     "grant the caller PAI-DLC rights (RAM policy AliyunPAIDLCFullAccess, or the workspace role Algorithm "
-     "Developer / Administrator) and make sure PAI is activated in this region"),
-    (re.compile(r"InsufficientBalance|Arrear|Overdue|NotEnoughBalance", re.I),
-     "top up the account: pay-as-you-go DLC jobs need a positive balance"),
-    (re.compile(r"quota|Exceed|Insufficient|NoStock|OutOfStock|NotEnough|Resource.?Limit|LimitExceeded", re.I),
-     "public resources allow at most 2 GPUs and 8 vCPUs per job unless your account manager raises the limit: ask "
-     "for more, choose a smaller ECS spec, or run on a resource quota (dlc.resource_id); for a quota job make "
-     "ResourceConfig fit the quota's free nodes"),
-    (re.compile(r"image", re.I),
-     "check that the image exists in this region and that its tag is one you pinned (dlc.image_tag / job.image); "
-     "list official tags with PAI ListImages"),
-    (re.compile(r"EcsSpec|InstanceType", re.I),
-     "use an ECS spec DLC offers in this region (PAI ListEcsSpecs), e.g. pin resources.instance_types"),
-    (re.compile(r"Invalid|Missing|Illegal|Malformed", re.I),
-     "a request field was rejected: compare the message with the request shown by `trainstack plan` and fix the "
-     "profile value it comes from"),
-)
-DEFAULT_FIX = ("look the code up with the request id in the Alibaba Cloud troubleshooting center "
-               "(https://api.aliyun.com/troubleshoot)")
-
-
-def fix_for(info: ApiErrorInfo) -> str:
-    if info.credentials:
-        return FIXES[1][1]
-    if info.network:
-        return "check network access to the PAI-DLC endpoint (proxy, DNS) and re-run"
-    text = f"{info.code or ''} {info.message}"
-    for pattern, fix in FIXES:
-        if pattern.search(text):
-            return fix
-    return DEFAULT_FIX
-
-
-class DlcApiError(CloudApiError):
-    """A PAI-DLC call failed for good (exit 5): code, message, request id and what to fix."""
-
-    def __init__(self, operation: str, info: ApiErrorInfo, *, fix: Optional[str] = None, attempts: int = 1):
-        self.operation = operation
-        self.info = info
-        self.code = info.code
-        self.api_message = info.message
-        self.request_id = info.request_id
-        self.status = info.status
-        self.attempts = attempts
-        self.fix = fix or fix_for(info)
-        head = f"PAI-DLC {operation} failed: {info.code or 'error'}: {info.message}"
-        details = []
-        if info.status:
-            details.append(f"HTTP {info.status}")
-        if info.request_id:
-            details.append(f"request id {info.request_id}")
-        if attempts > 1:
-            details.append(f"after {attempts} attempts")
-        if details:
-            head += f" ({', '.join(details)})"
-        super().__init__(f"{head}\nWhat to fix: {self.fix}")
-
-    @property
-    def not_found(self) -> bool:
-        """The job (the only entity GetJob/StopJob/DeleteJob name) does not exist. The DLC code for
-        it is not documented, so: HTTP 404, or 'not found' / 'not exist' in the code or message."""
-        if self.info.network or self.info.credentials:
-            return False
-        return self.info.status == 404 or bool(_NOT_FOUND.search(f"{self.info.code or ''} {self.info.message}"))
-
-
-def is_throttled(info: ApiErrorInfo) -> bool:
-    return bool(info.status == 429 or info.retry_after_ms or _THROTTLED.search(info.code or ""))
-
-
-def is_transient(info: ApiErrorInfo, *, idempotent: bool) -> bool:
-    """Worth retrying. A non-idempotent call (CreateJob) is retried only when the API surely did not
-    run it: throttled, 503 / ServiceUnavailable, or the connection was never made."""
-    if info.credentials:
-        return False
-    if is_throttled(info) or info.status == 503 or _UNAVAILABLE.search(info.code or "") or info.connect_failed:
-        return True
-    if not idempotent:
-        return False
-    return bool(info.network or info.status in (500, 502, 504) or _INTERNAL.search(info.code or ""))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,11 +57,6 @@ def is_transient(info: ApiErrorInfo, *, idempotent: bool) -> bool:
 
 def _inputs_only(props: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in props.items() if k in INPUT_KEYS}
-
-
-def _reason(body: Any) -> str:
-    code, message = _clean(getattr(body, "reason_code", None)), _clean(getattr(body, "reason_message", None))
-    return ": ".join(p for p in (code, message) if p)
 
 
 class DlcJobProvider(dyn.ResourceProvider):
@@ -260,35 +87,28 @@ class DlcJobProvider(dyn.ResourceProvider):
     def _sleep(self, seconds: float) -> None:
         (self.sleep or time.sleep)(seconds)
 
+    @property
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(attempts=self.max_attempts, base_s=self.base_delay, cap_s=self.max_delay,
+                           jitter=DLC_CALLS.jitter)
+
     def backoff(self, attempt: int, info: Optional[ApiErrorInfo] = None) -> float:
-        """Seconds to wait after failed attempt ``attempt`` (1-based): exponential, capped, half of it
-        jittered; never shorter than the API's Retry-After."""
-        delay = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
-        delay = delay / 2 + (self.rand or random.random)() * delay / 2
-        if info is not None and info.retry_after_ms:
-            delay = max(delay, min(self.max_delay, info.retry_after_ms / 1000))
-        return delay
+        """Seconds to wait after failed attempt ``attempt`` (the shared policy, with this provider's limits)."""
+        return self.policy.delay(attempt, info.retry_after_ms if info else None, self.rand or random.random)
 
     def call(self, operation: str, fn: Callable[[], Any], *, idempotent: bool = True) -> Any:
         """``fn()`` with retries on throttling / transient errors; :class:`DlcApiError` otherwise."""
-        attempt = 1
-        while True:
-            try:
-                return fn()
-            except Exception as exc:  # noqa: BLE001 - every SDK failure is classified below
-                if isinstance(exc, DlcApiError):
-                    raise
-                info = ApiErrorInfo.from_exception(exc)
-                if attempt < self.max_attempts and is_transient(info, idempotent=idempotent):
-                    self._sleep(self.backoff(attempt, info))
-                    attempt += 1
-                    continue
-                fix = None
-                if not idempotent and not is_transient(info, idempotent=False) and (
-                        info.network or info.status in (500, 502, 504) or _INTERNAL.search(info.code or "")):
-                    fix = ("the API may have accepted the request before failing: look in PAI-DLC for a job with "
-                           "this display name before re-running `pulumi up`, and delete any duplicate")
-                raise DlcApiError(operation, info, fix=fix, attempts=attempt) from exc
+        try:
+            return with_retries(fn, policy=self.policy, idempotent=idempotent, sleep=self._sleep,
+                                rand=self.rand or random.random)
+        except GaveUp as failed:
+            if isinstance(failed.cause, DlcApiError):
+                raise failed.cause from None
+            fix = None
+            if not idempotent and may_have_run(failed.info):
+                fix = ("the API may have accepted the request before failing: look in PAI-DLC for a job with "
+                       "this display name before re-running `pulumi up`, and delete any duplicate")
+            raise DlcApiError(operation, failed.info, fix=fix, attempts=failed.attempts) from failed.cause
 
     def _get(self, client: Any, job_id: str) -> Any:
         resp = self.call("GetJob", lambda: client.get_job(job_id, dlc_models.GetJobRequest(need_detail=False)))
@@ -309,7 +129,7 @@ class DlcJobProvider(dyn.ResourceProvider):
         status, reason = "Creating", ""
         try:  # the job exists now; a failing status read must not fail (and leak) the create
             body = self._get(client, job_id)
-            status, reason = _clean(body.status) or status, _reason(body)
+            status, reason = job_status(body) or status, job_reason(body)
         except DlcApiError:
             pass
         return dyn.CreateResult(job_id, {**inputs, "job_id": job_id, "status": status, "reason": reason})
@@ -322,7 +142,7 @@ class DlcJobProvider(dyn.ResourceProvider):
             if err.not_found:
                 return dyn.ReadResult("", {})  # gone: the engine drops it from the state
             raise
-        outs = {**_inputs_only(props), "job_id": id_, "status": _clean(body.status) or "", "reason": _reason(body)}
+        outs = {**_inputs_only(props), "job_id": id_, "status": job_status(body), "reason": job_reason(body)}
         return dyn.ReadResult(id_, outs)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dyn.DiffResult:
@@ -335,7 +155,7 @@ class DlcJobProvider(dyn.ResourceProvider):
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         client = self._client(props["region"])
         try:
-            status = _clean(self._get(client, id_).status) or ""
+            status = job_status(self._get(client, id_))
         except DlcApiError as err:
             if err.not_found:
                 return
@@ -360,7 +180,7 @@ class DlcJobProvider(dyn.ResourceProvider):
 
     def _status_or_raise(self, client: Any, id_: str, err: DlcApiError) -> Optional[str]:
         try:
-            status = _clean(self._get(client, id_).status) or ""
+            status = job_status(self._get(client, id_))
         except DlcApiError as again:
             if again.not_found:
                 return None
@@ -374,7 +194,7 @@ class DlcJobProvider(dyn.ResourceProvider):
         polls = max(1, int(self.stop_timeout // max(self.poll_interval, 1e-9)))
         for _ in range(polls):
             try:
-                status = _clean(self._get(client, id_).status) or ""
+                status = job_status(self._get(client, id_))
             except DlcApiError as err:
                 if err.not_found:
                     return False

@@ -16,7 +16,9 @@ from alibabacloud_ecs20140526 import models as ecs
 from alibabacloud_tea_openapi import exceptions as sdk_errors
 
 from trainstack import cli
-from trainstack.catalog import loader, overlay as ov, refresh
+from trainstack import refresh
+from trainstack.catalog import loader, overlay as ov
+from trainstack.cloud import ecs as ecs_api, retry
 from trainstack.catalog.loader import build_catalog
 
 REGION = "cn-shenzhen"
@@ -174,7 +176,7 @@ def overlays(tmp_path, monkeypatch) -> Path:
 @pytest.fixture()
 def sleeps(monkeypatch) -> list[float]:
     record: list[float] = []
-    monkeypatch.setattr(refresh, "_sleep", record.append)
+    monkeypatch.setattr(ecs_api, "_sleep", record.append)
     return record
 
 
@@ -340,7 +342,7 @@ def test_progress_bar_only_on_a_terminal(overlays, fake, sleeps):
     for tty in (True, False):
         stream = Tty(tty)
         refresh.refresh([REGION], out_dir=overlays, dry_run=True, client_factory=lambda r: fake, now=NOW,
-                        progress=refresh.Progress(stream))
+                        progress=refresh.fetch.Progress(stream))
         if tty:
             assert "\r" in stream.text and "DescribePrice 3/3" in stream.text
             assert "DescribeSpotPriceHistory 2/2" in stream.text
@@ -374,8 +376,8 @@ def test_server_errors_retry_and_the_backoff_is_capped(sleeps):
                                              request_id="r", data={})
         return "ok"
 
-    policy = refresh.RetryPolicy(attempts=8, base_s=1, cap_s=4)
-    assert refresh.call_api("DescribePrice", flaky, "req", region=REGION, policy=policy) == "ok"
+    policy = retry.RetryPolicy(attempts=8, base_s=1, cap_s=4)
+    assert ecs_api.call_api("DescribePrice", flaky, "req", region=REGION, policy=policy) == "ok"
     assert sleeps == [1, 2, 4, 4, 4, 4, 4]
 
 
@@ -487,7 +489,7 @@ def test_rejected_access_key_is_exit_5(capsys, overlays, fake, sleeps):
 
 
 def test_the_real_client_factory_builds_without_network():
-    client = refresh.make_client("cn-wulanchabu")
+    client = ecs_api.make_client("cn-wulanchabu")
     assert client._endpoint == "ecs.cn-wulanchabu.aliyuncs.com"
     for name in ("describe_instance_types", "describe_available_resource", "describe_price",
                  "describe_spot_price_history"):

@@ -13,7 +13,8 @@ from alibabacloud_tea_openapi import exceptions as sdk_errors
 
 from plan_factory import dlc_plan, multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
 from trainstack import cli
-from trainstack.catalog import refresh
+from trainstack.cloud import credentials, ecs as ecs_api
+from trainstack.errors import CloudApiError
 from trainstack.commands import preflight
 from trainstack.plan import Candidate
 
@@ -61,13 +62,13 @@ class FakeStock:
 @pytest.fixture()
 def sleeps(monkeypatch) -> list[float]:
     record: list[float] = []
-    monkeypatch.setattr(refresh, "_sleep", record.append)
+    monkeypatch.setattr(ecs_api, "_sleep", record.append)
     return record
 
 
 def use(monkeypatch, plan, client) -> None:
-    monkeypatch.setattr(preflight, "resolve_plan", lambda profile: plan)
-    monkeypatch.setattr(refresh, "make_client", lambda region: client)
+    monkeypatch.setattr(preflight, "resolve_plan", lambda profile, file=None: plan)
+    monkeypatch.setattr(ecs_api, "make_client", lambda region: client)
 
 
 def run(capsys, *argv: str):
@@ -214,10 +215,10 @@ def test_permission_errors_exit_5_with_the_fix(capsys, monkeypatch):
 
 def test_client_that_cannot_be_built_exits_5(capsys, monkeypatch):
     def broken(region):
-        raise refresh.CloudApiError("cannot create the ECS API client", hint=refresh.CREDENTIALS_FIX)
+        raise CloudApiError("cannot create the ECS API client", hint=credentials.CREDENTIALS_FIX)
 
-    monkeypatch.setattr(preflight, "resolve_plan", lambda profile: single_gpu_lora_plan(profile=PINNED))
-    monkeypatch.setattr(refresh, "make_client", broken)
+    monkeypatch.setattr(preflight, "resolve_plan", lambda profile, file=None: single_gpu_lora_plan(profile=PINNED))
+    monkeypatch.setattr(ecs_api, "make_client", broken)
     rc, _, err = run(capsys)
     assert rc == 5 and "~/.alibabacloud/credentials" in err
 

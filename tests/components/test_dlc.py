@@ -16,7 +16,8 @@ from pulumi.runtime import rpc
 from Tea.exceptions import UnretryableException
 
 import components.dlc as dlc
-from components.dlc import DlcApiError, DlcJobProvider, DlcTraining
+from components.dlc import DlcJobProvider, DlcTraining
+from trainstack.cloud.dlc import DlcApiError
 from plan_factory import ERDMA_NCCL, dlc_plan
 from trainstack import dlc_job as j
 from trainstack.cloud import dlc_request as r

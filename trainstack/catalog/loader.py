@@ -339,3 +339,8 @@ def _cached(overlay_key: str) -> Catalog:
 def load_catalog() -> Catalog:
     """The catalog, loaded once per process (per overlay directory)."""
     return _cached(str(overlay_dir()))
+
+
+def clear_cache() -> None:
+    """Forget the loaded catalog (after a refresh wrote new overlays)."""
+    _cached.cache_clear()

@@ -3,7 +3,7 @@
 Plugs into ``trainstack catalog`` (see ``ACTIONS`` in ``catalog.py``). Fetches GPU type facts,
 stock per zone and on-demand / spot prices with the official SDK, prints what changed, and
 writes one overlay per region (``data/overlays/<region>.json`` or ``--out-dir``) atomically,
-only when every call succeeded. The work is in :mod:`trainstack.catalog.refresh`; the SDK is
+only when every call succeeded. The work is in :mod:`trainstack.refresh`; the SDK is
 imported only when the command runs, so the CLI stays fast. User docs: docs/catalog-refresh.md.
 """
 
@@ -36,7 +36,8 @@ def register(actions) -> None:
 
 
 def run(args) -> int:
-    from ..catalog import loader, refresh
+    from .. import refresh
+    from ..catalog import loader
 
     out_dir = Path(args.out_dir) if args.out_dir else loader.overlay_dir()
     result = refresh.refresh(args.regions, out_dir=out_dir, dry_run=args.dry_run, usd_rate=args.usd_rate,

@@ -35,10 +35,10 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def resolve_plan(profile):  # a seam: tests hand in a plan
-    from ..placement import resolve
+def resolve_plan(profile, file=None):  # a seam: tests hand in a plan
+    from ..rules import planned
 
-    return resolve(profile)
+    return planned(profile, file=file)
 
 
 @dataclass
@@ -66,7 +66,8 @@ def _pricing(spot: bool) -> str:
 
 def check(plan, client_factory: Callable[[str], Any], *, sleep=None) -> PreflightResult:
     """The stock check for ``plan``; raises InfeasibleError (exit 3) with suggestions when out of stock."""
-    from ..catalog.refresh import describe_stock, in_stock
+    from ..cloud.ecs import describe_stock
+    from ..refresh.parse import in_stock
 
     base = dict(name=plan.name, region=plan.region, zone=plan.zone, instance_type=plan.instance_type,
                 spot=bool(plan.spot), nodes=plan.nodes, catalog_date=plan.catalog_date)
@@ -147,11 +148,11 @@ def _out_of_stock(plan, result: PreflightResult, client, strategy: str, describe
 
 
 def run(args) -> int:
-    from ..catalog import refresh
+    from ..cloud import ecs
 
     profile = load_profile(args.profile)
-    plan = resolve_plan(profile)
-    result = check(plan, refresh.make_client)
+    plan = resolve_plan(profile, args.profile)
+    result = check(plan, ecs.make_client)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
         return 0

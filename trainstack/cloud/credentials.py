@@ -1,0 +1,31 @@
+"""One credentials chain for every OpenAPI call: Alibaba's ``alibabacloud-credentials`` default chain.
+
+First match wins: ``ALIBABA_CLOUD_ACCESS_KEY_ID``/``_SECRET`` (+ ``ALIBABA_CLOUD_SECURITY_TOKEN``),
+``~/.alibabacloud/credentials.ini`` (``ALIBABA_CLOUD_PROFILE``), ``~/.aliyun/config.json``, an
+ECS/OIDC RAM role. Building a client does no network I/O; credentials are resolved at the first call.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+CREDENTIALS_FIX = (
+    "configure Alibaba Cloud credentials (the standard chain, first match wins): set "
+    "ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET (plus ALIBABA_CLOUD_SECURITY_TOKEN "
+    "for STS); or `aliyun configure` (~/.aliyun/config.json); or a profile in "
+    "~/.alibabacloud/credentials.ini (ALIBABA_CLOUD_PROFILE selects one); or run on ECS with a RAM role "
+    "(ALIBABA_CLOUD_ECS_METADATA=<role name>)")
+
+
+def sdk_config(region: str, **options: Any) -> Any:
+    """The tea-openapi ``Config`` every SDK client is built from: the default chain and the region
+    (each SDK derives its endpoint from the region)."""
+    from alibabacloud_credentials.client import Client as CredentialClient
+    from alibabacloud_tea_openapi.models import Config
+
+    # alibabacloud-credentials attaches its own stderr handlers to the "credentials" logger (at
+    # import) and logs each provider's failure with a traceback, several times over; the
+    # CloudApiError trainstack raises carries the chain's messages once, so those records are muted
+    logging.getLogger("credentials").setLevel(logging.CRITICAL)
+    return Config(credential=CredentialClient(), region_id=region, **options)

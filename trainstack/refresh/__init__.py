@@ -1,0 +1,143 @@
+"""`trainstack catalog refresh`: GPU facts, stock and prices from Alibaba's ECS API, as overlays.
+
+Per region, with the official SDK (``alibabacloud-ecs20140526``) through an injected client:
+
+1. ``DescribeInstanceTypes``: once per curated family (``InstanceTypeFamily=ecs.<family>``) and
+   once with ``MinimumGPUAmount=1`` to catch GPU families the catalog lacks; paged with
+   ``MaxResults``/``NextToken``. Facts: GPU count, ``GPUSpec``, GPU memory, vCPU, memory,
+   ``EriQuantity``, network cards, bandwidth.
+2. ``DescribeAvailableResource`` (``DestinationResource=InstanceType``) twice: on-demand
+   (``NoSpot``) and spot (``SpotAsPriceGo``): which zones have each type in stock.
+3. ``DescribePrice`` per offered GPU type (``ResourceType=instance``, ``PriceUnit=Hour``): list
+   (``OriginalPrice``) and trade (``TradePrice``) price of the instance part.
+4. ``DescribeSpotPriceHistory`` per offered type and spot zone: the latest price.
+
+Throttling and server errors are retried with capped exponential backoff; anything else stops
+the refresh with a :class:`CloudApiError` (exit 5) naming the call and the fix. Every response is
+checked (a malformed one is rejected), the overlays are validated and merged into a trial
+catalog, and only when every region succeeded are the files written, each atomically. The
+decisions are pure functions over plain data; only :func:`make_client` touches the network.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+
+from ..catalog import overlay as ov
+from ..catalog.loader import Catalog, CatalogError, build_catalog, clear_cache
+from ..cloud.ecs import EcsClient, make_client
+from ..cloud.retry import Sleep
+from ..errors import CloudApiError, InputError, Problem, did_you_mean
+from ..fsutil import atomic_write_text
+from .fetch import Progress, RegionFetch, fetch_region
+from .parse import MalformedResponse
+from .summary import Summary, diff, render_summary
+
+__all__ = ["RefreshResult", "check_regions", "make_client", "refresh", "render_summary"]
+
+
+def _utcnow() -> _dt.datetime:  # a seam for tests
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+@dataclass
+class RefreshResult:
+    summary: Summary
+    after: Catalog
+    records: dict[str, dict[str, Any]]
+    written: list[Path]
+
+
+def check_regions(regions: Iterable[str], catalog: Catalog) -> list[str]:
+    out: list[str] = []
+    for raw in regions:
+        for region in (r.strip() for r in raw.split(",")):
+            if not region:
+                continue
+            if region not in catalog.regions():
+                raise InputError(
+                    f"unknown region {region!r}",
+                    problems=[Problem(path="--region", message="unknown region", given=region, has_given=True,
+                                      allowed=", ".join(catalog.regions()),
+                                      suggestions=did_you_mean(region, catalog.regions()))],
+                    hint="a region Alibaba added since: list it under `regions` in "
+                         "trainstack/catalog/data/settings.yaml")
+            if region not in out:
+                out.append(region)
+    if not out:
+        raise InputError("--region is required", problems=[Problem(path="--region", message="give a region")])
+    return out
+
+
+def refresh(regions: Iterable[str], *, out_dir: Path, dry_run: bool = False, usd_rate: Optional[float] = None,
+            client_factory: Optional[Callable[[str], EcsClient]] = None, sleep: Optional[Sleep] = None,
+            now: Optional[_dt.datetime] = None, progress: Optional[Progress] = None) -> RefreshResult:
+    """Fetch every region, validate and merge, then (unless ``dry_run``) write one file per region.
+
+    Nothing is written unless every call for every region succeeded and the merged catalog
+    validates; each file is replaced atomically. Errors: :class:`CloudApiError` (exit 5).
+    """
+    if usd_rate is not None and not usd_rate > 0:
+        raise InputError("--usd-rate must be a positive number (CNY per USD)",
+                         problems=[Problem(path="--usd-rate", message="must be > 0", given=usd_rate,
+                                           has_given=True)])
+    out_dir = Path(out_dir)
+    try:
+        existing = ov.read_overlays(out_dir)
+    except ov.OverlayError as exc:
+        raise InputError(str(exc), hint="fix or delete the file, then refresh again") from None
+    curated = build_catalog(overlays=[])
+    before = build_catalog(overlays=existing) if existing else curated
+    regions = check_regions(regions, before)
+    factory = client_factory or make_client
+    now = now or _utcnow()
+    progress = progress or Progress()
+    fetches: list[RegionFetch] = []
+    try:
+        for region in regions:
+            client = factory(region)
+            try:
+                fetches.append(fetch_region(client, region, curated, now=now, usd_rate=usd_rate, sleep=sleep,
+                                            progress=progress))
+            except MalformedResponse as exc:
+                raise CloudApiError(
+                    f"{exc.api} ({region}) returned a malformed response: {exc.message}; rejected, nothing was "
+                    "written (the previous catalog is unchanged)",
+                    hint="retry later; if it persists the API or SDK changed: update trainstack") from None
+    except CloudApiError as err:
+        if "nothing was written" in err.message:
+            raise
+        raise CloudApiError(err.message + " (nothing was written; the previous catalog is unchanged)",
+                            hint=err.hint) from None
+    finally:
+        progress.done()
+
+    records = {f.region: f.record for f in fetches}
+    for region, rec in records.items():
+        problems = ov.validate_overlay(rec)
+        if problems:
+            raise CloudApiError(f"the API answers for {region} do not form a valid catalog overlay; rejected, "
+                                "nothing was written:\n  " + "\n  ".join(problems),
+                                hint="retry later; if it persists the API or SDK changed: update trainstack")
+    kept = [r for r in existing if r.get("region") not in records]
+    try:
+        after = build_catalog(overlays=kept + list(records.values()))
+    except CatalogError as exc:
+        raise CloudApiError(f"the refreshed data would make the catalog inconsistent; rejected, nothing was "
+                            f"written: {exc}",
+                            hint="review the curated data files against the API answer") from None
+    summary = diff(before, after, fetches)
+    written: list[Path] = []
+    for rc in summary.regions:
+        rc.path = str(ov.overlay_path(out_dir, rc.region))
+    if not dry_run:
+        for region, rec in records.items():
+            path = ov.overlay_path(out_dir, region)
+            atomic_write_text(path, ov.dumps(rec))
+            written.append(path)
+        summary.written = True
+        clear_cache()
+    return RefreshResult(summary=summary, after=after, records=records, written=written)
