@@ -268,28 +268,55 @@ def _family_reason(rows: list[tuple[str, str]]) -> str:
     return reasons[0] if len(reasons) == 1 else "; ".join(reasons[:2]) + (" ..." if len(reasons) > 2 else "")
 
 
-def check_catalog_names(profile: TrainingProfile, catalog: Catalog, file: Optional[str] = None) -> None:
+def check_catalog_names(profile: TrainingProfile, catalog: Catalog, file: Optional[str] = None) -> list[Problem]:
     """Every name in the profile that the catalog must know (region, GPU models, instance types),
-    all reported at once with the profile's file, so `validate` catches them before `resolve`."""
+    all reported at once with the profile's file, so `validate` catches them before `resolve`.
+
+    Errors (exit 2, "did you mean"): an unknown region; a GPU model no sold type carries
+    (unknown, or known only for estimates, e.g. H800: "not sold on Alibaba ECS"); an instance type
+    the catalog lacks. Returned as warnings: listed types not seen offered in the profile's region.
+    """
     problems = []
+    warnings: list[Problem] = []
     if profile.region not in catalog.regions():
         problems.append(Problem(path="region", message="unknown region", given=profile.region, has_given=True,
                                 allowed=", ".join(catalog.regions()),
                                 suggestions=did_you_mean(profile.region, catalog.regions())))
+    sold = sorted(g.name for g in catalog.gpus.values() if not g.estimate_only)
+    by_lower = {k.lower(): g for k, g in catalog.gpus.items()}
     for i, g in enumerate(profile.resources.gpu_models):
-        if g.lower() not in {k.lower() for k in catalog.gpus}:
+        known = by_lower.get(g.lower())
+        if known is None:
             problems.append(Problem(path=f"resources.gpu_models[{i}]", message="unknown GPU model", given=g,
-                                    has_given=True, allowed=", ".join(sorted(catalog.gpus)),
-                                    suggestions=did_you_mean(g, catalog.gpus)))
+                                    has_given=True, allowed=", ".join(sold), suggestions=did_you_mean(g, sold)))
+        elif known.estimate_only:
+            problems.append(Problem(path=f"resources.gpu_models[{i}]",
+                                    message=f"GPU model {known.name} is not sold on Alibaba ECS (known for estimates only)",
+                                    given=g, has_given=True, allowed=", ".join(sold),
+                                    suggestions=_sold_alternatives(known, catalog)))
     for i, t in enumerate(profile.resources.instance_types):
-        if not catalog.knows(t):
-            problems.append(Problem(path=f"resources.instance_types[{i}]", message="unknown instance type",
-                                    given=t, has_given=True,
-                                    suggestions=did_you_mean(t, [x.name for x in catalog.resolved_instances()])))
+        path = f"resources.instance_types[{i}]"
+        try:
+            inst = catalog.instance(t, path=path)
+        except InputError as exc:
+            problems.extend(exc.problems)
+            continue
+        if profile.region in catalog.regions() and catalog.seen_in(profile.region, inst.name) is None:
+            warnings.append(Problem(path=path, message=f"not seen offered in {profile.region} in the price "
+                                    f"snapshot of {catalog.snapshot_date} (availability unverified)",
+                                    given=t, has_given=True, file=file))
     if problems:
         raise InputError(f"{file or 'profile'}: names the catalog does not know",
                          problems=[replace(p, file=file) for p in problems],
                          hint="`trainstack catalog --all` lists every region, GPU model and instance type")
+    return warnings
+
+
+def _sold_alternatives(gpu, catalog: Catalog, n: int = 2) -> list[str]:
+    """Sold GPUs closest to an estimate-only one: same architecture first, then nearest memory."""
+    sold = [g for g in catalog.gpus.values() if not g.estimate_only]
+    ranked = sorted(sold, key=lambda g: (g.architecture != gpu.architecture, abs(g.memory_gb - gpu.memory_gb), g.name))
+    return [g.name for g in ranked[:n]]
 
 
 def resolve(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> Plan:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from ..catalog import load_catalog
 from ..profile import load_profile
@@ -18,9 +19,12 @@ def register(sub) -> None:
 
 def run(args) -> int:
     profile = load_profile(args.profile)
-    check_catalog_names(profile, load_catalog(), file=args.profile)
+    warnings = check_catalog_names(profile, load_catalog(), file=args.profile)
+    for w in warnings:
+        print(f"warning: {w.render()}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"valid": True, "profile": profile.model_dump(mode="json")}, indent=2))
+        print(json.dumps({"valid": True, "warnings": [w.to_dict() for w in warnings],
+                          "profile": profile.model_dump(mode="json")}, indent=2))
     else:
         arch = profile.architecture
         print(f"{args.profile}: ok ({profile.name}: {profile.model.label}, {arch.params / 1e9:.2f}B params, "
