@@ -18,6 +18,7 @@ from typing import Optional
 import pulumi
 import pulumi_alicloud as alicloud
 
+from trainstack.catalog.limits import service_limits
 from trainstack.errors import CloudApiError
 from trainstack.plan import Plan
 
@@ -97,7 +98,7 @@ class Network(pulumi.ComponentResource):
         if net.internet_egress:
             self.nat_gateway = alicloud.vpc.NatGateway(
                 f"{name}-nat", nat_gateway_name=f"{plan.name}-nat", vpc_id=self.vpc.id,
-                vswitch_id=self.vswitch.id, nat_type="Enhanced", network_type="internet",
+                vswitch_id=self.vswitch.id, nat_type=str(service_limits().value("vpc.nat_gateway.type")), network_type="internet",
                 payment_type="PayAsYouGo", internet_charge_type="PayByLcu", tags=tags, opts=child)
             self.eip = alicloud.ecs.EipAddress(
                 f"{name}-nat-eip", address_name=f"{plan.name}-nat", payment_type="PayAsYouGo",

@@ -16,15 +16,17 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .catalog.limits import service_limits
 from .reasons import Reason, ReasonCode
 
 PLAN_SCHEMA_VERSION = 1
 
-#: Minimum ESSD size per performance level (GiB), [ESSD-DOC] / EcsDisk docs.
-ESSD_MIN_GIB = {"PL0": 1, "PL1": 20, "PL2": 461, "PL3": 1261}
-ESSD_MAX_GIB = 65536
-#: Alibaba LowLatency deployment sets hold at most this many instances per zone.
-DEPLOYMENT_SET_MAX = 20
+_LIMITS = service_limits()
+#: Minimum ESSD size per performance level and the largest ESSD (GiB): data/service_limits.yaml.
+ESSD_MIN_GIB: dict[str, int] = {k: int(v) for k, v in _LIMITS.value("ecs.essd.min_gib").items()}  # type: ignore[union-attr]
+ESSD_MAX_GIB = int(_LIMITS.number("ecs.essd.max_gib"))
+#: Alibaba LowLatency deployment sets hold at most this many instances (one zone).
+DEPLOYMENT_SET_MAX = int(_LIMITS.number("ecs.deployment_set.low_latency.max_instances"))
 
 
 class _Frozen(BaseModel):

@@ -34,31 +34,62 @@ CPFS_ADDRESS_PLACEHOLDER = "cpfs-0123456789abcdef-0123456789ab.cn-wulanchabu.cpf
 # ---- profile rules ---------------------------------------------------------------------------
 
 def profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem]:
-    """Every name in the profile that the catalog must know (region, GPU models, instance types)."""
+    """Every name in the profile that the catalog must know: an unknown region; a GPU model no sold
+    type carries (unknown, or known only for estimates, e.g. H800: "not sold on Alibaba ECS"); an
+    instance type the catalog lacks (with same-family suggestions and excluded-family reasons)."""
     problems = []
     if profile.region not in catalog.regions():
         problems.append(Problem(path="region", message="unknown region", given=profile.region, has_given=True,
                                 allowed=", ".join(catalog.regions()),
                                 suggestions=did_you_mean(profile.region, catalog.regions())))
+    sold = sorted(g.name for g in catalog.gpus.values() if not g.estimate_only)
+    by_lower = {k.lower(): g for k, g in catalog.gpus.items()}
     for i, g in enumerate(profile.resources.gpu_models):
-        if g.lower() not in {k.lower() for k in catalog.gpus}:
+        known = by_lower.get(g.lower())
+        if known is None:
             problems.append(Problem(path=f"resources.gpu_models[{i}]", message="unknown GPU model", given=g,
-                                    has_given=True, allowed=", ".join(sorted(catalog.gpus)),
-                                    suggestions=did_you_mean(g, catalog.gpus)))
+                                    has_given=True, allowed=", ".join(sold), suggestions=did_you_mean(g, sold)))
+        elif known.estimate_only:
+            problems.append(Problem(path=f"resources.gpu_models[{i}]",
+                                    message=f"GPU model {known.name} is not sold on Alibaba ECS (known for estimates only)",
+                                    given=g, has_given=True, allowed=", ".join(sold),
+                                    suggestions=_sold_alternatives(known, catalog)))
     for i, t in enumerate(profile.resources.instance_types):
-        if not catalog.knows(t):
-            problems.append(Problem(path=f"resources.instance_types[{i}]", message="unknown instance type",
-                                    given=t, has_given=True,
-                                    suggestions=did_you_mean(t, [x.name for x in catalog.resolved_instances()])))
+        try:
+            catalog.instance(t, path=f"resources.instance_types[{i}]")
+        except InputError as exc:
+            problems.extend(exc.problems)
     return problems
 
 
-def check_profile(profile: TrainingProfile, catalog: Catalog, file: Optional[str] = None) -> None:
+def profile_warnings(profile: TrainingProfile, catalog: Catalog) -> list[Problem]:
+    """What is allowed but worth knowing: listed types not seen offered in the profile's region."""
+    out = []
+    if profile.region not in catalog.regions():
+        return out
+    for i, t in enumerate(profile.resources.instance_types):
+        if catalog.knows(t) and catalog.seen_in(profile.region, t) is None:
+            out.append(Problem(path=f"resources.instance_types[{i}]", given=t, has_given=True,
+                               message=f"not seen offered in {profile.region} in the price snapshot of "
+                                       f"{catalog.snapshot_date} (availability unverified)"))
+    return out
+
+
+def _sold_alternatives(gpu, catalog: Catalog, n: int = 2) -> list[str]:
+    """Sold GPUs closest to an estimate-only one: same architecture first, then nearest memory."""
+    sold = [g for g in catalog.gpus.values() if not g.estimate_only]
+    ranked = sorted(sold, key=lambda g: (g.architecture != gpu.architecture, abs(g.memory_gb - gpu.memory_gb), g.name))
+    return [g.name for g in ranked[:n]]
+
+
+def check_profile(profile: TrainingProfile, catalog: Catalog, file: Optional[str] = None) -> list[Problem]:
+    """Raise for the profile rules that need the catalog; return the warnings."""
     problems = profile_problems(profile, catalog)
     if problems:
         raise InputError(f"{file or 'profile'}: names the catalog does not know",
                          problems=[replace(p, file=file) for p in problems],
                          hint="`trainstack catalog --all` lists every region, GPU model and instance type")
+    return [replace(w, file=file) for w in profile_warnings(profile, catalog)]
 
 
 # ---- plan rules ------------------------------------------------------------------------------

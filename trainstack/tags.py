@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from trainstack.catalog.limits import service_limits
 from trainstack.errors import InputError
 from trainstack.plan import Plan
 
@@ -16,9 +17,9 @@ ROLE = "trainstack:role"
 ZONE = "trainstack:zone"
 NAME = "trainstack:name"
 
-#: Most tags a resource takes: ECS/VPC/RAM resources 20, an OSS bucket 10.
-MAX_TAGS = 20
-MAX_BUCKET_TAGS = 10
+#: Most tags a resource takes (data/service_limits.yaml): ECS/VPC/RAM resources and OSS buckets.
+MAX_TAGS = int(service_limits().number("ecs.tags.max_per_resource"))
+MAX_BUCKET_TAGS = int(service_limits().number("oss.bucket.max_tags"))
 
 ROLE_TRAINING = "training"
 ROLE_CHECKPOINT = "checkpoint"

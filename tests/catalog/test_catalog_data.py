@@ -1,11 +1,13 @@
 """The catalog data: every correction of the seed documents, sources for every fact, loader checks.
 
-Facts checked here come from shared/reference/alibaba-gpu-facts.md (sections A, B, C, G, H).
+Facts checked here come from shared/reference/alibaba-gpu-facts.md (sections A, B, C, G, H) and
+the issue-15 audit corrections (each test names the source tag of the fact it checks).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import statistics
 from pathlib import Path
@@ -23,12 +25,13 @@ from trainstack.catalog import (
     SourceRef,
     is_mainland_china,
 )
-from trainstack.catalog.loader import DATA_DIR, build_catalog
+from trainstack.catalog.loader import DATA_DIR, build_catalog, excluded_family_of
 from trainstack.errors import InputError
 
-SNAPSHOT = DATA_DIR / "prices" / "alibaba-gpu-on-demand-2024-10.json"
+SNAPSHOT_FILE = "alibaba-gpu-on-demand-2024-11.json"
+SNAPSHOT = DATA_DIR / "prices" / SNAPSHOT_FILE
 #: ../shared beside the checkout (as laid out for developers and CI)
-REFERENCE_SNAPSHOT = Path(__file__).resolve().parents[3] / "shared" / "reference" / "prices" / "alibaba-gpu-on-demand-2024-10.json"
+REFERENCE_SNAPSHOT = Path(__file__).resolve().parents[3] / "shared" / "reference" / "prices" / SNAPSHOT_FILE
 
 #: The types of facts section B (claims 10-13) and the invented ones after table B.
 NON_EXISTENT = {
@@ -163,12 +166,69 @@ def test_a10_is_24gb_with_about_22gib_usable(cat):
     assert not any(g.memory_gb == 48 and g.name.startswith("A10") for g in cat.gpus.values())
 
 
+#: PyTorch's device totals in public logs (GiB) [TORCH-*], the lowest where several exist.
+TORCH_TOTALS = {"L20": 44.53, "L40S": 44.53, "A100-80G": 79.15, "A100-40G": 39.39, "A10": 21.99,
+                "A30": 23.53, "T4": 14.56, "V100-32G": 31.74, "V100-16G": 15.78, "H100": 79.11,
+                "H200": 139.8}
+
+
 def test_usable_gib_figures(cat):
-    assert cat.gpus["H200"].usable_gib == pytest.approx(139.8)
-    assert cat.gpus["A100-80G"].usable_gib == pytest.approx(81251 / 1024, abs=0.01)
-    assert cat.gpus["L20"].usable_gib == pytest.approx(45056 / 1024, abs=0.01)
+    # the audit: L20 was 44.0 (nominal 45,056 MiB), A100 80G 79.35 and A100 40G 39.59 (older
+    # nvidia-smi totals); usable GiB is now what torch.cuda reports as the device total
+    for name, total in TORCH_TOTALS.items():
+        g = cat.gpus[name]
+        assert (g.usable_gib, g.torch_total_gib, g.usable_basis) == (total, total, "torch-total"), name
+        assert g.usable_source.startswith(("TORCH-", "CALIB-")), name
     for g in cat.gpus.values():
         assert 0 < g.usable_gib <= g.memory_gb, g.name
+
+
+def test_no_usable_gib_is_above_pytorchs_figure(cat):
+    allowance = cat.settings["usable_memory_allowance_mib"]
+    for g in cat.gpus.values():
+        if g.torch_total_gib is not None:
+            assert g.usable_gib <= g.torch_total_gib, g.name
+        if g.nvidia_smi_total_mib is not None:
+            # nvidia-smi counts more than the CUDA device total; PyTorch's figure is always below
+            assert g.usable_gib < g.nvidia_smi_total_mib / 1024, g.name
+        if g.usable_basis == "nvidia-smi-less-allowance":
+            assert g.usable_gib == math.floor((g.nvidia_smi_total_mib - allowance) / 1024 * 100) / 100, g.name
+    # the allowance covers every gap seen between nvidia-smi and PyTorch on the same part
+    gaps = [g.nvidia_smi_total_mib - g.torch_total_gib * 1024 for g in cat.gpus.values()
+            if g.torch_total_gib is not None and g.nvidia_smi_total_mib is not None]
+    assert gaps and max(gaps) <= allowance
+
+
+def test_parts_without_a_pytorch_figure_say_so(cat):
+    assert {g.name for g in cat.gpus.values() if g.usable_basis == "nvidia-smi-less-allowance"} == {"P100", "P4", "H20"}
+    assert cat.gpus["H20"].usable_gib == 94.57  # (97,871 - 1,024) MiB [SMI-H20]
+    for name in ("H800", "H100-PCIe"):  # no public measurement: the SXM H100's, stated as assumed
+        g = cat.gpus[name]
+        assert g.usable_basis == "assumed" and g.usable_gib == cat.gpus["H100"].usable_gib
+        assert "usable_gib" in g.unverified and "H100" in g.notes
+
+
+def test_the_cuda_context_stays_with_the_estimator(cat):
+    from trainstack.sizing import constants
+
+    assert constants.CUDA_CONTEXT_GIB > 0  # counted in `required`, not taken off usable_gib
+    assert "CUDA context" in GpuModel.model_fields["usable_gib"].description
+
+
+@pytest.mark.parametrize("change,match", [
+    (dict(usable_source=None), "no usable_source"),
+    (dict(usable_basis="torch-total", torch_total_gib=22.0), "torch-total needs usable_gib == torch_total_gib"),
+    (dict(usable_basis="assumed", unverified=()), "must be listed in unverified"),
+    (dict(torch_total_gib=22.0, usable_basis="assumed", unverified=("usable_gib",)), "above 22.0 GiB"),
+    (dict(usable_basis="nvidia-smi-less-allowance", nvidia_smi_total_mib=None, unverified=("usable_gib",)),
+     "needs nvidia_smi_total_mib"),
+])
+def test_loader_enforces_the_usable_memory_rule(change, match):
+    base = dict(name="G", architecture="ampere", memory_gb=24, usable_gib=22.2, usable_basis="torch-total",
+                usable_source="S", torch_total_gib=22.2, supports_bf16=True, supports_fp8=False, sources=("S",))
+    base.update(change)
+    with pytest.raises(CatalogError, match=match):
+        _tiny(gpus=[GpuModel(**base)])
 
 
 def test_fp8_only_on_hopper_and_ada_bf16_from_ampere(cat):
@@ -231,7 +291,7 @@ INTERCONNECT = {
     "sccgn7ex": "nvswitch", "gn8is": "pcie", "ebmgn8is": "pcie", "ebmgn8ia": "pcie", "gn6i": "pcie",
     "ebmgn7i": "pcie", "ebmgn7ix": "pcie", "gn9gc": "pcie", "ebmgn9g": "pcie", "ebmgn9ge": "pcie",
     "ebmgn9gc": "pcie", "ebmgn6e": "nvlink", "gn7s": "unverified", "gn5": "unverified",
-    "ebmgn7": "unverified",
+    "ebmgn7": "nvswitch", "ebmgn6ia": "pcie",
 }
 
 
@@ -241,6 +301,12 @@ def test_interconnect_per_the_facts(cat, family, link):
     assert f.interconnect == link
     if link == "unverified":
         assert "interconnect" in f.unverified
+
+
+def test_ebmgn7_is_a100_on_nvswitch_per_the_bare_metal_overview(cat):
+    f = cat.families["ebmgn7"]
+    assert f.interconnect == "nvswitch" and "OLD-EBM" in f.sources and "interconnect" not in f.unverified
+    assert cat.instance("ecs.ebmgn7.26xlarge").multi_gpu_training_ok
 
 
 def test_rdma_per_section_c(cat):
@@ -257,6 +323,11 @@ def test_rdma_per_section_c(cat):
             assert f.rdma == "none", f.name
     ex = cat.instance("ecs.ebmgn7ex.32xlarge")
     assert (ex.type.eri_count, ex.type.rdma_bandwidth_gbps, ex.rdma) == (2, 160, "erdma")
+    # no public source gives an ERI count for ebmgn7ix or ebmgn8ia (only "ERI, 160 Gbit/s")
+    for name in ("ecs.ebmgn7ix.32xlarge", "ecs.ebmgn8ia.64xlarge"):
+        t = cat.instance_types[name]
+        assert t.eri_count is None and "eri_count" in t.unverified, name
+    assert "ebmgn7ex" not in (cat.families["ebmgn8ia"].notes or "")
     assert cat.instance("ecs.sccgn7ex.32xlarge").type.rdma_bandwidth_gbps == 800
     assert cat.instance("ecs.gn8is-2x.8xlarge").type.eri_count == 1
 
@@ -264,8 +335,13 @@ def test_rdma_per_section_c(cat):
 def test_uefi_status_and_deployment_sets(cat):
     uefi = {f.name for f in cat.families.values() if f.uefi_required}
     assert uefi == {"ebmgn7ex", "ebmgn8v", "ebmgn8is", "ebmgn8ia", "gn9gc", "ebmgn9g", "ebmgn9ge", "ebmgn9gc"}
-    assert all(f.deployment_set_low_latency is None for f in cat.families.values())
-    assert {f.name for f in cat.families.values() if f.status == "not-recommended"} == {"gn5", "gn5i", "gn7s"}
+    # LowLatency support per the deployment-set overview [DSET-ZH]; other families unverified
+    low = {f.name for f in cat.families.values() if f.deployment_set_low_latency}
+    assert low == {"gn8v", "ebmgn8v", "ebmgn7ex"}
+    for name in low:
+        assert "DSET-ZH" in cat.families[name].sources
+    assert all(f.deployment_set_low_latency is None for f in cat.families.values() if f.name not in low)
+    assert {f.name for f in cat.families.values() if f.status == "not-recommended"} == {"gn5", "gn5i", "gn7s", "ebmgn6ia"}
     for fam in ("gn8is", "gn8v", "ebmgn8v", "ebmgn8is", "ebmgn8ia"):
         assert cat.families[fam].status == "contact-sales"
 
@@ -308,11 +384,25 @@ def test_vgpu_slices_are_left_out_and_say_why(cat, snapshot):
 def test_every_snapshot_gpu_type_is_in_the_catalog_and_agrees(cat, snapshot):
     for region, rows in snapshot.items():
         for name, row in rows.items():
-            if name.startswith(("ecs.sgn", "ecs.vgn")):
-                continue
+            if excluded_family_of(name, cat.excluded_families):
+                continue  # a knowingly excluded family (Intel GPU, video transcoding)
             t = cat.instance_types[name]
             assert (t.vcpu, t.memory_gib, t.gpu_count) == (row["vcpu"], row["memory_gib"], row["gpu_count"]), name
-            assert "PRICE-CP" in t.sources, name
+            assert "PRICE-VS" in t.sources, name
+
+
+def test_types_the_november_snapshot_adds_are_recorded_or_excluded_with_a_reason(cat, snapshot):
+    names = {n for rows in snapshot.values() for n in rows}
+    for name in ("ecs.ebmgn7i.32xlarge", "ecs.gn7r-c16g1.4xlarge", "ecs.ebmgn6e.24xlarge", "ecs.ebmgn6ia.20xlarge"):
+        assert name in names and cat.knows(name), name
+    ia = cat.instance("ecs.ebmgn6ia.20xlarge")
+    assert (ia.gpu.name, ia.type.gpu_count, ia.type.vcpu, ia.family.interconnect) == ("T4", 2, 80, "pcie")
+    assert not ia.family.training and "RETIRED-ZH" in ia.family.sources
+    for name, why in (("ecs.ebmgi6s.24xlarge", "Intel"), ("ecs.video-trans.26xhevc", "transcod")):
+        assert name in names and not cat.knows(name)
+        with pytest.raises(InputError) as exc:
+            cat.instance(name)
+        assert why in exc.value.message and "not in the catalog" in exc.value.message
 
 
 # ---- every fact has a source -------------------------------------------------------------------------
@@ -365,34 +455,56 @@ def test_unknown_values_are_listed_as_unverified(cat):
 
 
 def test_derived_usable_memory_is_marked(cat):
-    sourced = {"P100", "P4", "T4", "V100-16G", "V100-32G", "A10", "A100-40G", "A100-80G", "L20", "H200"}
     for g in cat.gpus.values():
-        assert ("usable_gib" in g.unverified) == (g.name not in sourced), g.name
+        assert ("usable_gib" in g.unverified) == (g.usable_basis != "torch-total"), g.name
+        assert g.usable_source in g.sources and g.usable_source in cat.sources, g.name
 
 
 # ---- settings and the price snapshot -------------------------------------------------------------------
 
 def test_settings(cat, snapshot):
     s = cat.settings
-    assert s["price_snapshot"] == {"file": "alibaba-gpu-on-demand-2024-10.json", "source": "PRICE-CP",
-                                   "as_of": "2024-10-09"}
+    assert s["price_snapshot"] == {"file": SNAPSHOT_FILE, "source": "PRICE-VS", "as_of": "2024-11-07"}
+    assert "f4246b12076a9c8e0aa94eb98890ac4617c25916" in cat.sources["PRICE-VS"].url
     assert s["spot_estimate_fraction"] == 0.5 and s["price_max_age_days"] == 90
     assert s["default_region"] == "cn-shenzhen"
     assert set(snapshot) <= set(s["regions"])
     assert {"cn-shanghai", "cn-wulanchabu", "cn-shenzhen"} <= set(cat.regions())
-    assert cat.newest_price_date == "2024-10-09"
-    assert cat.snapshot_date == "2023-06-17"  # the oldest price in use: cn-shanghai's [PRICE-AC] rows
+    assert cat.newest_price_date == "2024-11-07"
+    assert cat.snapshot_date == "2024-11-07"  # every price in use is from the November snapshot
 
 
-def test_supplementary_prices_fill_gaps_only_and_keep_their_source(cat):
-    sh = cat.seen_in("cn-shanghai", "ecs.gn7-c13g1.26xlarge")
-    assert sh.on_demand_cny_per_hour == 252.66 and sh.source == "PRICE-AC" and sh.as_of == "2023-06-17"
-    # gn7 (A100 40 GB) has no 2024 price anywhere: other mainland regions borrow the labelled 2023 figure
-    q = cat.quote("cn-shenzhen", "ecs.gn7-c12g1.3xlarge")
-    assert q.on_demand_cny_per_hour == 31.58 and q.on_demand_from_region == "cn-shanghai"
-    assert any("2023-06-17" in lab for lab in q.labels)
-    # a snapshot row is never replaced by an older supplementary one
-    assert cat.seen_in("cn-shenzhen", "ecs.gn7i-c8g1.2xlarge").source == "PRICE-CP"
+def test_november_snapshot_prices_gn7_and_cn_shanghai(cat):
+    # gn7 (A100 40 GB) was unpriced in the October file; [PRICE-VS] lists it in cn-beijing and cn-shanghai
+    for region in ("cn-beijing", "cn-shanghai"):
+        sh = cat.seen_in(region, "ecs.gn7-c13g1.26xlarge")
+        assert sh.on_demand_cny_per_hour == pytest.approx(252.67, abs=0.01) and sh.source == "PRICE-VS"
+    assert cat.seen_in("cn-shanghai", "ecs.gn7-c12g1.3xlarge").on_demand_cny_per_hour == pytest.approx(31.58, abs=0.01)
+    assert len(cat.prices["cn-shanghai"]) >= 50  # absent from the October file
+
+
+def test_supplementary_prices_are_never_shadowed_silently(cat):
+    # supplementary.yaml only fills gaps; the 2023 cn-shanghai rows it held are all in [PRICE-VS] now,
+    # so every row left in it must name a (region, type) pair the snapshot lacks
+    blocks = yaml.safe_load((DATA_DIR / "prices" / "supplementary.yaml").read_text(encoding="utf-8")) or []
+    snapshot = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+    for block in blocks:
+        for name in block["on_demand_cny_per_hour"]:
+            assert name not in snapshot.get(block["region"], {}), (block["region"], name)
+            assert cat.seen_in(block["region"], name).source == block["source"]
+    readme = (DATA_DIR / "prices" / "README.md").read_text(encoding="utf-8")
+    assert "f4246b12076a9c8e0aa94eb98890ac4617c25916" in readme and "gn7 IS priced" in readme
+
+
+def test_supplementary_rows_fill_gaps_only(data_copy):
+    path = data_copy / "prices" / "supplementary.yaml"
+    path.write_text(yaml.safe_dump([
+        {"source": "PRICE-AC", "as_of": "2023-06-17", "region": "cn-shanghai",
+         "on_demand_cny_per_hour": {"ecs.gn7-c12g1.3xlarge": 1.0, "ecs.ebmgn7ex.32xlarge": 250.0}}]), encoding="utf-8")
+    c = build_catalog(data_copy, overlays=[])
+    assert c.seen_in("cn-shanghai", "ecs.gn7-c12g1.3xlarge").source == "PRICE-VS"  # the newer row wins
+    gap = c.seen_in("cn-shanghai", "ecs.ebmgn7ex.32xlarge")
+    assert (gap.on_demand_cny_per_hour, gap.source, gap.as_of) == (250.0, "PRICE-AC", "2023-06-17")
 
 
 @pytest.mark.skipif(not REFERENCE_SNAPSHOT.exists(), reason="shared reference not mounted")
@@ -400,13 +512,12 @@ def test_snapshot_is_a_byte_copy_of_the_reference():
     assert SNAPSHOT.read_bytes() == REFERENCE_SNAPSHOT.read_bytes()
 
 
-def test_price_of_zero_in_the_snapshot_is_unknown(cat, snapshot):
-    assert snapshot["cn-beijing"]["ecs.gn6v-c8g1.4xlarge"]["on_demand_cny_per_hour"] == 0
-    row = cat.seen_in("cn-beijing", "ecs.gn6v-c8g1.4xlarge")
-    assert row is not None and row.on_demand_cny_per_hour is None
-    q = cat.quote("cn-beijing", "ecs.gn6v-c8g1.4xlarge")
-    assert q.on_demand_cny_per_hour is None and q.spot_cny_per_hour is None
-    assert any("no price known" in label for label in q.labels)
+def test_november_snapshot_corrects_the_two_zero_prices(cat, snapshot):
+    # the October file had 0 (unknown) for gn6v-c8g1.4xlarge in cn-beijing and cn-zhangjiakou
+    for region, price in (("cn-beijing", 52.92), ("cn-zhangjiakou", 39.68)):
+        assert snapshot[region]["ecs.gn6v-c8g1.4xlarge"]["on_demand_cny_per_hour"] == pytest.approx(price, abs=0.005)
+        assert cat.quote(region, "ecs.gn6v-c8g1.4xlarge").on_demand_cny_per_hour == pytest.approx(price, abs=0.005)
+    assert not [(r, n) for r, rows in snapshot.items() for n, row in rows.items() if not row["on_demand_cny_per_hour"]]
 
 
 def test_quote_borrows_a_mainland_price_with_a_label(cat):
@@ -485,7 +596,7 @@ def test_loader_rejects_unknown_source_tags(data_copy):
 
 
 def test_loader_reads_a_zero_price_as_unknown(data_copy):
-    path = data_copy / "prices" / "alibaba-gpu-on-demand-2024-10.json"
+    path = data_copy / "prices" / SNAPSHOT_FILE
     raw = json.loads(path.read_text(encoding="utf-8"))
     raw["cn-shenzhen"]["ecs.gn7i-c8g1.2xlarge"]["on_demand_cny_per_hour"] = 0
     path.write_text(json.dumps(raw), encoding="utf-8")
@@ -493,10 +604,11 @@ def test_loader_reads_a_zero_price_as_unknown(data_copy):
     assert c.seen_in("cn-shenzhen", "ecs.gn7i-c8g1.2xlarge").on_demand_cny_per_hour is None
     q = c.quote("cn-shenzhen", "ecs.gn7i-c8g1.2xlarge")
     assert q.on_demand_cny_per_hour and q.on_demand_from_region != "cn-shenzhen"  # borrowed, never 0
+    assert any("no listed price" in label for label in q.labels)
 
 
 def test_loader_rejects_a_snapshot_that_disagrees(data_copy):
-    path = data_copy / "prices" / "alibaba-gpu-on-demand-2024-10.json"
+    path = data_copy / "prices" / SNAPSHOT_FILE
     raw = json.loads(path.read_text(encoding="utf-8"))
     raw["cn-shenzhen"]["ecs.gn7i-c8g1.2xlarge"]["gpu_count"] = 2
     path.write_text(json.dumps(raw), encoding="utf-8")
@@ -507,8 +619,9 @@ def test_loader_rejects_a_snapshot_that_disagrees(data_copy):
 def _tiny(**over):
     args = dict(
         sources=[SourceRef(tag="S", title="s")],
-        gpus=[GpuModel(name="G", architecture="ampere", memory_gb=24, usable_gib=22.2,
-                       supports_bf16=True, supports_fp8=False, sources=("S",))],
+        gpus=[GpuModel(name="G", architecture="ampere", memory_gb=24, usable_gib=22.2, usable_basis="torch-total",
+                       usable_source="S", torch_total_gib=22.2, supports_bf16=True, supports_fp8=False,
+                       sources=("S",))],
         families=[InstanceFamily(name="gx", gpu="G", interconnect="pcie", rdma="none", sources=("S",))],
         instance_types=[InstanceType(name="ecs.gx.large", family="gx", gpu_count=1, sources=("S",))],
         prices=[], settings={"spot_estimate_fraction": 0.5})
@@ -529,11 +642,12 @@ def test_catalog_rejects_prices_and_gpus_that_make_no_sense():
                          source="S", as_of="2024-10-09")
     with pytest.raises(CatalogError, match="type the catalog lacks"):
         _tiny(prices=[orphan])
-    too_big = GpuModel(name="G", architecture="ampere", memory_gb=24, usable_gib=25,
-                       supports_bf16=True, supports_fp8=False, sources=("S",))
+    too_big = GpuModel(name="G", architecture="ampere", memory_gb=24, usable_gib=25, usable_source="S",
+                       unverified=("usable_gib",), supports_bf16=True, supports_fp8=False, sources=("S",))
     with pytest.raises(CatalogError, match="exceeds"):
         _tiny(gpus=[too_big])
     fp8_wrong = GpuModel(name="G", architecture="ampere", memory_gb=24, usable_gib=22, fp8_tflops=1.0,
-                         supports_bf16=True, supports_fp8=False, sources=("S",))
+                         usable_source="S", unverified=("usable_gib",), supports_bf16=True, supports_fp8=False,
+                         sources=("S",))
     with pytest.raises(CatalogError, match="FP8"):
         _tiny(gpus=[fp8_wrong])

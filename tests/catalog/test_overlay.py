@@ -266,7 +266,7 @@ def test_catalog_command_dates_count_the_overlay(capsys, overlay_dir, monkeypatc
     out, err = capsys.readouterr()
     data = json.loads(out)
     assert data["price_date"] == "2025-03-01" and data["price_age_days"] == 10 and not data["prices_stale"]
-    assert data["oldest_price_date"] == "2023-06-17" and err == ""  # cn-shanghai rows of [PRICE-AC]
+    assert data["oldest_price_date"] == "2024-11-07" and err == ""  # the rows of the snapshot [PRICE-VS]
     row = next(r for r in data["rows"] if r["instance_type"] == "ecs.gn7i-c8g1.2xlarge")
     assert row["on_demand_cny_per_hour"] == 10.0 and row["spot_cny_per_hour"] == 2.1 and not row["spot_estimated"]
     # stale once the overlay is older than price_max_age_days

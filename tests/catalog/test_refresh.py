@@ -240,7 +240,7 @@ def test_refresh_adds_a_type_and_changes_a_price(capsys, overlays, fake, sleeps)
     q = cat.quote(REGION, "ecs.gn7i-c8g1.2xlarge")
     assert q.on_demand_cny_per_hour == 10.0 and q.spot_cny_per_hour == 2.1 and not q.spot_estimated
     assert cat.seen_in(REGION, "ecs.gn7i-c8g1.2xlarge").trade_cny_per_hour == 9.0
-    assert cat.newest_price_date == "2025-03-01" and cat.snapshot_date == "2023-06-17"  # oldest row in use: cn-shanghai [PRICE-AC]
+    assert cat.newest_price_date == "2025-03-01" and cat.snapshot_date == "2024-11-07"  # oldest row in use: [PRICE-VS]
     # curated facts the API lacks stay
     assert cat.instance("ecs.gn7e-c16g1.4xlarge").interconnect == "nvlink"
     assert "ECS-API" in cat.instance_types["ecs.gn7i-c8g1.2xlarge"].sources

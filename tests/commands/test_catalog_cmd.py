@@ -16,7 +16,7 @@ from trainstack.textable import display_width, render_table
 @pytest.fixture(autouse=True)
 def fresh_prices(monkeypatch):
     """Pretend today is ten days after the snapshot unless a test says otherwise."""
-    monkeypatch.setattr(catalog_cmd, "_today", lambda: dt.date(2024, 10, 19))
+    monkeypatch.setattr(catalog_cmd, "_today", lambda: dt.date(2024, 11, 17))
 
 
 def run(capsys, *argv):
@@ -46,10 +46,10 @@ def test_default_table_lists_training_types_with_prices(capsys):
     for col in ("QTY", "INSTANCE TYPE", "GiB/GPU", "vCPU", "RAM GiB", "INTERCONNECT", "RDMA",
                 "ON-DEMAND", "SPOT"):
         assert col in header
-    assert "cn-shenzhen" in out and "2024-10-09" in out and "10 days old" in out
+    assert "cn-shenzhen" in out and "2024-11-07" in out and "10 days old" in out
     rows = {r[2]: r for r in table_rows(out)}
     a10 = rows["ecs.gn7i-c8g1.2xlarge"]
-    assert a10[:7] == ["A10", "1", "ecs.gn7i-c8g1.2xlarge", "22.20", "8", "30", "PCIe"]
+    assert a10[:7] == ["A10", "1", "ecs.gn7i-c8g1.2xlarge", "21.99", "8", "30", "PCIe"]
     assert a10[8] == "9.53" and a10[9] == "~4.77 (est.)"
     assert rows["ecs.gn7e-c16g1.32xlarge"][6] == "NVLink"
     assert rows["ecs.gn7-c13g1.26xlarge"][6] == "NVSwitch"
@@ -136,11 +136,11 @@ def test_filters_combine(capsys):
 def test_json_output(capsys):
     data, err = run_json(capsys)
     assert err == ""
-    assert data["region"] == "cn-shenzhen" and data["price_date"] == "2024-10-09"
+    assert data["region"] == "cn-shenzhen" and data["price_date"] == "2024-11-07"
     assert data["price_age_days"] == 10 and data["prices_stale"] is False
     assert data["spot_estimate_fraction"] == 0.5 and data["count"] == len(data["rows"])
     row = next(r for r in data["rows"] if r["instance_type"] == "ecs.gn7e-c16g1.4xlarge")
-    assert row["gpu"] == "A100-80G" and row["usable_gib_per_gpu"] == pytest.approx(79.35)
+    assert row["gpu"] == "A100-80G" and row["usable_gib_per_gpu"] == pytest.approx(79.15)
     assert row["on_demand_cny_per_hour"] == pytest.approx(34.742)
     assert row["spot_estimated"] is True and row["spot_cny_per_hour"] == pytest.approx(17.371)
     assert row["seen_in_region"] is True and row["zones"]
@@ -150,19 +150,20 @@ def test_json_output(capsys):
 
 
 def test_borrowed_price_is_labelled(capsys):
-    data, _ = run_json(capsys, "--region", "cn-shanghai", "--gpu", "A10")
-    row = next(r for r in data["rows"] if r["instance_type"] == "ecs.gn7i-2x.8xlarge")
+    # ebmgn7ex has no cn-shanghai row in the 2024-11 snapshot (every A10 type has one now)
+    data, _ = run_json(capsys, "--region", "cn-shanghai", "--gpu", "A100-80G")
+    row = next(r for r in data["rows"] if r["instance_type"] == "ecs.ebmgn7ex.32xlarge")
     assert row["on_demand_from_region"] and row["on_demand_from_region"].startswith("cn-")
     assert row["seen_in_region"] is False
     assert any("estimated from" in label for label in row["labels"])
-    _, out, _ = run(capsys, "--region", "cn-shanghai", "--gpu", "A10")
-    cell = {r[2]: r for r in table_rows(out)}["ecs.gn7i-2x.8xlarge"][8]
+    _, out, _ = run(capsys, "--region", "cn-shanghai", "--gpu", "A100-80G")
+    cell = {r[2]: r for r in table_rows(out)}["ecs.ebmgn7ex.32xlarge"][8]
     assert cell.endswith("*")
     assert "median of the other mainland-China regions" in out
 
 
 def test_stale_prices_warn_on_stderr(capsys, monkeypatch):
-    monkeypatch.setattr(catalog_cmd, "_today", lambda: dt.date(2025, 10, 9))
+    monkeypatch.setattr(catalog_cmd, "_today", lambda: dt.date(2025, 11, 7))
     rc, out, err = run(capsys)
     assert rc == 0 and "365 days old" in out
     assert "warning" in err and "365 days old" in err and "catalog refresh" in err
@@ -170,7 +171,7 @@ def test_stale_prices_warn_on_stderr(capsys, monkeypatch):
     assert data["prices_stale"] is True and "warning" in err
     rc, _, err = run(capsys, "--max-age-days", "400")
     assert rc == 0 and err == ""
-    monkeypatch.setattr(catalog_cmd, "_today", lambda: dt.date(2024, 10, 19))
+    monkeypatch.setattr(catalog_cmd, "_today", lambda: dt.date(2024, 11, 17))
     rc, _, err = run(capsys, "--max-age-days", "5")
     assert rc == 0 and "10 days old" in err
 

@@ -62,8 +62,8 @@ def test_json_contract_with_one_gpu(tmp_path, capsys):
         assert key in mem
     assert mem["required_gib_per_gpu"] > mem["peak_gib_per_gpu"] > 0
     assert sum(mem["breakdown_gib"].values()) == pytest.approx(mem["peak_gib_per_gpu"], abs=0.01)
-    assert mem["fits"] == [{"gpu": "A10", "usable_gib": 22.2, "fits": True,
-                            "margin_gib": round(22.2 - mem["required_gib_per_gpu"], 2)}]
+    assert mem["fits"] == [{"gpu": "A10", "usable_gib": 21.99, "fits": True,  # PyTorch's A10 total [TORCH-A10]
+                            "margin_gib": round(21.99 - mem["required_gib_per_gpu"], 2)}]
     assert doc["throughput"]["gpu"] == "A10" and doc["throughput"]["tokens_per_second_per_gpu"] > 0
     # tokens are set: hours and cost come with them
     assert doc["hours"] == pytest.approx(5e7 / doc["throughput"]["tokens_per_second"] / 3600, rel=1e-3)
@@ -143,4 +143,7 @@ def test_fit_table_marks_gpus_without_the_precision(tmp_path, capsys):
     doc = _json.loads(capsys.readouterr().out)
     by_gpu = {g["gpu"]: g for g in doc["per_gpu"]}
     assert by_gpu["V100-32G"]["fits"] and not by_gpu["V100-32G"]["precision_supported"]
-    assert by_gpu["A10"]["precision_supported"] and doc["cheapest"]["gpu"] == "A10"
+    # the cheapest plan is a GPU with BF16, never the V100 that fits without it (the A10 misses by
+    # 0.05 GiB at PyTorch's 21.99 GiB device total)
+    cheapest = by_gpu[doc["cheapest"]["gpu"]]
+    assert by_gpu["A10"]["precision_supported"] and cheapest["fits"] and cheapest["precision_supported"]

@@ -20,11 +20,6 @@ def _network(plan, **update):
     return plan.model_copy(update={"network": plan.network.model_copy(update=update)})
 
 
-def _low_latency(plan, groups=1):
-    """``plan`` hand-edited to ask for LowLatency deployment sets (the component's side of the rule)."""
-    return _network(plan, deployment_set="LowLatency", deployment_set_groups=groups)
-
-
 def _strings(value):
     """Every string anywhere in a (nested) input value."""
     if isinstance(value, str):
@@ -129,14 +124,16 @@ def test_plans_without_erdma_never_ask_for_high_performance(engine, plan):
 
 
 def test_on_demand_multi_node_cluster_shares_one_low_latency_deployment_set(engine):
-    engine.declare(_low_latency(multi_node_erdma_plan(nodes=4)))
+    engine.declare(multi_node_erdma_plan(nodes=4))
     (ds,) = engine.of_type(DEPLOYMENT_SET)
     assert ds.inputs["strategy"] == "LowLatency"
     assert {n.inputs["deploymentSetId"] for n in engine.of_type(INSTANCE)} == {f"ecsdeploymentset-{ds.name}"}
 
 
 def test_large_clusters_are_split_into_deployment_sets_of_at_most_20(engine):
-    engine.declare(_low_latency(multi_node_erdma_plan(nodes=45), groups=3))
+    plan = multi_node_erdma_plan(nodes=45)
+    assert plan.network.deployment_set_groups == 3
+    engine.declare(plan)
     sets = engine.of_type(DEPLOYMENT_SET)
     assert len(sets) == 3
     members = {f"ecsdeploymentset-{d.name}": 0 for d in sets}

@@ -46,7 +46,8 @@ def _without_bucket(counts: dict) -> dict:
     (single_gpu_lora_plan(), _ecs(1)),
     (spot_plan(), _ecs(1)),
     (multi_node_erdma_plan(), _without_bucket(_ecs(
-        3, sg_rules=2, **{"alicloud:nas/fileSystem:FileSystem": 1,  # sg rules: intra-cluster + ssh from the sample
+        3, sg_rules=2, **{"alicloud:ecs/ecsDeploymentSet:EcsDeploymentSet": 1,
+                          "alicloud:nas/fileSystem:FileSystem": 1,  # sg rules: intra-cluster + ssh from the sample
                           "alicloud:nas/protocolService:ProtocolService": 1,
                           "alicloud:nas/protocolMountTarget:ProtocolMountTarget": 1,
                           "pulumi-python:dynamic:Resource": 1}))),  # the CPFS export address lookup

@@ -152,7 +152,9 @@ def test_cpfs_export_address_waits_for_the_domain_then_fails_clearly(monkeypatch
         cpfs_export._domain(props, sleep=lambda s: None)
 
 
-def test_too_many_profile_tags_for_a_bucket_is_a_clear_error(engine):
-    plan = single_gpu_lora_plan(tags={f"k{i}": "v" for i in range(9)})
-    with pytest.raises(InputError, match="an OSS bucket takes at most 10 tags"):
-        engine.declare(plan)
+def test_too_many_profile_tags_is_a_clear_error_before_anything_is_declared():
+    # 15 profile tags + 6 trainstack markers on a GPU node > 20 (ECS); the bucket takes 20 too
+    with pytest.raises(InputError, match="a GPU node takes at most 20 tags"):
+        single_gpu_lora_plan(profile={"tags": {f"k{i}": "v" for i in range(15)}})
+    with pytest.raises(InputError, match="an OSS bucket takes at most 20 tags"):
+        dlc_plan(profile={"tags": {f"k{i}": "v" for i in range(18)}})  # + team, + name, + role

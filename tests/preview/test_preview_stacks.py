@@ -67,6 +67,10 @@ def test_llama3_70b_full_is_several_erdma_nodes_with_cpfs(capsys):
         assert n["inputs"]["instanceType"] == doc["plan"]["instance_type"]
         assert n["inputs"]["networkInterfaceTrafficMode"] == "HighPerformance"  # eRDMA
     assert len({n["inputs"]["tags"]["trainstack:zone"] for n in nodes}) == 1
+    # ebmgn7ex supports LowLatency deployment sets [DSET-ZH]: one set (at most 20 nodes) holds them all
+    (dset,) = of_type(doc, "alicloud:ecs/ecsDeploymentSet:EcsDeploymentSet")
+    assert dset["inputs"]["strategy"] == "LowLatency" and doc["plan"]["network"]["deployment_set"] == "LowLatency"
+    assert len({n["inputs"]["deploymentSetId"] for n in nodes}) == 1
     (cpfs,) = of_type(doc, "alicloud:nas/fileSystem:FileSystem")
     assert cpfs["inputs"]["fileSystemType"] == "cpfs" and cpfs["protect"]
     assert doc["policy"] == []

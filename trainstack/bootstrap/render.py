@@ -21,14 +21,15 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from trainstack.catalog.limits import service_limits
 from trainstack.plan import Plan
 
 from .command import parse_command
 from .locations import classify_code_uri, cpfs_source
 
 TEMPLATES = Path(__file__).with_name("templates")
-#: ECS accepts at most 32 KB of user data before Base64 encoding (RunInstances UserData)
-USER_DATA_LIMIT = 32 * 1024
+#: ECS accepts at most this much user data before Base64 encoding (data/service_limits.yaml)
+USER_DATA_LIMIT = int(service_limits().number("ecs.user_data.max_bytes"))
 #: a hostfile longer than this (about 45 nodes) travels gz+b64: 512 nodes take 1.4 KB, not 5.4 KB
 HOSTFILE_PACK_OVER = 512
 ERDMA_INSTALLER_URL = "http://mirrors.cloud.aliyuncs.com/erdma/erdma_installer-{version}.tar.gz"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -44,6 +45,34 @@ def _read_yaml(path: Path) -> Any:
 
 def overlay_dir() -> Path:
     return Path(os.environ.get(OVERLAY_DIR_ENV) or DATA_DIR / "overlays")
+
+
+def excluded_family_of(name: str, excluded: Iterable[str]) -> Optional[str]:
+    """The excluded family an instance type name belongs to, if any.
+
+    Matches whole family names before a ``-`` or ``.`` (``ecs.sgn7i-vws-m2.xlarge`` is sgn7i,
+    ``ecs.video-trans.26xhevc`` is video-trans), the longest first, so a family whose name holds
+    a hyphen is not cut at it.
+    """
+    body = str(name).removeprefix("ecs.")
+    for fam in sorted(excluded, key=len, reverse=True):
+        if body.startswith(fam) and body[len(fam):len(fam) + 1] in ("-", "."):
+            return fam
+    return None
+
+
+def usable_limit_gib(gpu: GpuModel, allowance_mib: Optional[int]) -> Optional[float]:
+    """The most ``usable_gib`` may be for ``gpu`` by its basis (None when no figure bounds it).
+
+    PyTorch's own device total where one is known; otherwise the nvidia-smi total less the
+    documented allowance, rounded down to the hundredth the data is written in.
+    """
+    limits = []
+    if gpu.torch_total_gib is not None:
+        limits.append(gpu.torch_total_gib)
+    if gpu.nvidia_smi_total_mib is not None and allowance_mib is not None and gpu.usable_basis != "torch-total":
+        limits.append(math.floor((gpu.nvidia_smi_total_mib - allowance_mib) / 1024 * 100) / 100)
+    return min(limits) if limits else None
 
 
 class Catalog:
@@ -92,10 +121,13 @@ class Catalog:
                 if r not in tags:
                     errors.append(f"{kind} {name} cites unknown source {r!r}")
 
+        allowance = self.settings.get("usable_memory_allowance_mib")
         for g in self.gpus.values():
             cite("GPU", g.name, g.sources)
-            # GPU vendors' "GB" are binary in practice (an "80 GB" A100 exposes 81,251 MiB =
-            # 79.3 GiB; an H200 "141 GB" gives PyTorch 139.8 GiB), so the bound is memory_gb GiB.
+            errors.extend(self._usable_memory_errors(g, allowance))
+            # GPU vendors' "GB" are binary in practice (an "80 GB" A100 shows 81,920 MiB in
+            # nvidia-smi and 79.15 GiB to PyTorch; an H200 "141 GB" gives PyTorch 139.8 GiB), so
+            # the bound is memory_gb GiB.
             if g.usable_gib > g.memory_gb + 0.01:
                 errors.append(f"GPU {g.name}: usable {g.usable_gib} GiB exceeds its {g.memory_gb} GB")
             if g.supports_fp8 != (g.fp8_tflops is not None) and g.fp8_tflops is not None:
@@ -122,6 +154,29 @@ class Catalog:
                     errors.append(f"price {region}/{name} is for a type the catalog lacks")
         if errors:
             raise CatalogError("catalog data is inconsistent:\n  " + "\n  ".join(errors))
+
+    @staticmethod
+    def _usable_memory_errors(g: GpuModel, allowance: Optional[int]) -> list[str]:
+        """usable_gib follows its stated basis and never exceeds PyTorch's figure (gpus.yaml header)."""
+        out: list[str] = []
+        if g.usable_source is None:
+            out.append(f"GPU {g.name}: usable_gib has no usable_source")
+        elif g.usable_source not in g.sources:
+            out.append(f"GPU {g.name}: usable_source {g.usable_source!r} is not among its sources")
+        if g.usable_basis == "torch-total":
+            if g.torch_total_gib is None or abs(g.usable_gib - g.torch_total_gib) > 1e-9:
+                out.append(f"GPU {g.name}: usable_basis torch-total needs usable_gib == torch_total_gib")
+        elif g.usable_basis == "nvidia-smi-less-allowance":
+            if g.nvidia_smi_total_mib is None or allowance is None:
+                out.append(f"GPU {g.name}: usable_basis nvidia-smi-less-allowance needs nvidia_smi_total_mib "
+                           "and settings usable_memory_allowance_mib")
+        if g.usable_basis != "torch-total" and "usable_gib" not in g.unverified:
+            out.append(f"GPU {g.name}: usable_gib from {g.usable_basis} must be listed in unverified")
+        limit = usable_limit_gib(g, allowance)
+        if limit is not None and g.usable_gib > limit + 1e-9:
+            out.append(f"GPU {g.name}: usable {g.usable_gib} GiB is above {limit} GiB allowed by its "
+                       f"{'PyTorch figure' if g.torch_total_gib is not None else 'nvidia-smi total less the allowance'}")
+        return out
 
     def _join(self, t: InstanceType) -> ResolvedInstance:
         fam = self.families[t.family]
@@ -151,9 +206,9 @@ class Catalog:
     def instance(self, name: str, *, path: str = "instance_type") -> ResolvedInstance:
         if name in self._resolved:
             return self._resolved[name]
-        fam = name.removeprefix("ecs.").split("-")[0].split(".")[0]
+        fam = excluded_family_of(name, self.excluded_families)
         why = "unknown instance type"
-        if fam in self.excluded_families:
+        if fam is not None:
             reason = self.excluded_reasons.get(fam) or "a vGPU slice, not training hardware"
             why = f"instance type of family {fam} is not in the catalog ({reason})"
         raise InputError(
@@ -266,8 +321,7 @@ def _snapshot_prices(meta: dict, types: dict[str, InstanceType], excluded: froze
     mismatches: list[str] = []
     for region, entries in raw.items():
         for name, row in entries.items():
-            fam = name.removeprefix("ecs.").split("-")[0].split(".")[0]
-            if fam in excluded:
+            if excluded_family_of(name, excluded) is not None:
                 continue
             t = types.get(name)
             if t is not None and (t.gpu_count, t.vcpu) != (row["gpu_count"], row["vcpu"]):

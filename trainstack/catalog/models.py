@@ -13,6 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field
 Architecture = Literal["pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell"]
 Interconnect = Literal["nvlink", "nvswitch", "pcie", "unverified"]
 RdmaKind = Literal["erdma", "roce", "none", "unverified"]
+#: How ``usable_gib`` was obtained: PyTorch's own device total (public measurement), the
+#: nvidia-smi total less ``usable_memory_allowance_mib`` (settings.yaml), or another part's
+#: measurement assumed to hold (then ``usable_gib`` is listed in ``unverified``).
+UsableBasis = Literal["torch-total", "nvidia-smi-less-allowance", "assumed"]
 
 #: Interconnects on which multi-GPU training within one node is allowed.
 TRAINING_INTERCONNECTS = ("nvlink", "nvswitch")
@@ -37,7 +41,14 @@ class GpuModel(_Frozen):
     architecture: Architecture
     memory_gb: float = Field(description="Marketing capacity in GB as sold")
     memory_type: Optional[str] = None
-    usable_gib: float = Field(description="What the framework can allocate, GiB = 2^30 bytes")
+    usable_gib: float = Field(description="Device total PyTorch sees on current drivers, GiB = 2^30 bytes; "
+                                          "the CUDA context is counted by the estimator, not here")
+    usable_basis: UsableBasis = Field("assumed", description="Where usable_gib comes from (see UsableBasis)")
+    usable_source: Optional[str] = Field(
+        None, description="Source tag of the figure usable_gib rests on; the catalog loader requires it")
+    torch_total_gib: Optional[float] = Field(
+        None, description="Lowest public PyTorch device total on current drivers; usable_gib never exceeds it")
+    nvidia_smi_total_mib: Optional[int] = Field(None, description="nvidia-smi memory.total, MiB")
     memory_bandwidth_gbs: Optional[float] = None
     bf16_tflops: Optional[float] = Field(None, description="Dense (no sparsity) BF16 tensor TFLOPS")
     fp16_tflops: Optional[float] = None
@@ -62,6 +73,8 @@ class InstanceFamily(_Frozen):
     uefi_required: bool = False
     deployment_set_low_latency: Optional[bool] = Field(
         None, description="LowLatency deployment-set support; None = unverified")
+    jumbo_frames: Optional[bool] = Field(
+        None, description="Jumbo frames (MTU 8500) documented for the family; None = unverified")
     status: Literal["available", "not-recommended", "contact-sales", "invitational-preview"] = "available"
     sources: tuple[str, ...]
     unverified: tuple[str, ...] = ()
@@ -77,6 +90,9 @@ class InstanceType(_Frozen):
     memory_gib: Optional[float] = Field(None, description="None = unverified")
     gpu_count: int
     eri_count: Optional[int] = Field(None, description="Elastic RDMA interfaces (EriQuantity); 0 = none")
+    queue_pair_number_max: Optional[int] = Field(
+        None, description="Queue pairs all ERIs of the instance share (DescribeInstanceTypes QueuePairNumber); "
+                          "None = unverified offline")
     rdma_bandwidth_gbps: Optional[float] = None
     network_bandwidth_gbps: Optional[float] = None
     sources: tuple[str, ...]

@@ -14,7 +14,7 @@ from ..catalog import Catalog, GpuModel, load_catalog
 from ..catalog.models import TRAINING_INTERCONNECTS
 from ..errors import InputError, Problem
 from ..profile import TrainingProfile, load_profile
-from ..rules import check_profile as check_catalog_names
+from ..rules import check_profile
 from ..sizing import Estimate, GpuHourPrice, estimate, fit_suggestions, gpu_hour_price
 from ..sizing.estimate import NodeLayout
 from ..sizing.memory import COMPONENTS, PHASE_LABELS
@@ -35,7 +35,7 @@ def register(sub) -> None:
 def run(args) -> int:
     profile = load_profile(args.profile)
     catalog = load_catalog()
-    check_catalog_names(profile, catalog, file=args.profile)
+    check_profile(profile, catalog, file=args.profile)
     gpus = [catalog.gpu(args.gpu, path="--gpu")] if args.gpu else list(catalog.gpus.values())
     count = _gpu_count(args.gpus, profile)
     layouts = {g.name: node_layout(catalog, g, count, profile.region) for g in gpus}

@@ -9,6 +9,7 @@ and ``plan`` report that with exit 3 and suggestions.
 from __future__ import annotations
 
 import json
+import sys
 
 from ..catalog import load_catalog
 from ..errors import InfeasibleError, InputError
@@ -33,7 +34,9 @@ def run(args) -> int:
         return _validate_stack(args)
     profile = load_profile(args.profile)
     catalog = load_catalog()
-    check_profile(profile, catalog, file=args.profile)
+    warnings = check_profile(profile, catalog, file=args.profile)
+    for w in warnings:
+        print(f"warning: {w.render()}", file=sys.stderr)
     from ..placement import resolve
 
     plan, note = None, None
@@ -42,8 +45,8 @@ def run(args) -> int:
     except InfeasibleError as exc:
         note = f"nothing can run it as it stands ({exc.message}); `trainstack resolve` shows what would"
     if args.json:
-        print(json.dumps({"valid": True, "feasible": plan is not None, "profile": profile.model_dump(mode="json")},
-                         indent=2))
+        print(json.dumps({"valid": True, "feasible": plan is not None, "warnings": [w.to_dict() for w in warnings],
+                          "profile": profile.model_dump(mode="json")}, indent=2))
     else:
         arch = profile.architecture
         print(f"{args.profile}: ok ({profile.name}: {profile.model.label}, {arch.params / 1e9:.2f}B params, "

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..catalog.limits import service_limits
 from ..catalog.models import ResolvedInstance
 from ..plan import ImagePlan
 from ..profile import TrainingProfile
 
-IMAGE_FAMILY = "acs:alibaba_cloud_linux_3_2104_lts_x64"
-IMAGE_FAMILY_UEFI = "acs:alibaba_cloud_linux_3_2104_lts_x64_uefi"
+IMAGE_FAMILY = str(service_limits().value("ecs.image.family.default"))
+IMAGE_FAMILY_UEFI = str(service_limits().value("ecs.image.family.uefi"))
 
 
 def plan_image(profile: TrainingProfile, inst: Optional[ResolvedInstance]) -> ImagePlan:

@@ -6,20 +6,14 @@ import ipaddress
 import math
 from typing import Optional
 
+from ..catalog.limits import service_limits
 from ..catalog.models import ResolvedInstance
 from ..errors import InputError
 from ..plan import DEPLOYMENT_SET_MAX, NetworkPlan, Plan
 from ..profile import TrainingProfile
 
-#: NCCL over eRDMA as PAI-DLC configures it on eRDMA types [PAI-ERDMA].
-ERDMA_NCCL_ENV = {
-    "NCCL_IB_HCA": "erdma",
-    "NCCL_IB_GID_INDEX": "1",
-    "NCCL_IB_QPS_PER_CONNECTION": "8",
-    "NCCL_MIN_NCHANNELS": "16",
-    "NCCL_NET_PLUGIN": "none",
-    "NCCL_SOCKET_IFNAME": "eth0",
-}
+#: NCCL over eRDMA as PAI-DLC configures it on eRDMA types (data/service_limits.yaml, [PAI-ERDMA]).
+ERDMA_NCCL_ENV: dict[str, str] = dict(service_limits().value("pai.erdma.nccl_env"))  # type: ignore[arg-type]
 
 
 def default_vswitch_cidr(vpc_cidr: str) -> str:

@@ -11,6 +11,7 @@ import math
 from typing import Optional
 
 from ..architecture import Architecture
+from ..catalog.limits import service_limits
 from ..catalog.models import ResolvedInstance
 from ..plan import ESSD_MAX_GIB, ESSD_MIN_GIB, CpfsPlan, DataDiskPlan, OssPlan, StoragePlan
 from ..profile import TrainingProfile
@@ -18,10 +19,9 @@ from ..profile import TrainingProfile
 GIB = 2**30
 #: Checkpoints kept on shared storage (latest + previous), so a torn write never loses both.
 CHECKPOINTS_KEPT = 2
-#: CPFS general-purpose scales in 1,200 GiB steps [CPFS-SCALE]; 3,600 GiB is the smallest
-#: capacity seen in Alibaba's own examples (the documented minimum is unverified).
-CPFS_STEP_GIB = 1200
-CPFS_MIN_GIB = 3600
+#: CPFS general-purpose scales in steps; its minimum is unverified (data/service_limits.yaml).
+CPFS_STEP_GIB = int(service_limits().number("cpfs.capacity.step_gib"))
+CPFS_MIN_GIB = int(service_limits().number("cpfs.capacity.min_gib"))
 SYSTEM_DISK_GIB = 200  # image + driver + CUDA + Python environments
 SCRATCH_GIB = 100
 

@@ -13,6 +13,7 @@ from typing import Optional
 
 from .. import sizing
 from ..catalog import Catalog, ResolvedInstance
+from ..catalog.limits import service_limits
 from ..errors import InfeasibleError
 from ..layout import ERDMA_NCCL_ENV, bucket_name, plan_image, plan_network, plan_storage
 from ..plan import Candidate, DlcPlan, EstimateSummary, OssPlan, Plan, StoragePlan, spot_price_limit
@@ -21,9 +22,9 @@ from ..reasons import PRICE_CODES
 from .ecs import job_plan
 from .engine import Option, Resolution, can_span_nodes, evaluate, rank_key, ranked, static_rejection, zone_for
 
-#: PAI-DLC public resources: at most 2 GPUs and 8 vCPU unless raised [DLC-CREATE].
-DLC_PUBLIC_MAX_GPUS = 2
-DLC_PUBLIC_MAX_VCPU = 8
+#: PAI-DLC public resources: GPUs and vCPU per job unless raised (data/service_limits.yaml).
+DLC_PUBLIC_MAX_GPUS = int(service_limits().number("pai.dlc.public.max_gpus"))
+DLC_PUBLIC_MAX_VCPU = int(service_limits().number("pai.dlc.public.max_vcpu"))
 #: GPUs per pod on a quota (one 8-GPU node per pod is the Lingjun/general-computing norm).
 QUOTA_GPUS_PER_POD = 8
 DEFAULT_QUOTA_GPU = "A100-80G"

@@ -1,0 +1,229 @@
+"""PAI-DLC facts as data (``data/dlc_specs.yaml``): Lingjun specs, PAI's NCCL presets, the job
+environment DLC injects, official-image labels and the state of DLC prices, each with sources.
+
+Typed and frozen like the rest of the catalog; a figure no public page states is ``None`` and
+named in ``unverified``, so the DLC planner can tell documented facts from readings of a name.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .loader import DATA_DIR, CatalogError, _read_yaml
+
+DLC_FILE = "dlc_specs.yaml"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+def _unknowns_listed(record: BaseModel, fields: Iterable[str]) -> None:
+    """A None field must be named in ``unverified`` (unknown is explicit, never a silent gap)."""
+    listed = set(getattr(record, "unverified", ()))
+    missing = [f for f in fields if getattr(record, f) is None and f not in listed]
+    if missing:
+        raise ValueError(f"null fields not listed in unverified: {', '.join(missing)}")
+
+
+class NameReading(_Frozen):
+    """What a spec name spells (``c96m1600.8``); a reading, not a documented figure."""
+
+    vcpu: Optional[int] = None
+    memory_gib: Optional[int] = None
+    gpu_count: Optional[int] = None
+
+
+class LingjunSpec(_Frozen):
+    """A Lingjun resource spec PAI documents by name."""
+
+    name: str = Field(pattern=r"^ml\.[a-z0-9]+\.[a-z0-9.]+-[a-z0-9]+$")
+    rdma: bool
+    rdma_hca: Optional[str] = None
+    nccl_preset: Optional[str] = None
+    gpu_model: Optional[str] = None
+    gpu_count: Optional[int] = None
+    gpu_memory_gib: Optional[float] = None
+    vcpu: Optional[int] = None
+    memory_gib: Optional[float] = None
+    interconnect: Optional[str] = None
+    name_reading: Optional[NameReading] = None
+    sources: tuple[str, ...]
+    unverified: tuple[str, ...] = ()
+    notes: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _explicit(self) -> "LingjunSpec":
+        _unknowns_listed(self, ("gpu_model", "gpu_count", "gpu_memory_gib", "vcpu", "memory_gib", "interconnect"))
+        return self
+
+
+class NcclPreset(_Frozen):
+    """NCCL variables PAI sets on a kind of resource."""
+
+    name: str
+    source: str
+    as_of: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+    env: dict[str, str]
+    notes: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _names(self) -> "NcclPreset":
+        bad = [k for k in self.env if not re.fullmatch(r"NCCL_[A-Z0-9_]+", k)]
+        if bad:
+            raise ValueError(f"not NCCL variables: {', '.join(bad)}")
+        return self
+
+
+class CustomImageRequirements(_Frozen):
+    source: str
+    min_cuda: str
+    min_nccl: str
+    notes: Optional[str] = None
+
+
+class EnvVariable(_Frozen):
+    name: str = Field(pattern=r"^[A-Z][A-Z0-9_]*$")
+    meaning: str
+    example: Optional[str] = None
+
+
+class JobEnv(_Frozen):
+    """Variables DLC injects into every node of a job of one framework."""
+
+    framework: str
+    source: str
+    as_of: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+    variables: tuple[EnvVariable, ...]
+    launcher_mapping: dict[str, str] = Field(default_factory=dict, description="launcher flag -> variable")
+    notes: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _mapping_uses_known_variables(self) -> "JobEnv":
+        names = {v.name for v in self.variables}
+        unknown = sorted(set(self.launcher_mapping.values()) - names)
+        if unknown:
+            raise ValueError(f"launcher_mapping names variables DLC does not set: {', '.join(unknown)}")
+        return self
+
+    def variable(self, name: str) -> EnvVariable:
+        for v in self.variables:
+            if v.name == name:
+                return v
+        raise KeyError(f"DLC sets no {name} for {self.framework} jobs")
+
+
+class OfficialImages(_Frozen):
+    """How official DLC training images are found (AIWorkspace ListImages)."""
+
+    source: str
+    label_filter: tuple[str, ...]
+    name_filter: str
+    provider_label: str
+    framework_label_pattern: str
+    tag_pattern: str
+    tag_groups: tuple[str, ...]
+    label_keys: tuple[str, ...]
+    cuda_label: Optional[str] = None
+    unverified: tuple[str, ...] = ()
+    notes: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "OfficialImages":
+        _unknowns_listed(self, ("cuda_label",))
+        if re.compile(self.tag_pattern).groups != len(self.tag_groups):
+            raise ValueError("tag_groups must name every group of tag_pattern")
+        keys = set(self.label_keys)
+        for pair in self.label_filter:
+            key = pair.split("=", 1)[0]
+            if "=" not in pair or (key not in keys and key != "system.official"):
+                raise ValueError(f"label filter {pair!r} is not Key=Value over a ListImages key")
+        return self
+
+    def parse_tag(self, tag: str) -> Optional[dict[str, Optional[str]]]:
+        """The parts of an official image tag, or None when the tag does not follow the pattern."""
+        m = re.fullmatch(self.tag_pattern, tag)
+        return dict(zip(self.tag_groups, m.groups())) if m else None
+
+
+class DlcPrices(_Frozen):
+    """Whether and where DLC prices are published."""
+
+    published: bool
+    source: str
+    billing: str
+    lingjun_billing_source: str
+    spot_api: Optional[str] = None
+    spot_api_source: Optional[str] = None
+    price_api: Optional[str] = None
+    unverified: tuple[str, ...] = ()
+    notes: Optional[str] = None
+
+
+class DlcFacts(_Frozen):
+    lingjun_specs: tuple[LingjunSpec, ...]
+    nccl_presets: tuple[NcclPreset, ...]
+    custom_image_requirements: CustomImageRequirements
+    job_env: tuple[JobEnv, ...]
+    official_images: OfficialImages
+    prices: DlcPrices
+
+    def spec(self, name: str) -> LingjunSpec:
+        for s in self.lingjun_specs:
+            if s.name == name:
+                return s
+        raise KeyError(f"no Lingjun spec {name!r} in {DLC_FILE}")
+
+    def preset(self, name: str) -> NcclPreset:
+        for p in self.nccl_presets:
+            if p.name == name:
+                return p
+        raise KeyError(f"no NCCL preset {name!r} in {DLC_FILE}")
+
+    def env_for(self, framework: str) -> JobEnv:
+        for e in self.job_env:
+            if e.framework == framework:
+                return e
+        raise KeyError(f"no DLC job environment for {framework!r} in {DLC_FILE}")
+
+    def cited_tags(self) -> set[str]:
+        tags: set[str] = set()
+        for s in self.lingjun_specs:
+            tags.update(s.sources)
+        tags.update(p.source for p in self.nccl_presets)
+        tags.update(e.source for e in self.job_env)
+        tags.update({self.custom_image_requirements.source, self.official_images.source,
+                     self.prices.source, self.prices.lingjun_billing_source})
+        if self.prices.spot_api_source:
+            tags.add(self.prices.spot_api_source)
+        return tags
+
+
+def load_dlc_facts(data_dir: Path = DATA_DIR) -> DlcFacts:
+    """Read ``dlc_specs.yaml`` and check its source tags and preset references."""
+    raw: Any = _read_yaml(data_dir / DLC_FILE)
+    try:
+        facts = DlcFacts.model_validate(raw)
+    except ValidationError as exc:
+        raise CatalogError(f"{DLC_FILE}: {exc}") from None
+    tags = {row["tag"] for row in _read_yaml(data_dir / "sources.yaml") or []}
+    errors = [f"{DLC_FILE} cites unknown source {t!r}" for t in sorted(facts.cited_tags() - tags)]
+    presets = {p.name for p in facts.nccl_presets}
+    errors += [f"{DLC_FILE}: {s.name} names unknown NCCL preset {s.nccl_preset!r}"
+               for s in facts.lingjun_specs if s.nccl_preset and s.nccl_preset not in presets]
+    names = [s.name for s in facts.lingjun_specs]
+    errors += [f"{DLC_FILE}: duplicate spec {n}" for n in sorted({n for n in names if names.count(n) > 1})]
+    if errors:
+        raise CatalogError("DLC facts are inconsistent:\n  " + "\n  ".join(errors))
+    return facts
+
+
+@functools.lru_cache(maxsize=1)
+def dlc_facts() -> DlcFacts:
+    """The packaged DLC facts, read once per process."""
+    return load_dlc_facts()
