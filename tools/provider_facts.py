@@ -105,14 +105,16 @@ class Effect:
     update into a replacement instead (CustomizeDiff).
     """
 
-    arguments: tuple[str, ...]
+    arguments: tuple[str, ...]  # Terraform names; ("*",): every argument
     effect: str  # restart | stop | wipe | detach | next_instance_only
     why: str
     anchors: tuple[tuple[str, ...], ...]
     when: str = "update"
     unless_provider_feature: Optional[str] = None
+    docs: tuple[str, ...] = ()  # documentation behind what the provider's call does in the cloud
 
 
+CLOUD_INIT_MODULES = "https://docs.cloud-init.io/en/latest/reference/modules.html"  # scripts_user: once per instance
 _STOP_START = (
     ("resourceAliCloudInstanceUpdate", r"if imageUpdate \|\| vpcUpdate \|\| passwordUpdate \|\| typeUpdate",
      r"ecsClient\.StopInstance\("),
@@ -125,7 +127,8 @@ EFFECTS: dict[str, tuple[Effect, ...]] = {
                "ModifyInstanceAttribute with the new user data marks the node for a reboot, and the update "
                "stops and starts a running node; cloud-init runs user-data scripts once per instance, so the "
                "restarted node does not run the new script",
-               (("modifyInstanceAttribute", r'd\.HasChange\("user_data"\)', r"reboot = true"),) + _STOP_START),
+               (("modifyInstanceAttribute", r'd\.HasChange\("user_data"\)', r"reboot = true"),) + _STOP_START,
+               docs=(CLOUD_INIT_MODULES,)),
         Effect(("host_name",), "restart", "a new host name is applied by stopping and starting the node",
                (("modifyInstanceAttribute", r'd\.HasChange\("host_name"\)', r"reboot = true"),) + _STOP_START),
         Effect(("password", "kms_encrypted_password"), "restart",
@@ -152,6 +155,13 @@ EFFECTS: dict[str, tuple[Effect, ...]] = {
         Effect(("status",), "stop", "status Stopped stops the node (StopInstance)",
                (("resourceAliCloudInstanceUpdate", r'statusUpdate := d\.HasChange\("status"\)',
                  r"ecsClient\.StopInstance\("),)),
+    ),
+    "alicloud:ess/scalingConfiguration:ScalingConfiguration": (
+        Effect(("*",), "next_instance_only",
+               "ModifyScalingConfiguration changes the template only: instances the group already runs keep their "
+               "settings (a running self-healing node is not touched; its replacement gets the new ones)",
+               (("modifyEssScalingConfiguration", r'action := "ModifyScalingConfiguration"'),),
+               docs=("https://www.alibabacloud.com/help/en/auto-scaling/latest/modify-a-scaling-configuration",)),
     ),
     "alicloud:ecs/ecsDiskAttachment:EcsDiskAttachment": (
         Effect(("disk_id", "instance_id"), "detach",
@@ -305,6 +315,7 @@ class Arg:
     where: str
     fields: dict[str, str]
     parent_force_new: bool
+    block: bool = False  # its Elem is a nested schema (the arguments below it are listed too)
 
     @property
     def force_new(self) -> bool:
@@ -369,6 +380,7 @@ class SchemaReader:
                 if em:
                     sch = _fields(f2.text, eoff + em.end() - 1).get("Schema")
                     if sch:
+                        arg.block = True
                         f3, b3 = self.schema_map(f2, *sch)
                         out += self.args(f3, b3, arg.path, arg.force_new)
                 else:
@@ -379,6 +391,7 @@ class SchemaReader:
                         if rm:
                             sch = _fields(fn.file.text, rm.end() - 1).get("Schema")
                             if sch:
+                                arg.block = True
                                 f3, b3 = self.schema_map(fn.file, *sch)
                                 out += self.args(f3, b3, arg.path, arg.force_new)
         return out
@@ -519,6 +532,13 @@ def sdk_names(token: str) -> tuple[dict[tuple[str, ...], str], str]:
     return out, importlib.metadata.version("pulumi-alicloud")
 
 
+def _type(a: Arg) -> str:
+    """``string``/``int``/``bool``/``float``/``map``, or ``list``/``set`` (``block`` when it nests arguments)."""
+    m = re.match(r"schema\.Type(\w+)", a.fields.get("Type", ""))
+    kind = m.group(1).lower() if m else "unknown"
+    return "block" if a.block else kind
+
+
 def _plural(name: str) -> str:
     return name[:-1] + "ies" if name.endswith("y") else name if name.endswith("s") else name + "s"
 
@@ -615,7 +635,8 @@ def describe(pkg: GoPackage, reader: SchemaReader, token: str, tf_type: str, fun
         if wire is None:
             tf_without_sdk.append(".".join(a.path))
             wire = ".".join(_camel(p) for p in a.path)
-        entry: dict[str, Any] = {"tf": ".".join(a.path), "source": a.where, "force_new": a.force_new}
+        entry: dict[str, Any] = {"tf": ".".join(a.path), "source": a.where, "type": _type(a),
+                                 "force_new": a.force_new}
         if a.flag("Required"):
             entry["required"] = True
         if a.flag("Computed"):
@@ -636,13 +657,15 @@ def describe(pkg: GoPackage, reader: SchemaReader, token: str, tf_type: str, fun
             decisions.append(d)
     effects = []
     for e in EFFECTS.get(token, ()):
-        missing = [x for x in e.arguments if x not in wire_of]
+        missing = [x for x in e.arguments if x not in wire_of and x != "*"]
         if missing:
             raise SystemExit(f"{token}: hand-checked effect names unknown arguments {missing}")
-        item: dict[str, Any] = {"arguments": [wire_of[x] for x in e.arguments], "effect": e.effect, "when": e.when,
-                                "why": e.why, "sources": [anchor_line(pkg, a) for a in e.anchors]}
+        item: dict[str, Any] = {"arguments": [wire_of.get(x, x) for x in e.arguments], "effect": e.effect,
+                                "when": e.when, "why": e.why, "sources": [anchor_line(pkg, a) for a in e.anchors]}
         if e.unless_provider_feature:
             item["unless_provider_feature"] = e.unless_provider_feature
+        if e.docs:
+            item["docs"] = list(e.docs)
         effects.append(item)
     sdk_tops = {w for p, w in sdk.items() if len(p) == 1}
     sdk_only = sorted(sdk_tops - {w for w in arguments if "." not in w})
@@ -723,14 +746,19 @@ def trainstack_providers() -> dict[str, Any]:
     from trainstack.dlc_request import INPUT_KEYS, KIND, OUTPUT_KEYS
 
     dlc, cpfs = ROOT / "components" / "dlc.py", ROOT / "components" / "cpfs_export.py"
-    replaces = re.search(r'for k in \(([^)]*)\) if olds', (cpfs.read_text(encoding="utf-8")))
+    cpfs_text = cpfs.read_text(encoding="utf-8")
+    replaces = re.search(r'for k in \(([^)]*)\) if olds', cpfs_text)
+    props = re.search(r"props: dict\[str, Any\] = \{(.*?)\}\n", cpfs_text, re.S)
+    cpfs_replace = sorted(STRING.findall(replaces.group(1)))
     return {
-        KIND: {"replace": sorted(INPUT_KEYS), "outputs": sorted(OUTPUT_KEYS), "delete_before_replace": True,
+        KIND: {"replace": sorted(INPUT_KEYS), "outputs": sorted(OUTPUT_KEYS), "not_compared": [],
+               "delete_before_replace": True,
                "why": "a submitted PAI-DLC job cannot be edited: the provider stops and deletes it, then submits "
                       "a new one (the job restarts from its last checkpoint)",
                "source": _line_of(dlc, r"def diff\(self, _id: str, olds: dict\[str, Any\]")},
         "cpfs-export-address": {
-            "replace": sorted(STRING.findall(replaces.group(1))), "outputs": ["domain"],
+            "replace": cpfs_replace, "outputs": ["domain"],
+            "not_compared": sorted(set(re.findall(r'"(\w+)":', props.group(1))) - set(cpfs_replace) - {"domain"}),
             "delete_before_replace": False,
             "why": "a read-only lookup of the CPFS export's mount domain: only a different export is a new lookup",
             "source": _line_of(cpfs, r"def diff\(self")},
