@@ -184,6 +184,24 @@ EFFECTS: dict[str, tuple[Effect, ...]] = {
     ),
 }
 
+#: Arguments whose value one live resource holds exclusively. Pulumi replaces create-before-delete
+#: unless told otherwise, so a replacement that keeps such a value asks the cloud for something the
+#: old resource still holds. Hand-checked against Alibaba's API documentation (``docs``).
+UNIQUE: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "alicloud:ecs/instance:Instance": (
+        ("private_ip", "a private IP address of a vSwitch is allocated to one network interface at a time",
+         "https://www.alibabacloud.com/help/en/vpc/developer-reference/api-vpc-2016-04-28-checkcanallocatevpcprivateipaddress"),),
+    "alicloud:oss/bucket:Bucket": (
+        ("bucket", "bucket names are unique across all of OSS",
+         "https://www.alibabacloud.com/help/en/oss/user-guide/bucket-naming-conventions"),),
+    "alicloud:ram/policy:Policy": (
+        ("policy_name", "a custom policy name is unique within the account",
+         "https://www.alibabacloud.com/help/en/ram/developer-reference/api-ram-2015-05-01-createpolicy"),),
+    "alicloud:ram/role:Role": (
+        ("role_name", "a role name is unique within the account",
+         "https://www.alibabacloud.com/help/en/ram/developer-reference/api-ram-2015-05-01-createrole"),),
+}
+
 # ---- Go source reading ------------------------------------------------------------------------
 
 _OPEN = {"{": "}", "(": ")", "[": "]"}
@@ -667,6 +685,7 @@ def describe(pkg: GoPackage, reader: SchemaReader, token: str, tf_type: str, fun
         if e.docs:
             item["docs"] = list(e.docs)
         effects.append(item)
+    unique = [{"argument": wire_of[a], "why": why, "docs": [doc]} for a, why, doc in UNIQUE.get(token, ())]
     sdk_tops = {w for p, w in sdk.items() if len(p) == 1}
     sdk_only = sorted(sdk_tops - {w for w in arguments if "." not in w})
     return {
@@ -677,6 +696,7 @@ def describe(pkg: GoPackage, reader: SchemaReader, token: str, tf_type: str, fun
         "arguments": dict(sorted(arguments.items())),
         "customize_diff": decisions,
         "effects": effects,
+        "unique_while_alive": unique,
         "sdk_inputs_not_in_schema": sdk_only,
         "schema_inputs_not_in_sdk": sorted(tf_without_sdk),
         "_sdk_version": sdk_version,

@@ -224,3 +224,12 @@ def test_every_sample_plan_resource_has_facts_for_every_input():
 
             missing = [p for p, _ in flatten(r["inputs"]) if rf.argument(p) is None]
             assert missing == [], (name, r["name"], missing)
+
+
+def test_a_create_before_delete_replacement_that_keeps_the_fixed_ip_is_a_warning():
+    """Pulumi creates the replacement first; the old node still holds its private IP."""
+    replace = next(c for c in CASES if c.id == "data-disk-size-replaces")
+    (warning,) = [w for w in run_case(replace)["warnings"] if "privateIp" in w]
+    assert "created before the old one is deleted" in warning and "set delete_before_replace" in warning
+    first_delete = next(c for c in CASES if c.id == "declared-delete-before-replace")
+    assert not [w for w in run_case(first_delete)["warnings"] if "privateIp" in w]

@@ -72,6 +72,14 @@ class Effect(_Frozen):
         return "*" in self.arguments or key in self.arguments or key.split(".", 1)[0] in self.arguments
 
 
+class Unique(_Frozen):
+    """An argument whose value one live resource holds exclusively (create-before-delete collides)."""
+
+    argument: str
+    why: str
+    docs: tuple[str, ...] = ()
+
+
 class ResourceFacts(_Frozen):
     terraform_type: str
     pulumi_token_source: str
@@ -80,6 +88,7 @@ class ResourceFacts(_Frozen):
     arguments: dict[str, Argument]
     customize_diff: tuple[Decision, ...] = ()
     effects: tuple[Effect, ...] = ()
+    unique_while_alive: tuple[Unique, ...] = ()
     sdk_inputs_not_in_schema: tuple[str, ...] = ()
     schema_inputs_not_in_sdk: tuple[str, ...] = ()
 

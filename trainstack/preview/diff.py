@@ -109,11 +109,22 @@ def changed_resource(facts: ProviderFacts, base: dict, head: dict, provider_inpu
     dbr: Optional[bool] = opts["delete_before_replace"]
     if dyn is not None:
         dbr = dyn.delete_before_replace or bool(dbr)
+    collisions = []
+    rf = facts.resource(head["type"])
+    if replace and not dbr and rf is not None:
+        before, after = dict(flatten(base.get("inputs") or {})), dict(flatten(head.get("inputs") or {}))
+        for u in rf.unique_while_alive:
+            if after.get(u.argument) is not None and after.get(u.argument) == before.get(u.argument):
+                collisions.append(f"the replacement is created before the old one is deleted and keeps "
+                                  f"`{u.argument}` {after[u.argument]!r}: {u.why}, so the create fails "
+                                  f"({', '.join(u.docs)}); set delete_before_replace or change `{u.argument}`")
     entry = dict(_ident(head), node=is_node(head), replace=replace,
                  delete_before_replace=(dbr if replace else False), disruptive=disruptive,
                  unknown=any(c["action"] == "unknown" for c in changes), changes=changes, lifecycle=opts)
     if reasons:
         entry["reasons"] = reasons
+    if collisions:
+        entry["collisions"] = collisions
     lifecycle_changes = lifecycle_diff(base, head, unknown)
     if lifecycle_changes:
         entry["lifecycle_changes"] = lifecycle_changes
@@ -243,6 +254,8 @@ def warnings(removed: list[dict], changed: list[dict], base: dict[tuple[str, str
         elif c["replace"] and old.get("retain_on_delete"):
             out.append(f"`{c['name']}` ({c['type']}) would be replaced and is retain_on_delete: the old one stays "
                        "in the cloud next to the new one")
+        for why in c.get("collisions", []):
+            out.append(f"`{c['name']}` ({c['type']}): {why}")
         if c.get("unknown"):
             out.append(f"`{c['name']}` ({c['type']}): what `pulumi up` does to some changed inputs is unknown "
                        "(no provider facts for them)")
