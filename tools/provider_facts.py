@@ -457,15 +457,20 @@ def reachable(pkg: GoPackage, root: str, skip: set[str], depth: int = 3) -> list
     return out
 
 
-def update_checks(pkg: GoPackage, update: Optional[str], skip: set[str], names: set[str]) -> dict[str, list[str]]:
-    """``{top-level argument: [file:line, ...]}`` where the Update path checks it for a change."""
+READ_CALL = re.compile(r"\.(?:Get|GetOk|GetOkExists|GetRawConfig)\(\s*\"([\w.]+)\"")
+
+
+def update_checks(pkg: GoPackage, update: Optional[str], skip: set[str], names: set[str],
+                  pattern: re.Pattern = CHANGE_CALL) -> dict[str, list[str]]:
+    """``{top-level argument: [file:line, ...]}`` where the Update path checks it for a change
+    (``pattern`` READ_CALL: where it reads it at all; some Update functions resend every argument)."""
     out: dict[str, list[str]] = {}
     if not update:
         return out
     for fn in reachable(pkg, update, skip):
         text = fn.file.text
-        for m in CHANGE_CALL.finditer(text, fn.body[0], fn.body[1]):
-            for s in STRING.findall(m.group(2)):
+        for m in pattern.finditer(text, fn.body[0], fn.body[1]):
+            for s in (STRING.findall(m.group(2)) if pattern is CHANGE_CALL else [m.group(1)]):
                 top = s.split(".")[0]
                 if top in names:
                     where = fn.file.where(m.start())
@@ -642,6 +647,7 @@ def describe(pkg: GoPackage, reader: SchemaReader, token: str, tf_type: str, fun
     skip = {v for k, v in handlers.items() if "Update" not in k}
     tops = {a.path[0] for a in args}
     checks = update_checks(pkg, update, skip, tops)
+    reads = update_checks(pkg, update, skip, tops, READ_CALL)
     sdk, sdk_version = sdk_names(token)
     arguments: dict[str, dict[str, Any]] = {}
     tf_without_sdk = []
@@ -661,6 +667,8 @@ def describe(pkg: GoPackage, reader: SchemaReader, token: str, tf_type: str, fun
             entry["computed"] = True
         if len(a.path) == 1:
             entry["update"] = checks.get(a.path[0], [])
+            if not entry["update"] and reads.get(a.path[0]):
+                entry["update_reads"] = reads[a.path[0]]
         if "DiffSuppressFunc" in a.fields:
             entry["diff_suppress"] = suppression(pkg, a)
         if "Deprecated" in a.fields:

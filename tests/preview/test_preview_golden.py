@@ -91,3 +91,25 @@ def test_a_base_plan_saved_by_an_older_version_reports_what_it_lacks(capsys, tmp
     md = capsys.readouterr().out
     assert "Profile changes: **unknown**" in md and "> [!NOTE]" in md
     assert "does not record `profile`, `resources[].ignore_changes`" in md
+
+
+PR_GOLDEN = ROOT / "tests" / "preview" / "golden" / "diff_70b_pr.md"
+PR_ARGS = ["stacks/profiles/llama3-70b-full.yaml", "tests/preview/fixtures/llama3-70b-full-pr.yaml"]
+README_START, README_END = "<!-- pr-diff-example:start -->", "<!-- pr-diff-example:end -->"
+
+
+def test_the_readme_shows_the_tools_own_pr_comment_with_a_replacement_and_a_disruptive_update(capsys):
+    """A new learning rate (job command -> user data) and a new SSH CIDR on the 70B sample."""
+    assert main(["diff", *PR_ARGS]) == 0
+    out = capsys.readouterr().out
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        PR_GOLDEN.write_text(out, encoding="utf-8")
+        readme = (ROOT / "README.md").read_text(encoding="utf-8")
+        head, rest = readme.split(README_START, 1)
+        (ROOT / "README.md").write_text(f"{head}{README_START}\n{out}{README_END}{rest.split(README_END, 1)[1]}",
+                                        encoding="utf-8")
+    assert out == PR_GOLDEN.read_text(encoding="utf-8")
+    assert "⚠ disrupt" in out and "± replace" in out and "stops and restarts the running node" in out
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split(README_START, 1)[1].split(README_END, 1)[0]
+    assert block == "\n" + out

@@ -44,6 +44,8 @@ class Argument(_Frozen):
     computed: bool = False
     #: where the provider's Update path checks the argument (top level only; ``[]``: never)
     update: Optional[tuple[str, ...]] = None
+    #: where the Update path reads it without a change check (sent along with every update)
+    update_reads: Optional[tuple[str, ...]] = None
     diff_suppress: Optional[Suppression] = None
     deprecated: bool = False
 
@@ -109,6 +111,11 @@ class ResourceFacts(_Frozen):
         """Where the Update path checks the top-level argument holding ``key``."""
         top = self.arguments.get(key.split(".", 1)[0])
         return tuple(top.update or ()) if top else ()
+
+    def top_reads(self, key: str) -> tuple[str, ...]:
+        """Where the Update path reads the top-level argument holding ``key`` without checking it."""
+        top = self.arguments.get(key.split(".", 1)[0])
+        return tuple(top.update_reads or ()) if top else ()
 
     def decisions(self, key: str) -> tuple[Decision, ...]:
         return tuple(d for d in self.customize_diff if d.argument == key)

@@ -115,6 +115,10 @@ def judge(facts: ProviderFacts, entry: dict, path: str, provider_inputs: Optiona
     if update:
         return Verdict("update", f"`{arg.tf}` is updated in place ({update[0]})", sources=tuple(update),
                        diff_suppress=suppress)
+    reads = rf.top_reads(key)
+    if reads:
+        return Verdict("update", f"`{arg.tf}` is sent again by the provider's Update ({reads[0]}), which does not "
+                                 f"check it for a change", sources=reads, diff_suppress=suppress)
     return Verdict("no-api-call", f"`{arg.tf}` ({arg.source}) is neither ForceNew nor read by the provider's Update "
                                   f"({rf.update or 'no Update'}): `pulumi up` stores the new value, nothing changes "
                                   f"in the cloud", sources=(arg.source,), diff_suppress=suppress)

@@ -121,6 +121,29 @@ def _grouped(rows: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str,
     return out
 
 
+#: ``(36984 bytes, sha256:bc62…)``: a shortened long input (values.shorten)
+DIGEST = re.compile(r"^\((\d+) bytes, sha256:[0-9a-f]+\)$")
+EFFECTS = {"restart": "stops and restarts the running node", "stop": "stops the running node",
+           "wipe": "wipes the node's system disk", "detach": "detaches it from the running node"}
+
+
+def _brief_value(v: Any) -> Any:
+    m = DIGEST.match(v) if isinstance(v, str) else None
+    return f"({int(m.group(1)):,} bytes)" if m else v
+
+
+def _brief_change(c: dict) -> str:
+    """One change in the GPU-node section: what and the deciding provider line, no digests, so
+    nodes with the same change collapse into one row."""
+    text = f"{_code(c['path'])}: {_code(_brief_value(c['before']))} → {_code(_brief_value(c['after']))}"
+    line = SOURCE_LINE.search(c.get("reason", ""))
+    where = f" ({line.group(0)})" if line else ""
+    if c.get("replace"):
+        return text + f" **forces replacement**{where}"
+    why = c.get("reason", "").split(": ", 1)[-1].rsplit(" (", 1)[0]
+    return text + f" **{EFFECTS.get(c.get('effect'), 'disrupts the running node')}**{where}: {md_escape(why)}"
+
+
 def _change_text(c: dict) -> str:
     text = f"{_code(c['path'])}: {_code(c['before'])} → {_code(c['after'])}"
     if c.get("replace"):
@@ -167,14 +190,15 @@ def _node_rows(d: dict) -> list[str]:
         hits = [c for c in x["changes"] if c["replace"]] if x["replace"] else [c for c in x["changes"] if c["disruptive"]]
         how = ("replaced, old one deleted first" if x.get("delete_before_replace") else "replaced (new one created "
                "first)") if x["replace"] else "updated in place"
-        parts = [md_escape(m) for m in x.get("reasons", [])] + [_change_text(c) for c in hits]
+        parts = [md_escape(m) for m in x.get("reasons", [])] + [_brief_change(c) for c in hits]
         rows.append((_mark(x), x["name"], x["type"], f"{how}: " + "<br>".join(parts)))
     rows += [("−", x["name"], x["type"], "destroyed" + (" (**protected**: refused)" if x.get("protect") else ""))
              for x in r["removed"] if x.get("node")]
     if not rows:
         return []
     out = ["#### GPU nodes replaced, disrupted or destroyed", "",
-           "| | Resource | Type | What `pulumi up` does |", "|---|---|---|---|"]
+           "| | Resource | Type | What `pulumi up` does (why: the provider source line; details below) |",
+           "|---|---|---|---|"]
     out += [f"| {MARKS[m]} | `{md_escape(n)}` | `{t}` | {det} |" for m, n, t, det in _grouped(rows)]
     return out + [""]
 
