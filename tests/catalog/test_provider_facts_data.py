@@ -115,3 +115,13 @@ def test_counts_per_type_stay_plausible(facts):
         assert rf.arguments, token
         assert any(a.force_new for a in rf.arguments.values()), token
     assert len(facts.resource(INSTANCE).arguments) > 100
+
+
+def test_docs_show_the_counts_of_the_committed_data(facts):
+    import pathlib
+
+    docs = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "preview.md").read_text(encoding="utf-8")
+    for r in facts.counts():
+        row = ("| `{type}` | `{terraform}` | {inputs} | {force_new} | {updated} | {resent} | {no_api_call} | "
+               "{customize_diff} | {effects} |").format(**r)
+        assert row in docs, row

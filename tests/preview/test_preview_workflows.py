@@ -182,3 +182,15 @@ def test_deploy_runs_pulumi_up_per_changed_stack_behind_the_production_environme
     action = next(s for s in up["steps"] if s.get("uses", "").startswith("pulumi/actions@"))
     assert action["with"]["command"] == "up" and action["with"]["policyPacks"] == "policies"
     assert up["concurrency"]["cancel-in-progress"] is False
+
+
+def test_the_documented_preview_policy_is_read_only_except_the_state_lock():
+    import json
+
+    docs = (ROOT / "docs" / "preview.md").read_text(encoding="utf-8")
+    policy = json.loads(docs.split("     ```json\n", 1)[1].split("     ```", 1)[0])
+    writes = [s for s in policy["Statement"]
+              if any(not re.match(r"^[a-z]+:(Describe|Get|List)", a) for a in s["Action"])]
+    assert writes == [{"Effect": "Allow", "Action": ["oss:PutObject", "oss:DeleteObject"],
+                       "Resource": ["acs:oss:*:*:my-pulumi-state/.pulumi/locks/*"]}]
+    assert all(s["Effect"] == "Allow" for s in policy["Statement"])

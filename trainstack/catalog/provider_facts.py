@@ -170,6 +170,20 @@ class ProviderFacts(_Frozen):
     def resource(self, token: str) -> Optional[ResourceFacts]:
         return self.resources.get(token)
 
+    def counts(self) -> list[dict[str, object]]:
+        """Facts per type (docs/preview.md shows this table): inputs, ForceNew, and what the
+        provider's Update does with the other top-level inputs."""
+        out = []
+        for token, rf in self.resources.items():
+            top = [a for k, a in rf.arguments.items() if "." not in k and not a.force_new]
+            out.append({"type": token.split(":")[1], "terraform": rf.terraform_type, "inputs": len(rf.arguments),
+                        "force_new": sum(a.force_new for a in rf.arguments.values()),
+                        "updated": sum(bool(a.update) for a in top),
+                        "resent": sum(not a.update and bool(a.update_reads) for a in top),
+                        "no_api_call": sum(not a.update and not a.update_reads for a in top),
+                        "customize_diff": len(rf.customize_diff), "effects": len(rf.effects)})
+        return out
+
     def dynamic(self, kind: Optional[str]) -> Optional[DynamicFacts]:
         return self.trainstack_providers.get(kind or "")
 
