@@ -161,3 +161,15 @@ def test_destroying_or_replacing_protected_resources_is_a_warning():
     renamed = dict(bucket, inputs={"bucket": "b"})
     d = diff_documents(doc(0, hourly=1.0, total=1.0, extra=[bucket]), doc(0, hourly=1.0, total=1.0, extra=[renamed]))
     assert d["resources"]["changed"][0]["replace"] and "would be replaced" in d["warnings"][0]
+
+
+def test_a_lifecycle_option_change_alone_is_flagged():
+    bucket = {"type": "alicloud:oss/bucket:Bucket", "name": "ckpt", "urn": "b", "protect": True,
+              "retain_on_delete": True, "ignore_changes": [], "delete_before_replace": False,
+              "replace_on_changes": [], "inputs": {"bucket": "a"}}
+    unprotected = dict(bucket, protect=False)
+    d = diff_documents(doc(0, hourly=1.0, total=1.0, extra=[bucket]), doc(0, hourly=1.0, total=1.0, extra=[unprotected]))
+    (changed,) = d["resources"]["changed"]
+    assert changed["changes"] == [] and not changed["replace"]
+    assert changed["lifecycle_changes"] == [{"option": "protect", "before": True, "after": False}]
+    assert "lifecycle `protect`: `yes` → `no`" in render_markdown(d)

@@ -168,12 +168,13 @@ def run_case(case: Case) -> dict:
         if case.type.startswith("pulumi-python") else None
     base = copy.deepcopy(_resource(plan, case.type, kind))
     provider = copy.deepcopy(next(r for r in plan["resources"] if r["type"].startswith("pulumi:providers:")))
+    # options the program declares on both sides (the pull request changes only the input)
+    base["ignore_changes"] = list(base["ignore_changes"]) + list(case.ignore_changes)
+    base["replace_on_changes"] = list(case.replace_on_changes)
+    if case.delete_before_replace is not None:
+        base["delete_before_replace"] = case.delete_before_replace
     head, head_provider = copy.deepcopy(base), copy.deepcopy(provider)
     _set(head["inputs"], case.path, case.after)
-    head["ignore_changes"] = list(head["ignore_changes"]) + list(case.ignore_changes)
-    head["replace_on_changes"] = list(case.replace_on_changes)
-    if case.delete_before_replace is not None:
-        head["delete_before_replace"] = case.delete_before_replace
     if case.provider_features:
         head_provider["inputs"]["features"] = case.provider_features
     return diff_documents(_side(plan, [provider, base]), _side(plan, [head_provider, head]))

@@ -77,9 +77,42 @@ def lifecycle(r: dict, unknown: list[str]) -> dict[str, Any]:
 
 
 def changed_resource(facts: ProviderFacts, base: dict, head: dict, provider_inputs: Optional[dict],
-                     unknown: list[str]) -> tuple[Optional[dict], list[dict]]:
-    """``(changed entry or None, ignored changes)`` for one resource present on both sides."""
-    opts = lifecycle(head, unknown)
+                     base_unknown: list[str], head_unknown: list[str]) -> tuple[Optional[dict], list[dict]]:
+    """``(changed entry or None, ignored changes)`` for one resource present on both sides. The
+    verdicts follow the head's options: Pulumi applies the new program's ignore/replace options.
+    A change of lifecycle options alone (``protect`` dropped, say) is a changed entry too."""
+    opts = lifecycle(head, head_unknown)
+    changes, ignored = judged_changes(facts, base, head, opts, provider_inputs)
+    lifecycle_changes = lifecycle_diff(base, head, base_unknown, head_unknown)
+    if not changes and not lifecycle_changes:
+        return None, ignored
+    replace = any(c["replace"] for c in changes)
+    reasons = []
+    if replace:
+        for c in changes:
+            if c["disruptive"]:  # the node is replaced anyway
+                c["disruptive"] = False
+                c["reason"] += "; superseded: the resource is replaced"
+        reasons = [f"replacing it {effect_label(e)}: {e.why} ({', '.join(e.sources + e.docs)})"
+                   for e in replace_effects(facts.resource(head["type"]))]
+    dbr: Optional[bool] = opts["delete_before_replace"]
+    dyn = facts.dynamic((head.get("inputs") or {}).get("kind")) if head["type"] == DYNAMIC else None
+    if dyn is not None:
+        dbr = dyn.delete_before_replace or bool(dbr)
+    entry = dict(_ident(head), node=is_node(head), replace=replace,
+                 delete_before_replace=(dbr if replace else False),
+                 disruptive=any(c["disruptive"] for c in changes) or bool(reasons),
+                 unknown=any(c["action"] == "unknown" for c in changes), changes=changes, lifecycle=opts)
+    collisions = held_value_collisions(facts, base, head) if replace and not dbr else []
+    for key, value in (("reasons", reasons), ("collisions", collisions), ("lifecycle_changes", lifecycle_changes)):
+        if value:
+            entry[key] = value
+    return entry, ignored
+
+
+def judged_changes(facts: ProviderFacts, base: dict, head: dict, opts: dict,
+                   provider_inputs: Optional[dict]) -> tuple[list[dict], list[dict]]:
+    """``(changes with verdicts, changes the program's ignore_changes skip)``."""
     changes, ignored = [], []
     for c in input_changes(base, head):
         pattern = next((p for p in opts["ignore_changes"] or [] if matches(p, c["path"])), None)
@@ -93,47 +126,26 @@ def changed_resource(facts: ProviderFacts, base: dict, head: dict, provider_inpu
         if v.diff_suppress:
             change["diff_suppress"] = v.diff_suppress
         changes.append(change)
-    if not changes:
-        return None, ignored
-    replace = any(c["replace"] for c in changes)
-    reasons = []
-    if replace:
-        for c in changes:
-            if c["disruptive"]:  # the node is replaced anyway
-                c["disruptive"] = False
-                c["reason"] += "; superseded: the resource is replaced"
-        for e in replace_effects(facts.resource(head["type"])):
-            reasons.append(f"replacing it {effect_label(e)}: {e.why} ({', '.join(e.sources + e.docs)})")
-    disruptive = any(c["disruptive"] for c in changes) or bool(reasons)
-    dyn = facts.dynamic((head.get("inputs") or {}).get("kind")) if head["type"] == DYNAMIC else None
-    dbr: Optional[bool] = opts["delete_before_replace"]
-    if dyn is not None:
-        dbr = dyn.delete_before_replace or bool(dbr)
-    collisions = []
+    return changes, ignored
+
+
+def held_value_collisions(facts: ProviderFacts, base: dict, head: dict) -> list[str]:
+    """A create-before-delete replacement that keeps a value the old resource holds exclusively."""
     rf = facts.resource(head["type"])
-    if replace and not dbr and rf is not None:
-        before, after = dict(flatten(base.get("inputs") or {})), dict(flatten(head.get("inputs") or {}))
-        for u in rf.unique_while_alive:
-            if after.get(u.argument) is not None and after.get(u.argument) == before.get(u.argument):
-                collisions.append(f"the replacement is created before the old one is deleted and keeps "
-                                  f"`{u.argument}` {after[u.argument]!r}: {u.why}, so the create fails "
-                                  f"({', '.join(u.docs)}); set delete_before_replace or change `{u.argument}`")
-    entry = dict(_ident(head), node=is_node(head), replace=replace,
-                 delete_before_replace=(dbr if replace else False), disruptive=disruptive,
-                 unknown=any(c["action"] == "unknown" for c in changes), changes=changes, lifecycle=opts)
-    if reasons:
-        entry["reasons"] = reasons
-    if collisions:
-        entry["collisions"] = collisions
-    lifecycle_changes = lifecycle_diff(base, head, unknown)
-    if lifecycle_changes:
-        entry["lifecycle_changes"] = lifecycle_changes
-    return entry, ignored
+    if rf is None:
+        return []
+    before, after = dict(flatten(base.get("inputs") or {})), dict(flatten(head.get("inputs") or {}))
+    return [f"the replacement is created before the old one is deleted and keeps `{u.argument}` "
+            f"{after[u.argument]!r}: {u.why}, so the create fails ({', '.join(u.docs)}); set "
+            f"delete_before_replace or change `{u.argument}`"
+            for u in rf.unique_while_alive
+            if after.get(u.argument) is not None and after.get(u.argument) == before.get(u.argument)]
 
 
-def lifecycle_diff(base: dict, head: dict, unknown: list[str]) -> list[dict[str, Any]]:
-    b, h = lifecycle(base, unknown), lifecycle(head, [])
-    return [{"option": k, "before": b[k], "after": h[k]} for k in LIFECYCLE if b[k] is not None and b[k] != h[k]]
+def lifecycle_diff(base: dict, head: dict, base_unknown: list[str], head_unknown: list[str]) -> list[dict[str, Any]]:
+    b, h = lifecycle(base, base_unknown), lifecycle(head, head_unknown)
+    return [{"option": k, "before": b[k], "after": h[k]} for k in LIFECYCLE
+            if b[k] is not None and h[k] is not None and b[k] != h[k]]
 
 
 def profile_changes(base: dict, head: dict) -> Optional[list[dict[str, Any]]]:
@@ -203,7 +215,8 @@ def diff_documents(base: dict, head: dict, base_label: str = "base", head_label:
     for key in hi:
         if key not in bi:
             continue
-        entry, skipped = changed_resource(facts, bi[key], hi[key], _provider_inputs(head, hi[key]), base_unknown)
+        entry, skipped = changed_resource(facts, bi[key], hi[key], _provider_inputs(head, hi[key]),
+                                          base_unknown, head_unknown)
         if skipped:
             ignored.append(dict(_ident(hi[key]), changes=skipped))
         if entry is not None:
