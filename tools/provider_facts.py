@@ -771,7 +771,7 @@ def trainstack_providers() -> dict[str, Any]:
     """trainstack's own dynamic providers (``pulumi-python:dynamic:Resource``, told apart by the
     ``kind`` input): what their ``diff`` replaces, read from the code that decides it."""
     sys.path.insert(0, str(ROOT))
-    from trainstack.dlc_request import INPUT_KEYS, KIND, OUTPUT_KEYS
+    from trainstack.dlc_job import INPUT_KEYS, KIND, OUTPUT_KEYS
 
     dlc, cpfs = ROOT / "components" / "dlc.py", ROOT / "components" / "cpfs_export.py"
     cpfs_text = cpfs.read_text(encoding="utf-8")

@@ -84,7 +84,7 @@ def test_argument_lookup_maps_list_indices_map_keys_and_json_documents(facts):
 
 def test_the_dlc_job_provider_replaces_what_the_data_says_and_deletes_first(facts):
     from components.dlc import DlcJobProvider
-    from trainstack.dlc_request import KIND
+    from trainstack.dlc_job import KIND
 
     dyn = facts.dynamic(KIND)
     assert dyn.delete_before_replace

@@ -12,7 +12,6 @@ import pytest
 
 from plan_factory import dlc_plan, multi_node_erdma_plan, single_gpu_lora_plan, spot_plan, spot_pool_plan
 from trainstack.catalog.provider_facts import load_provider_facts
-from trainstack.plan import DataDiskPlan
 from trainstack.preview.diff import flatten
 
 DYNAMIC = "pulumi-python:dynamic:Resource"
@@ -22,17 +21,14 @@ def _network(plan, **update):
     return plan.model_copy(update={"network": plan.network.model_copy(update=update)})
 
 
-def _storage(plan, **update):
-    return plan.model_copy(update={"storage": plan.storage.model_copy(update=update)})
-
-
-ESSD = DataDiskPlan(performance_level="PL3", size_gib=2048, delete_with_instance=False, holds_checkpoints=True)
 PLANS = {
-    "lora+egress+ssh+key": _network(single_gpu_lora_plan(), internet_egress=True, ssh_cidrs=("203.0.113.0/24",),
-                                    key_pair="team-key"),
-    "erdma-4-eri+deployment-set": _network(multi_node_erdma_plan(nodes=2), eri_per_node=4),
-    "essd-checkpoints": _storage(multi_node_erdma_plan(nodes=2), checkpoint="essd", data_disk=ESSD,
-                                 checkpoint_path="/mnt/data/checkpoints"),
+    "lora+egress+ssh+key": _network(
+        single_gpu_lora_plan(profile={"network": {"internet_egress": True}, "access": {"ssh_cidrs": ["203.0.113.0/24"]}}),
+        key_pair="team-key"),
+    # hand-edited like tests/components/test_cluster.py: four ERIs and a LowLatency deployment set
+    "erdma-4-eri+deployment-set": _network(multi_node_erdma_plan(nodes=3), eri_per_node=4,
+                                           deployment_set="LowLatency", deployment_set_groups=1),
+    "essd-checkpoints": multi_node_erdma_plan(nodes=3, profile={"storage": {"checkpoint": "essd"}}),
     "spot": spot_plan(),
     "spot-pool": spot_pool_plan(),
     "dlc": dlc_plan(),
