@@ -1,4 +1,5 @@
-"""diff_documents and its markdown, on small hand-written plan documents."""
+"""diff_documents and its markdown, on small hand-written plan documents (what the provider does
+per input is checked case by case in test_provider_cases.py)."""
 
 from __future__ import annotations
 
@@ -48,29 +49,31 @@ def test_added_removed_and_changed_by_type_and_name():
     assert d["resources"]["removed"] == []
     (changed,) = d["resources"]["changed"]
     assert changed["name"] == "demo-node-0"
-    assert changed["changes"] == [{"path": "instanceType", "before": "ecs.gn7i-c8g1.2xlarge",
-                                   "after": "ecs.gn7i-c16g1.4xlarge", "replace": False}]
-    assert d["counts"] == {"add": 2, "remove": 0, "change": 1, "replace": 0, "unchanged": 0, "before": 1, "after": 3}
+    (change,) = changed["changes"]
+    assert {k: change[k] for k in ("path", "before", "after", "replace", "disruptive", "action")} == {
+        "path": "instanceType", "before": "ecs.gn7i-c8g1.2xlarge", "after": "ecs.gn7i-c16g1.4xlarge",
+        "replace": False, "disruptive": True, "action": "update"}
+    assert "ModifyInstanceSpec needs the node stopped" in change["reason"]
+    assert changed["replace"] is False and changed["disruptive"] is True and changed["node"] is True
+    assert d["counts"] == {"add": 2, "remove": 0, "change": 1, "replace": 0, "disrupt": 1, "unchanged": 0,
+                           "before": 1, "after": 3}
 
 
-def test_replacements_are_called_out_with_a_reason():
+def test_replacements_are_called_out_with_a_reason_and_supersede_in_place_disruptions():
     base = doc(1, hourly=9.5, total=190.0, spot="SpotWithPriceLimit")
     head = copy.deepcopy(base)
-    head["resources"][0]["inputs"]["instanceType"] = "ecs.gn7i-c16g1.4xlarge"   # spot: cannot change type
+    head["resources"][0]["inputs"]["instanceType"] = "ecs.gn7i-c16g1.4xlarge"   # stop + ModifyInstanceSpec
     head["resources"][0]["inputs"]["dataDisks"][0]["category"] = "cloud_auto"   # ForceNew
     head["resources"][0]["inputs"]["tags"]["team"] = "nlp"                       # in place
     (changed,) = diff_documents(base, head)["resources"]["changed"]
     by_path = {c["path"]: c for c in changed["changes"]}
-    assert changed["replace"]
-    assert by_path["instanceType"]["replace"] and "spot" in by_path["instanceType"]["reason"]
+    assert changed["replace"] and not changed["disruptive"] and changed["delete_before_replace"] is False
+    assert not by_path["instanceType"]["replace"] and not by_path["instanceType"]["disruptive"]
+    assert by_path["instanceType"]["reason"].endswith("superseded: the resource is replaced")
     assert by_path["dataDisks[0].category"]["replace"]
+    assert "`data_disks.category` is ForceNew (alicloud/resource_alicloud_instance.go:" in \
+        by_path["dataDisks[0].category"]["reason"]
     assert not by_path["tags.team"]["replace"] and by_path["tags.team"]["before"] is None
-
-
-def test_on_demand_type_change_is_in_place():
-    base = doc(1, hourly=9.5, total=190.0)
-    head = doc(1, hourly=19.0, total=380.0, itype="ecs.gn7i-c16g1.4xlarge")
-    assert not diff_documents(base, head)["resources"]["changed"][0]["replace"]
 
 
 def test_declared_replace_on_changes_and_dlc_jobs_replace():
@@ -158,3 +161,15 @@ def test_destroying_or_replacing_protected_resources_is_a_warning():
     renamed = dict(bucket, inputs={"bucket": "b"})
     d = diff_documents(doc(0, hourly=1.0, total=1.0, extra=[bucket]), doc(0, hourly=1.0, total=1.0, extra=[renamed]))
     assert d["resources"]["changed"][0]["replace"] and "would be replaced" in d["warnings"][0]
+
+
+def test_a_lifecycle_option_change_alone_is_flagged():
+    bucket = {"type": "alicloud:oss/bucket:Bucket", "name": "ckpt", "urn": "b", "protect": True,
+              "retain_on_delete": True, "ignore_changes": [], "delete_before_replace": False,
+              "replace_on_changes": [], "inputs": {"bucket": "a"}}
+    unprotected = dict(bucket, protect=False)
+    d = diff_documents(doc(0, hourly=1.0, total=1.0, extra=[bucket]), doc(0, hourly=1.0, total=1.0, extra=[unprotected]))
+    (changed,) = d["resources"]["changed"]
+    assert changed["changes"] == [] and not changed["replace"]
+    assert changed["lifecycle_changes"] == [{"option": "protect", "before": True, "after": False}]
+    assert "lifecycle `protect`: `yes` → `no`" in render_markdown(d)

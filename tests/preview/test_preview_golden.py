@@ -40,8 +40,15 @@ def test_diff_shows_added_nodes_cost_delta_and_policy_changes(capsys):
     added = {(r["type"], r["name"]) for r in d["resources"]["added"]}
     assert (INSTANCE, "demo-finetune-cluster-node-1") in added
     (node0,) = [c for c in d["resources"]["changed"] if c["name"] == "demo-finetune-cluster-node-0"]
-    assert {"path": "instanceType", "before": "ecs.gn7i-c8g1.2xlarge", "after": "ecs.ebmgn7ex.32xlarge",
-            "replace": False} in node0["changes"]
+    by_path = {c["path"]: c for c in node0["changes"]}
+    # eRDMA needs the primary ENI in HighPerformance mode: ForceNew, so the node is replaced ...
+    assert node0["replace"] and node0["node"] and node0["delete_before_replace"] is False
+    assert by_path["networkInterfaceTrafficMode"]["replace"] and by_path["dataDisks[0].size"]["replace"]
+    # ... which supersedes the stop-and-resize the type change alone would have been
+    assert by_path["instanceType"]["action"] == "update" and not by_path["instanceType"]["disruptive"]
+    # and the disk's new performance level alone would not have reached the cloud at all
+    assert by_path["dataDisks[0].performanceLevel"]["action"] == "no-api-call"
+    assert {"path": "resources.gpus", "before": 1, "after": 16} in d["profile_changes"]
     for key in ("hourly", "total", "on_demand_hourly", "on_demand_total", "spot_hourly", "spot_total"):
         assert d["cost"][key]["delta"] > 0, key
     assert d["head"]["summary"]["nodes"] == 2 and d["base"]["summary"]["nodes"] == 1
@@ -57,5 +64,52 @@ def test_a_saved_base_plan_diffs_like_a_fresh_one(capsys, tmp_path):
     from_saved = json.loads(capsys.readouterr().out)
     assert main(["diff", *ARGS, "--format", "json"]) == 4
     fresh = json.loads(capsys.readouterr().out)
-    for key in ("resources", "cost", "policy", "summary", "counts"):
+    for key in ("resources", "cost", "policy", "summary", "counts", "profile_changes"):
         assert from_saved[key] == fresh[key], key
+    assert from_saved["unknown"] == []
+
+
+def test_a_base_plan_saved_by_an_older_version_reports_what_it_lacks(capsys, tmp_path):
+    saved = tmp_path / "base-v1.json"
+    assert main(["plan", ARGS[0], "--format", "json", "--out", str(saved)]) == 0
+    old = json.loads(saved.read_text(encoding="utf-8"))
+    old["schema_version"] = 1  # what trainstack wrote before lifecycle options and the profile
+    del old["profile"]
+    for r in old["resources"]:
+        for key in ("ignore_changes", "delete_before_replace", "provider_urn"):
+            del r[key]
+        if not r["replace_on_changes"]:
+            del r["replace_on_changes"]
+    saved.write_text(json.dumps(old), encoding="utf-8")
+    assert main(["diff", str(saved), ARGS[1], "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["profile_changes"] is None
+    assert {"side": "base", "field": "profile"} in d["unknown"]
+    (node0,) = [c for c in d["resources"]["changed"] if c["name"] == "demo-finetune-cluster-node-0"]
+    assert node0["replace"]  # the verdicts come from the head's options, which are known
+    assert main(["diff", str(saved), ARGS[1]]) == 0
+    md = capsys.readouterr().out
+    assert "Profile changes: **unknown**" in md and "> [!NOTE]" in md
+    assert "does not record `profile`, `resources[].ignore_changes`" in md
+
+
+PR_GOLDEN = ROOT / "tests" / "preview" / "golden" / "diff_70b_pr.md"
+PR_ARGS = ["stacks/profiles/llama3-70b-full.yaml", "tests/preview/fixtures/llama3-70b-full-pr.yaml"]
+README_START, README_END = "<!-- pr-diff-example:start -->", "<!-- pr-diff-example:end -->"
+
+
+def test_the_readme_shows_the_tools_own_pr_comment_with_a_replacement_and_a_disruptive_update(capsys):
+    """A new learning rate (job command -> user data) and a new SSH CIDR on the 70B sample."""
+    assert main(["diff", *PR_ARGS]) == 0
+    out = capsys.readouterr().out
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        PR_GOLDEN.write_text(out, encoding="utf-8")
+        readme = (ROOT / "README.md").read_text(encoding="utf-8")
+        head, rest = readme.split(README_START, 1)
+        (ROOT / "README.md").write_text(f"{head}{README_START}\n{out}{README_END}{rest.split(README_END, 1)[1]}",
+                                        encoding="utf-8")
+    assert out == PR_GOLDEN.read_text(encoding="utf-8")
+    assert "⚠ disrupt" in out and "± replace" in out and "stops and restarts the running node" in out
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split(README_START, 1)[1].split(README_END, 1)[0]
+    assert block == "\n" + out

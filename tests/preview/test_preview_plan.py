@@ -45,7 +45,7 @@ def of_type(doc, type_):
 
 def test_plan_document_holds_plan_resources_policy_and_exports(factory_plans, project):
     doc = plan_stack(project, "llama3-8b-lora")
-    assert doc["schema_version"] == 1 and doc["kind"] == "trainstack-plan"
+    assert doc["schema_version"] == 2 and doc["kind"] == "trainstack-plan"
     assert doc["plan"] == F.single_gpu_lora_plan().model_dump(mode="json")
     assert doc["stack"] == "llama3-8b-lora" and doc["source"]["path"] == "stacks/Pulumi.llama3-8b-lora.yaml"
     types = {r["type"] for r in doc["resources"]}

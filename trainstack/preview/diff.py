@@ -1,11 +1,12 @@
-"""Compare two plan documents: resources added, removed and changed, replacements, cost, policies.
+"""Compare two plan documents: profile fields, resources added, removed and changed, cost, policies.
 
 Resource identity is ``type`` + ``name`` (like Pulumi's own diff once aliases are applied), so a
-component refactor that keeps names does not read as delete-and-create. A change is a
-*replacement* when it touches an input the provider cannot update in place (the table below,
-from terraform-provider-alicloud's ForceNew arguments and Alibaba API limits), an input the
-program lists in ``replace_on_changes``, or any input of a PAI-DLC job (a submitted job cannot be
-edited; the trainstack provider replaces it).
+component refactor that keeps names does not read as delete-and-create. Each changed input gets a
+verdict from :mod:`.change_rules` (provider facts generated from the terraform-provider-alicloud
+source, and the lifecycle options the program declares): replaced, updated in place (and whether
+that stops, restarts or wipes a running node), or stored without an API call. Inputs the program
+lists in ``ignore_changes`` are no change (they are reported apart). A plan saved by an older
+trainstack lacks some fields; those are reported as unknown, never read as "nothing changed".
 """
 
 from __future__ import annotations
@@ -13,39 +14,20 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator, Optional
 
+from trainstack.catalog.provider_facts import ProviderFacts, load_provider_facts
+
+from .change_rules import DYNAMIC, effect_label, judge, matches, replace_effects
 from .sources import PLAN_SCHEMA_VERSION
 
+DIFF_SCHEMA_VERSION = 2
 INSTANCE = "alicloud:ecs/instance:Instance"
 DLC_KIND = "pai-dlc-job"
-
-#: type -> {top-level input: why changing it replaces the resource}
-REPLACING_INPUTS: dict[str, dict[str, str]] = {
-    INSTANCE: {
-        "availabilityZone": "the zone of an instance is fixed at creation",
-        "vswitchId": "a node moves to another vSwitch only as a new node",
-        "imageId": "a new image re-creates the system disk (the node is rebuilt)",
-        "dataDisks": "data disks declared on the instance are created with it",
-        "spotStrategy": "the pricing model is fixed at creation",
-        "spotPriceLimit": "a spot bid is fixed at creation",
-        "spotDuration": "the spot protection period is fixed at creation",
-    },
-    "alicloud:vpc/switch:Switch": {
-        "zoneId": "a vSwitch lives in one zone", "cidrBlock": "a vSwitch's CIDR is fixed",
-        "vpcId": "a vSwitch belongs to one VPC"},
-    "alicloud:ecs/securityGroup:SecurityGroup": {"vpcId": "a security group belongs to one VPC",
-                                                 "securityGroupType": "fixed at creation"},
-    "alicloud:ecs/securityGroupRule:SecurityGroupRule": {
-        k: "security group rules cannot be edited, only re-created"
-        for k in ("type", "ipProtocol", "portRange", "cidrIp", "sourceSecurityGroupId", "nicType", "policy",
-                  "priority", "securityGroupId")},
-    "alicloud:nas/fileSystem:FileSystem": {
-        k: "fixed when the file system is created (its data does not move)"
-        for k in ("fileSystemType", "protocolType", "storageType", "zoneId", "vpcId", "vswitchId")},
-    "alicloud:oss/bucket:Bucket": {"bucket": "bucket names cannot be changed"},
-    "alicloud:ecs/ecsDeploymentSet:EcsDeploymentSet": {"strategy": "a deployment set's strategy is fixed"},
-}
-#: an on-demand instance changes type in place (stop, modify, start); a spot instance cannot
-SPOT_TYPE_CHANGE = "a spot instance cannot change its instance type"
+#: Resources that are (or run) GPU nodes: their replacements and disruptions lead the PR comment.
+NODE_TYPES = frozenset({INSTANCE, "alicloud:ess/scalingGroup:ScalingGroup",
+                        "alicloud:ess/scalingConfiguration:ScalingConfiguration"})
+NODE_KINDS = frozenset({DLC_KIND})
+PROVIDER_PREFIX = "pulumi:providers:"
+LIFECYCLE = ("protect", "retain_on_delete", "ignore_changes", "delete_before_replace", "replace_on_changes")
 SUMMARY_FIELDS = ("target", "instance_type", "gpu_model", "nodes", "gpus_per_node", "zone", "spot",
                   "spot_price_limit", "memory_margin_gib", "tokens_per_second", "estimated_hours")
 
@@ -71,34 +53,118 @@ def flatten(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
         yield path, value
 
 
-def _top(path: str) -> str:
-    return path.split(".", 1)[0].split("[", 1)[0].split("(", 1)[0]
-
-
 def input_changes(base: dict, head: dict) -> list[dict[str, Any]]:
     before, after = dict(flatten(base.get("inputs") or {})), dict(flatten(head.get("inputs") or {}))
     return [{"path": p, "before": before.get(p), "after": after.get(p)}
             for p in sorted(set(before) | set(after)) if before.get(p) != after.get(p)]
 
 
-def replacement_reasons(base: dict, head: dict, changes: list[dict]) -> dict[str, str]:
-    """``{path: why}`` for the changed paths that force a replacement."""
-    table = REPLACING_INPUTS.get(head["type"], {})
-    declared = set(head.get("replace_on_changes") or []) | set(base.get("replace_on_changes") or [])
-    is_dlc = (head.get("inputs") or {}).get("kind") == DLC_KIND
-    spot = any((r.get("inputs") or {}).get("spotStrategy") not in (None, "NoSpot") for r in (base, head))
+def is_node(r: dict) -> bool:
+    return r["type"] in NODE_TYPES or (r["type"] == DYNAMIC and (r.get("inputs") or {}).get("kind") in NODE_KINDS)
+
+
+def lifecycle(r: dict, unknown: list[str]) -> dict[str, Any]:
+    """The lifecycle options of a resource entry (``None``: the saved plan does not record it)."""
     out = {}
-    for c in changes:
-        top = _top(c["path"])
-        if top in table:
-            out[c["path"]] = table[top]
-        elif top in declared or "*" in declared:
-            out[c["path"]] = "the program declares replace_on_changes for it"
-        elif is_dlc:
-            out[c["path"]] = "a submitted PAI-DLC job cannot be edited"
-        elif head["type"] == INSTANCE and top == "instanceType" and spot:
-            out[c["path"]] = SPOT_TYPE_CHANGE
+    for k in LIFECYCLE:
+        if f"resources[].{k}" in unknown:
+            out[k] = None
+        elif k in ("ignore_changes", "replace_on_changes"):
+            out[k] = list(r.get(k) or [])
+        else:
+            out[k] = bool(r.get(k))
     return out
+
+
+def changed_resource(facts: ProviderFacts, base: dict, head: dict, provider_inputs: Optional[dict],
+                     base_unknown: list[str], head_unknown: list[str]) -> tuple[Optional[dict], list[dict]]:
+    """``(changed entry or None, ignored changes)`` for one resource present on both sides. The
+    verdicts follow the head's options: Pulumi applies the new program's ignore/replace options.
+    A change of lifecycle options alone (``protect`` dropped, say) is a changed entry too."""
+    opts = lifecycle(head, head_unknown)
+    changes, ignored = judged_changes(facts, base, head, opts, provider_inputs)
+    lifecycle_changes = lifecycle_diff(base, head, base_unknown, head_unknown)
+    if not changes and not lifecycle_changes:
+        return None, ignored
+    replace = any(c["replace"] for c in changes)
+    reasons = []
+    if replace:
+        for c in changes:
+            if c["disruptive"]:  # the node is replaced anyway
+                c["disruptive"] = False
+                c["reason"] += "; superseded: the resource is replaced"
+        reasons = [f"replacing it {effect_label(e)}: {e.why} ({', '.join(e.sources + e.docs)})"
+                   for e in replace_effects(facts.resource(head["type"]))]
+    dbr: Optional[bool] = opts["delete_before_replace"]
+    dyn = facts.dynamic((head.get("inputs") or {}).get("kind")) if head["type"] == DYNAMIC else None
+    if dyn is not None:
+        dbr = dyn.delete_before_replace or bool(dbr)
+    entry = dict(_ident(head), node=is_node(head), replace=replace,
+                 delete_before_replace=(dbr if replace else False),
+                 disruptive=any(c["disruptive"] for c in changes) or bool(reasons),
+                 unknown=any(c["action"] == "unknown" for c in changes), changes=changes, lifecycle=opts)
+    collisions = held_value_collisions(facts, base, head) if replace and not dbr else []
+    for key, value in (("reasons", reasons), ("collisions", collisions), ("lifecycle_changes", lifecycle_changes)):
+        if value:
+            entry[key] = value
+    return entry, ignored
+
+
+def judged_changes(facts: ProviderFacts, base: dict, head: dict, opts: dict,
+                   provider_inputs: Optional[dict]) -> tuple[list[dict], list[dict]]:
+    """``(changes with verdicts, changes the program's ignore_changes skip)``."""
+    changes, ignored = [], []
+    for c in input_changes(base, head):
+        pattern = next((p for p in opts["ignore_changes"] or [] if matches(p, c["path"])), None)
+        if pattern is not None:
+            ignored.append(dict(c, reason=f"the program lists `{pattern}` in ignore_changes"))
+            continue
+        v = judge(facts, head, c["path"], provider_inputs)
+        change = dict(c, replace=v.replace, disruptive=v.disruptive, action=v.action, reason=v.reason)
+        if v.effect:
+            change["effect"] = v.effect
+        if v.diff_suppress:
+            change["diff_suppress"] = v.diff_suppress
+        changes.append(change)
+    return changes, ignored
+
+
+def held_value_collisions(facts: ProviderFacts, base: dict, head: dict) -> list[str]:
+    """A create-before-delete replacement that keeps a value the old resource holds exclusively."""
+    rf = facts.resource(head["type"])
+    if rf is None:
+        return []
+    before, after = dict(flatten(base.get("inputs") or {})), dict(flatten(head.get("inputs") or {}))
+    return [f"the replacement is created before the old one is deleted and keeps `{u.argument}` "
+            f"{after[u.argument]!r}: {u.why}, so the create fails ({', '.join(u.docs)}); set "
+            f"delete_before_replace or change `{u.argument}`"
+            for u in rf.unique_while_alive
+            if after.get(u.argument) is not None and after.get(u.argument) == before.get(u.argument)]
+
+
+def lifecycle_diff(base: dict, head: dict, base_unknown: list[str], head_unknown: list[str]) -> list[dict[str, Any]]:
+    b, h = lifecycle(base, base_unknown), lifecycle(head, head_unknown)
+    return [{"option": k, "before": b[k], "after": h[k]} for k in LIFECYCLE
+            if b[k] is not None and h[k] is not None and b[k] != h[k]]
+
+
+def profile_changes(base: dict, head: dict) -> Optional[list[dict[str, Any]]]:
+    """The profile fields that changed (``None`` when a side does not record its profile)."""
+    bp, hp = base.get("profile"), head.get("profile")
+    if not isinstance(bp, dict) or not isinstance(hp, dict):
+        return None
+    before, after = dict(flatten(bp)), dict(flatten(hp))
+    return [{"path": p, "before": before.get(p), "after": after.get(p)}
+            for p in sorted(set(before) | set(after)) if before.get(p) != after.get(p)]
+
+
+def _provider_inputs(doc: dict, entry: dict) -> Optional[dict]:
+    """The inputs of the provider resource ``entry`` uses (its explicit provider, else the default)."""
+    urn = entry.get("provider_urn")
+    for r in doc.get("resources") or []:
+        if r["type"].startswith(PROVIDER_PREFIX) and (r.get("urn") == urn if urn else False):
+            return r.get("inputs") or {}
+    return None
 
 
 def _index(doc: dict) -> dict[tuple[str, str], dict]:
@@ -135,40 +201,48 @@ def _verdict_key(v: dict) -> tuple:
     return (v.get("policy"), v.get("resource"), v.get("level"), v.get("message"))
 
 
-def diff_documents(base: dict, head: dict, base_label: str = "base", head_label: str = "head") -> dict[str, Any]:
+def diff_documents(base: dict, head: dict, base_label: str = "base", head_label: str = "head",
+                   facts: Optional[ProviderFacts] = None) -> dict[str, Any]:
     """The diff document (``kind: trainstack-diff``); both inputs are plan documents."""
+    facts = facts or load_provider_facts()
+    base_unknown, head_unknown = list(base.get("unknown_fields") or []), list(head.get("unknown_fields") or [])
     bi, hi = _index(base), _index(head)
-    added = [_ident(hi[k]) for k in hi if k not in bi]
-    removed = [dict(_ident(bi[k]), protect=bool(bi[k].get("protect")),
+    added = [dict(_ident(hi[k]), node=is_node(hi[k]), lifecycle=lifecycle(hi[k], head_unknown))
+             for k in hi if k not in bi]
+    removed = [dict(_ident(bi[k]), node=is_node(bi[k]), protect=bool(bi[k].get("protect")),
                     retain_on_delete=bool(bi[k].get("retain_on_delete"))) for k in bi if k not in hi]
-    changed = []
+    changed, ignored = [], []
     for key in hi:
         if key not in bi:
             continue
-        changes = input_changes(bi[key], hi[key])
-        if not changes:
-            continue
-        reasons = replacement_reasons(bi[key], hi[key], changes)
-        for c in changes:
-            c["replace"] = c["path"] in reasons
-            if c["replace"]:
-                c["reason"] = reasons[c["path"]]
-        changed.append(dict(_ident(hi[key]), replace=bool(reasons), changes=changes))
+        entry, skipped = changed_resource(facts, bi[key], hi[key], _provider_inputs(head, hi[key]),
+                                          base_unknown, head_unknown)
+        if skipped:
+            ignored.append(dict(_ident(hi[key]), changes=skipped))
+        if entry is not None:
+            changed.append(entry)
     bv = {_verdict_key(v): v for v in base.get("policy") or []}
     hv = {_verdict_key(v): v for v in head.get("policy") or []}
     bs, hs = base.get("summary") or {}, head.get("summary") or {}
     return {
-        "schema_version": PLAN_SCHEMA_VERSION,
+        "schema_version": DIFF_SCHEMA_VERSION,
         "kind": "trainstack-diff",
         "base": _side(base, base_label),
         "head": _side(head, head_label),
+        "provider_facts": {"provider": facts.provider.name, "version": facts.provider.version,
+                           "commit": facts.provider.commit,
+                           "bridged_by": f"{facts.provider.bridged_by.package} {facts.provider.bridged_by.version}"},
+        "unknown": [{"side": side, "field": f} for side, fields in (("base", base_unknown), ("head", head_unknown))
+                    for f in fields],
+        "profile_changes": profile_changes(base, head),
         "summary": [{"field": f, "before": bs.get(f), "after": hs.get(f)} for f in SUMMARY_FIELDS
                     if bs.get(f) != hs.get(f)],
         "cost": cost_changes(base, head),
-        "resources": {"added": added, "removed": removed, "changed": changed},
+        "resources": {"added": added, "removed": removed, "changed": changed, "ignored": ignored},
         "warnings": warnings(removed, changed, bi),
         "counts": {"add": len(added), "remove": len(removed), "change": len(changed),
                    "replace": sum(1 for c in changed if c["replace"]),
+                   "disrupt": sum(1 for c in changed if c["disruptive"] and not c["replace"]),
                    "unchanged": sum(1 for k in hi if k in bi) - len(changed),
                    "before": len(bi), "after": len(hi)},
         "policy": {"new": [hv[k] for k in hv if k not in bv], "resolved": [bv[k] for k in bv if k not in hv],
@@ -187,8 +261,17 @@ def warnings(removed: list[dict], changed: list[dict], base: dict[tuple[str, str
         elif r["retain_on_delete"]:
             out.append(f"`{r['name']}` ({r['type']}) leaves the stack but stays in the cloud (retain_on_delete)")
     for c in changed:
-        if c["replace"] and base.get((c["type"], c["name"]), {}).get("protect"):
+        old = base.get((c["type"], c["name"]), {})
+        if c["replace"] and old.get("protect"):
             out.append(f"`{c['name']}` ({c['type']}) is protected and would be replaced: `pulumi up` refuses")
+        elif c["replace"] and old.get("retain_on_delete"):
+            out.append(f"`{c['name']}` ({c['type']}) would be replaced and is retain_on_delete: the old one stays "
+                       "in the cloud next to the new one")
+        for why in c.get("collisions", []):
+            out.append(f"`{c['name']}` ({c['type']}): {why}")
+        if c.get("unknown"):
+            out.append(f"`{c['name']}` ({c['type']}): what `pulumi up` does to some changed inputs is unknown "
+                       "(no provider facts for them)")
     return out
 
 
@@ -205,4 +288,4 @@ def _side(doc: dict, label: str) -> dict[str, Any]:
 def empty_plan() -> dict[str, Any]:
     """The base side of a stack that does not exist yet (everything in head is added)."""
     return {"schema_version": PLAN_SCHEMA_VERSION, "kind": "trainstack-plan", "stack": None, "plan": None,
-            "summary": {}, "cost": {}, "resources": [], "policy": [], "exports": {}}
+            "profile": {}, "summary": {}, "cost": {}, "resources": [], "policy": [], "exports": {}}

@@ -1,6 +1,6 @@
 """`trainstack plan` without the CLI: source -> Plan -> recorded program run -> policies -> document.
 
-The document (``schema_version`` 1, see docs/preview.md) is the one thing renderers, ``diff`` and CI
+The document (``schema_version`` 2, see docs/preview.md) is the one thing renderers, ``diff`` and CI
 read, so a plan saved on the base branch can be compared with one computed on the PR branch.
 The Plan is resolved here as well as inside the program: an infeasible profile stops with exit 3
 and its suggestions before Pulumi runs, and the full Plan (not only the exported summary) goes
@@ -40,6 +40,7 @@ def plan_source(source: Source, project: Project, *, policy_runner: Optional[Pol
     else:
         raise InputError(f"{source.label} is a saved plan; `plan` needs a profile or a stack")
     plan = resolve_config(config, project)
+    profile = config_profile(config, project)
     stack = stack or plan.name
     recording = run_program(project, stack, config, secret_keys, plan)
     resources = policy_resources(recording, config)
@@ -52,12 +53,21 @@ def plan_source(source: Source, project: Project, *, policy_runner: Optional[Pol
         raise InputError(str(exc), hint="policy config format: docs/policies.md") from None
     verdicts = sorted((_verdict(v) for v in raw),
                       key=lambda v: (v["level"] != "mandatory", v["policy"], v["resource"] or "", v["message"]))
-    return build_document(source, project, stack, plan, recording, verdicts)
+    return build_document(source, project, stack, plan, recording, verdicts, profile=profile)
 
 
 def resolve_config(config: dict[str, str], project: Project) -> Plan:
     """The Plan the program will build for this config (same profile path rules and overrides)."""
     return plan_for_config(config, project.name, project.root)
+
+
+def config_profile(config: dict[str, str], project: Project):
+    """The profile the program reads for this config (stack overrides applied). Call it after
+    :func:`resolve_config`, which reports a bad config or profile first."""
+    from trainstack.stack_config import load_profile_with_overrides, profile_path
+
+    path = profile_path(config[f"{project.name}:profile"], project.root)
+    return load_profile_with_overrides(path, zone=config.get(f"{project.name}:zone"))
 
 
 def run_program(project: Project, stack: str, config: dict[str, str], secret_keys: tuple[str, ...],
@@ -146,7 +156,7 @@ def _verdict(v: dict) -> dict[str, Any]:
 # ---- the document ------------------------------------------------------------------------------
 
 def build_document(source: Source, project: Project, stack: str, plan: Plan, recording: Recording,
-                   verdicts: list[dict]) -> dict[str, Any]:
+                   verdicts: list[dict], profile: Any = None) -> dict[str, Any]:
     resources = ordered(recording.resources)
     names = {r.urn: r.name for r in resources}
     exports = public(recording.exports)
@@ -165,6 +175,7 @@ def build_document(source: Source, project: Project, stack: str, plan: Plan, rec
         "project": project.name,
         "stack": stack,
         "catalog_date": plan.catalog_date or _catalog_date(),
+        "profile": None if profile is None else public(profile.model_dump(mode="json", exclude_unset=True)),
         "summary": summary,
         "cost": cost_block(plan),
         "plan": plan.model_dump(mode="json"),
@@ -180,15 +191,17 @@ def build_document(source: Source, project: Project, stack: str, plan: Plan, rec
 
 
 def _resource_entry(r: RecordedResource, names: dict[str, str]) -> dict[str, Any]:
+    """One resource: identity, the lifecycle options that decide what `pulumi up` does to it, inputs."""
     entry: dict[str, Any] = {
         "type": r.type, "name": r.name, "urn": r.urn,
         "parent": names.get(r.parent_urn or ""), "parent_urn": r.parent_urn,
-        "custom": r.custom, "protect": r.protect, "retain_on_delete": r.retain_on_delete,
+        "custom": r.custom, "provider_urn": r.provider_urn,
+        "protect": r.protect, "retain_on_delete": r.retain_on_delete,
+        "ignore_changes": list(r.ignore_changes), "delete_before_replace": r.delete_before_replace,
+        "replace_on_changes": list(r.replace_on_changes),
         "inputs": shorten(public(r.inputs)),
         "dependencies": [d for d in r.dependencies if d in names],
     }
-    if r.replace_on_changes:
-        entry["replace_on_changes"] = list(r.replace_on_changes)
     if r.read:
         entry["read"] = True
     return entry

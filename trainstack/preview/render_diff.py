@@ -1,7 +1,10 @@
 """Render a diff document as markdown (the PR comment) or JSON.
 
-Markdown follows the layout reviewers know from cost-diff bots: one headline with the total-cost
-delta, a before/after table, then collapsible details (resources, policy verdicts, plan fields).
+Markdown puts first what can hurt a running training job: GPU nodes that are replaced, stopped,
+restarted, wiped or destroyed (with the provider source line of each reason, linked at the commit
+the facts were read from), then the cost headline and before/after table, then the profile fields
+that changed (the cause), then collapsible details (resources, ignored changes, policy verdicts,
+plan fields) and what older saved plans could not tell.
 Runs of resources with the same change collapse into one row (``node-1 … node-63 (63)``), so a
 512-node change stays far below GitHub's 65,536-character comment limit.
 """
@@ -9,6 +12,7 @@ Runs of resources with the same change collapse into one row (``node-1 … node-
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Optional
 
 from .render import md_escape, money, num
@@ -18,6 +22,8 @@ from .values import public
 MAX_MARKDOWN_CHARS = 60_000
 #: Runs longer than this collapse into one row.
 GROUP_AT = 3
+#: ``alicloud/resource_x.go:123`` in a reason: linked to the provider source at the facts' commit.
+SOURCE_LINE = re.compile(r"\b(alicloud/[\w./-]+\.go):(\d+)")
 
 
 def _signed(v: Optional[float], unit: str = " CNY", digits: int = 2) -> str:
@@ -115,24 +121,129 @@ def _grouped(rows: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str,
     return out
 
 
+#: ``(36984 bytes, sha256:bc62…)``: a shortened long input (values.shorten)
+DIGEST = re.compile(r"^\((\d+) bytes, sha256:[0-9a-f]+\)$")
+EFFECTS = {"restart": "stops and restarts the running node", "stop": "stops the running node",
+           "wipe": "wipes the node's system disk", "detach": "detaches it from the running node"}
+
+
+def _brief_value(v: Any) -> Any:
+    m = DIGEST.match(v) if isinstance(v, str) else None
+    return f"({int(m.group(1)):,} bytes)" if m else v
+
+
+def _brief_change(c: dict) -> str:
+    """One change in the GPU-node section: what and the deciding provider line, no digests, so
+    nodes with the same change collapse into one row."""
+    text = f"{_code(c['path'])}: {_code(_brief_value(c['before']))} → {_code(_brief_value(c['after']))}"
+    line = SOURCE_LINE.search(c.get("reason", ""))
+    where = f" ({line.group(0)})" if line else ""
+    if c.get("replace"):
+        return text + f" **forces replacement**{where}"
+    why = c.get("reason", "").split(": ", 1)[-1].rsplit(" (", 1)[0]
+    return text + f" **{EFFECTS.get(c.get('effect'), 'disrupts the running node')}**{where}: {md_escape(why)}"
+
+
+def _change_text(c: dict) -> str:
+    text = f"{_code(c['path'])}: {_code(c['before'])} → {_code(c['after'])}"
+    if c.get("replace"):
+        return text + f" **forces replacement** ({md_escape(c['reason'])})"
+    if c.get("disruptive"):
+        return text + f" **disrupts the running node** ({md_escape(c['reason'])})"
+    if c.get("action") == "no-api-call":
+        return text + " *no API call*"
+    if c.get("action") == "unknown":
+        return text + f" *unknown* ({md_escape(c['reason'])})"
+    return text
+
+
+def _mark(x: dict) -> str:
+    return "±" if x["replace"] else "!" if x["disruptive"] else "~"
+
+
+MARKS = {"+": "+ add", "~": "~ update", "±": "± replace", "!": "⚠ disrupt", "−": "− destroy"}
+
+
 def _resource_rows(d: dict) -> list[str]:
     r = d["resources"]
     rows: list[tuple[str, str, str, str]] = []
     rows += [("+", x["name"], x["type"], "") for x in r["added"]]
     for x in r["changed"]:
-        parts = []
-        for c in x["changes"]:
-            text = f"{_code(c['path'])}: {_code(c['before'])} → {_code(c['after'])}"
-            if c.get("replace"):
-                text += f" **forces replacement** ({md_escape(c['reason'])})"
-            parts.append(text)
-        rows.append(("±" if x["replace"] else "~", x["name"], x["type"], "<br>".join(parts)))
+        parts = [md_escape(m) for m in x.get("reasons", [])] + [_change_text(c) for c in x["changes"]]
+        parts += [f"lifecycle `{m['option']}`: {_code(m['before'])} → {_code(m['after'])}"
+                  for m in x.get("lifecycle_changes", [])]
+        rows.append((_mark(x), x["name"], x["type"], "<br>".join(parts)))
     rows += [("−", x["name"], x["type"], "**protected**" if x.get("protect") else
               "retained in the cloud" if x.get("retain_on_delete") else "") for x in r["removed"]]
-    marks = {"+": "+ add", "~": "~ update", "±": "± replace", "−": "− destroy"}
     out = ["| | Resource | Type | Changed inputs |", "|---|---|---|---|"]
-    out += [f"| {marks[m]} | `{md_escape(n)}` | `{t}` | {det} |" for m, n, t, det in _grouped(rows)]
+    out += [f"| {MARKS[m]} | `{md_escape(n)}` | `{t}` | {det} |" for m, n, t, det in _grouped(rows)]
     return out
+
+
+def _node_rows(d: dict) -> list[str]:
+    """GPU nodes (and node attachments) that `pulumi up` replaces, disrupts or destroys."""
+    r = d["resources"]
+    rows: list[tuple[str, str, str, str]] = []
+    for x in r["changed"]:
+        if not (x["replace"] or x["disruptive"]) or not (x["node"] or x.get("reasons")):
+            continue
+        hits = [c for c in x["changes"] if c["replace"]] if x["replace"] else [c for c in x["changes"] if c["disruptive"]]
+        how = ("replaced, old one deleted first" if x.get("delete_before_replace") else "replaced (new one created "
+               "first)") if x["replace"] else "updated in place"
+        parts = [md_escape(m) for m in x.get("reasons", [])] + [_brief_change(c) for c in hits]
+        rows.append((_mark(x), x["name"], x["type"], f"{how}: " + "<br>".join(parts)))
+    rows += [("−", x["name"], x["type"], "destroyed" + (" (**protected**: refused)" if x.get("protect") else ""))
+             for x in r["removed"] if x.get("node")]
+    if not rows:
+        return []
+    out = ["#### GPU nodes replaced, disrupted or destroyed", "",
+           "| | Resource | Type | What `pulumi up` does (why: the provider source line; details below) |",
+           "|---|---|---|---|"]
+    out += [f"| {MARKS[m]} | `{md_escape(n)}` | `{t}` | {det} |" for m, n, t, det in _grouped(rows)]
+    return out + [""]
+
+
+def _profile_rows(d: dict) -> list[str]:
+    changes = d.get("profile_changes")
+    if changes is None:
+        return ["Profile changes: **unknown** (a side does not record its profile; see the note below)", ""]
+    if not changes:
+        return []
+    rows = ["| Profile field | Before | After |", "|---|---|---|"]
+    rows += [f"| `{md_escape(c['path'])}` | {_code(c['before'])} | {_code(c['after'])} |" for c in changes]
+    if len(changes) <= 12:
+        return ["#### Profile changes", "", *rows, ""]
+    return [f"<details open><summary>Profile changes: {len(changes)} fields</summary>", "", *rows, "", "</details>", ""]
+
+
+def _ignored_rows(d: dict) -> list[str]:
+    out = ["| Resource | Input | Before | After |", "|---|---|---|---|"]
+    for x in d["resources"].get("ignored", []):
+        for c in x["changes"]:
+            out.append(f"| `{md_escape(x['name'])}` | {_code(c['path'])} | {_code(c['before'])} | {_code(c['after'])} |")
+    return out
+
+
+def _unknown_note(d: dict) -> list[str]:
+    if not d.get("unknown"):
+        return []
+    by_side: dict[str, list[str]] = {}
+    for u in d["unknown"]:
+        by_side.setdefault(u["side"], []).append(f"`{u['field']}`")
+    parts = [f"the {side} plan was saved by an older trainstack and does not record {', '.join(f)}"
+             for side, f in by_side.items()]
+    return ["> [!NOTE]", f"> {'; '.join(parts)}: those are shown as unknown, not as unchanged. Save the plan again "
+            "with this version for a complete diff.", ""]
+
+
+def _link_sources(text: str, d: dict) -> str:
+    facts = d.get("provider_facts") or {}
+    commit = facts.get("commit")
+    if not commit:
+        return text
+    base = f"https://github.com/aliyun/terraform-provider-alicloud/blob/{commit}"
+    return SOURCE_LINE.sub(lambda m: f"[{m.group(1).rsplit('/', 1)[-1]}:{m.group(2)}]({base}/{m.group(1)}#L{m.group(2)})",
+                           text)
 
 
 def _policy_rows(d: dict) -> list[str]:
@@ -148,19 +259,28 @@ def _policy_rows(d: dict) -> list[str]:
 def render_markdown(d: dict) -> str:
     counts, pol = d["counts"], d["policy"]
     new_mandatory = sum(1 for v in pol["new"] if v.get("level") == "mandatory")
+    disrupt = counts.get("disrupt", 0)
     out = [f"### trainstack diff: `{d['base']['label']}` → `{d['head']['label']}`", "", headline(d), "",
            f"Resources: **{counts['add']} to add, {counts['change']} to change "
-           f"({counts['replace']} replacement{'s' if counts['replace'] != 1 else ''}), {counts['remove']} to destroy** · "
+           f"({counts['replace']} replacement{'s' if counts['replace'] != 1 else ''}, {disrupt} disruptive "
+           f"update{'s' if disrupt != 1 else ''}), {counts['remove']} to destroy** · "
            f"Policies: {len(pol['new'])} new ({new_mandatory} mandatory), {len(pol['resolved'])} resolved", ""]
     if d.get("warnings"):
         out += ["> [!WARNING]"] + [f"> - {w}" for w in d["warnings"]] + [""]
     if pol["mandatory_after"]:
         out += [f"> [!CAUTION]\n> {pol['mandatory_after']} mandatory policy violation(s) in `{d['head']['label']}`: "
                 "`pulumi up` would be refused.", ""]
+    out += _node_rows(d)
     out += _table(d) + [""]
+    out += _profile_rows(d)
     if counts["add"] or counts["change"] or counts["remove"]:
         out += [f"<details><summary>Resources: {counts['add']} to add, {counts['change']} to change, "
                 f"{counts['remove']} to destroy</summary>", "", *_resource_rows(d), "", "</details>", ""]
+    ignored = d["resources"].get("ignored") or []
+    if ignored:
+        n = sum(len(x["changes"]) for x in ignored)
+        out += [f"<details><summary>Ignored by the program (ignore_changes): {n} input change{'s' if n != 1 else ''} "
+                f"`pulumi up` will not apply</summary>", "", *_ignored_rows(d), "", "</details>", ""]
     if pol["new"] or pol["resolved"]:
         out += [f"<details><summary>Policy verdicts: {len(pol['new'])} new, {len(pol['resolved'])} resolved</summary>",
                 "", *_policy_rows(d), "", "</details>", ""]
@@ -168,14 +288,18 @@ def render_markdown(d: dict) -> str:
         out += ["<details><summary>Plan changes</summary>", "", "| Field | Before | After |", "|---|---|---|"]
         out += [f"| {s['field']} | {_val(s['before'])} | {_val(s['after'])} |" for s in d["summary"]]
         out += ["", "</details>", ""]
+    out += _unknown_note(d)
     catalog = {d["base"].get("catalog_date"), d["head"].get("catalog_date")} - {None}
+    facts = d.get("provider_facts") or {}
     out.append(f"<sub>Offline plan: the real Pulumi program under a recording mock engine; prices from the "
-               f"catalog of {', '.join(sorted(catalog)) or 'unknown date'}; spot prices are estimates.</sub>")
-    text = "\n".join(out) + "\n"
+               f"catalog of {', '.join(sorted(catalog)) or 'unknown date'}; spot prices are estimates; what "
+               f"`pulumi up` does read from {facts.get('provider', 'the provider')} {facts.get('version', '')} "
+               f"({str(facts.get('commit', ''))[:10]}), bridged by {facts.get('bridged_by', 'pulumi-alicloud')}.</sub>")
+    text = _link_sources("\n".join(out) + "\n", d)
     if len(text) > MAX_MARKDOWN_CHARS:
         text = text[:text.rfind("\n", 0, MAX_MARKDOWN_CHARS)]
         text += "\n\n… (cut: `trainstack diff --format json` has everything)\n"
-        text += "\n</details>\n" * (text.count("<details>") - text.count("</details>"))
+        text += "\n</details>\n" * (text.count("<details") - text.count("</details>"))
     return text
 
 

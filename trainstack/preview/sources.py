@@ -16,7 +16,14 @@ import yaml
 
 from ..errors import InputError, did_you_mean
 
-PLAN_SCHEMA_VERSION = 1
+PLAN_SCHEMA_VERSION = 2
+#: Fields each schema version added. A saved plan of an older version is still read: what it
+#: lacks is listed in its ``unknown_fields`` (the diff reports those as unknown, never as "no change").
+#: (Version 1 wrote ``replace_on_changes`` only when set, so its absence there means none.)
+FIELDS_ADDED: dict[int, tuple[str, ...]] = {
+    2: ("profile", "resources[].ignore_changes", "resources[].delete_before_replace", "resources[].provider_urn"),
+}
+READABLE_SCHEMA_VERSIONS = (1, PLAN_SCHEMA_VERSION)
 #: Stands in for a `pulumi config set --secret` value, which only the real CLI can decrypt.
 SECRET_PLACEHOLDER = "offline-preview-secret"
 
@@ -126,10 +133,18 @@ def load_saved_plan(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict) or "schema_version" not in doc:
         raise InputError(f"{path}: not a trainstack plan (no schema_version)",
                          hint="produce one with `trainstack plan ... --format json --out FILE`")
-    if doc["schema_version"] != PLAN_SCHEMA_VERSION:
+    if doc["schema_version"] not in READABLE_SCHEMA_VERSIONS:
         raise InputError(f"{path}: plan schema_version {doc['schema_version']!r} is not supported "
-                         f"(this trainstack reads {PLAN_SCHEMA_VERSION})")
-    return doc
+                         f"(this trainstack reads {', '.join(map(str, READABLE_SCHEMA_VERSIONS))})")
+    return with_unknown_fields(doc)
+
+
+def with_unknown_fields(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with ``unknown_fields``: what its schema version does not record."""
+    version = doc.get("schema_version")
+    unknown = [f for added, fields in sorted(FIELDS_ADDED.items())
+               if isinstance(version, int) and version < added for f in fields]
+    return dict(doc, unknown_fields=unknown)
 
 
 def _full_key(key: str, project: str) -> str:

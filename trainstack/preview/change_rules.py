@@ -1,0 +1,147 @@
+"""What `pulumi up` does with one changed input, from the provider facts and the program's options.
+
+A change is, in this order:
+1. ignored, when the program lists the input in ``ignore_changes`` (Pulumi does not diff it);
+2. a replacement, when the program lists it in ``replace_on_changes``;
+3. for trainstack's dynamic providers: what their ``diff`` replaces (``trainstack_providers``);
+4. for bridged resources: a replacement when the Terraform argument is ``ForceNew`` (or
+   CustomizeDiff forces it under the provider configuration the program sets), else an update
+   in place when the provider's Update path checks it, else nothing in the cloud (the provider
+   stores the new value without an API call). A hand-checked effect marks in-place updates that
+   stop, restart or wipe a running node.
+Facts come only through :mod:`trainstack.catalog.provider_facts`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional
+
+from trainstack.catalog.provider_facts import Effect, ProviderFacts, ResourceFacts, normalize
+
+DYNAMIC = "pulumi-python:dynamic:Resource"
+#: Effects that interrupt a running node (``next_instance_only`` does not: it is worth saying, not alarming).
+DISRUPTIVE_EFFECTS = frozenset({"restart", "stop", "wipe", "detach"})
+Action = Literal["replace", "update", "no-api-call", "unknown"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    action: Action
+    reason: str
+    disruptive: bool = False
+    effect: Optional[str] = None
+    sources: tuple[str, ...] = field(default=())
+    diff_suppress: Optional[str] = None  # a DiffSuppressFunc may call the difference none (it decides at deploy time)
+
+    @property
+    def replace(self) -> bool:
+        return self.action == "replace"
+
+
+def matches(pattern: str, path: str) -> bool:
+    """Whether a Pulumi property path (``ignore_changes``/``replace_on_changes`` entry, ``*`` for
+    a whole segment) covers the changed input ``path``: the path itself or anything inside it."""
+    if pattern == "*":
+        return True
+    pat = [p for p in re.split(r"\.|\[|\]", normalize_pattern(pattern)) if p]
+    got = [p for p in re.split(r"\.|\[|\]", path.split("(json)", 1)[0]) if p]
+    if len(got) < len(pat):
+        return False
+    return all(a == "*" or a == b for a, b in zip(pat, got))
+
+
+def normalize_pattern(pattern: str) -> str:
+    return pattern.replace('["', ".").replace('"]', "")
+
+
+def provider_setting(provider_inputs: Optional[dict], dotted: str) -> Optional[Any]:
+    """A value inside the provider resource's inputs (``features.ecsInstance.replaceOnImageUpdate``);
+    a list of one block (how Terraform nests ``features``) is looked into."""
+    value: Any = provider_inputs or {}
+    for part in dotted.split("."):
+        if isinstance(value, str) and value[:1] in "[{":  # Pulumi sends nested provider config as JSON
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return None
+        if isinstance(value, list) and len(value) == 1:
+            value = value[0]
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+def judge(facts: ProviderFacts, entry: dict, path: str, provider_inputs: Optional[dict]) -> Verdict:
+    """The verdict for one changed input ``path`` of the head-side resource ``entry``."""
+    declared = entry.get("replace_on_changes") or []
+    hit = next((p for p in declared if matches(p, path)), None)
+    if hit is not None:
+        return Verdict("replace", f"the program lists `{hit}` in replace_on_changes")
+    if entry["type"] == DYNAMIC:
+        return _dynamic(facts, entry, path)
+    rf = facts.resource(entry["type"])
+    if rf is None:
+        return Verdict("unknown", f"no provider facts for {entry['type']}: what `pulumi up` does is unknown")
+    found = rf.argument(path)
+    if found is None:
+        return Verdict("unknown", f"`{path}` is not an argument of {rf.terraform_type} in the provider source read")
+    key, arg = found
+    suppress = None
+    if arg.diff_suppress is not None:
+        s = arg.diff_suppress
+        suppress = f"{s.function} at {s.defined_at}" + (f" (reads {', '.join(s.reads)})" if s.reads else "")
+    effects = rf.effects_of(key, "update")
+    for e in effects:
+        if e.unless_provider_feature and provider_setting(provider_inputs, e.unless_provider_feature) is True:
+            where = ", ".join(d.where for d in rf.decisions(key)) or rf.schema_
+            return Verdict("replace", f"`{arg.tf}`: CustomizeDiff forces a replacement because the provider sets "
+                                      f"`{e.unless_provider_feature}` ({where})", sources=(where,),
+                           diff_suppress=suppress)
+    if arg.force_new:
+        return Verdict("replace", f"`{arg.tf}` is ForceNew ({arg.source})", sources=(arg.source,),
+                       diff_suppress=suppress)
+    update = arg.update if arg.update is not None else rf.top_update(key)
+    applied = [e for e in effects if not e.unless_provider_feature
+               or provider_setting(provider_inputs, e.unless_provider_feature) is not True]
+    if applied:
+        e = applied[0]
+        return Verdict("update", f"{effect_label(e)}: {e.why} ({', '.join(e.sources + e.docs)})",
+                       disruptive=e.effect in DISRUPTIVE_EFFECTS, effect=e.effect, sources=e.sources,
+                       diff_suppress=suppress)
+    if update:
+        return Verdict("update", f"`{arg.tf}` is updated in place ({update[0]})", sources=tuple(update),
+                       diff_suppress=suppress)
+    reads = rf.top_reads(key)
+    if reads:
+        return Verdict("update", f"`{arg.tf}` is sent again by the provider's Update ({reads[0]}), which does not "
+                                 f"check it for a change", sources=reads, diff_suppress=suppress)
+    return Verdict("no-api-call", f"`{arg.tf}` ({arg.source}) is neither ForceNew nor read by the provider's Update "
+                                  f"({rf.update or 'no Update'}): `pulumi up` stores the new value, nothing changes "
+                                  f"in the cloud", sources=(arg.source,), diff_suppress=suppress)
+
+
+def replace_effects(rf: Optional[ResourceFacts]) -> list[Effect]:
+    """Hand-checked effects a replacement of this resource has on the node it is attached to."""
+    return [] if rf is None else [e for e in rf.effects if e.when == "replace"]
+
+
+def _dynamic(facts: ProviderFacts, entry: dict, path: str) -> Verdict:
+    kind = (entry.get("inputs") or {}).get("kind")
+    dyn = facts.dynamic(kind)
+    if dyn is None:
+        return Verdict("unknown", f"dynamic resource of kind {kind!r}: no facts about its provider's diff")
+    top = normalize(path).split(".", 1)[0]
+    if top in dyn.replace:
+        return Verdict("replace", f"{dyn.why} ({dyn.source})", sources=(dyn.source,))
+    return Verdict("no-api-call", f"the {kind} provider's diff does not compare `{top}` ({dyn.source})",
+                   sources=(dyn.source,))
+
+
+def effect_label(e: Effect) -> str:
+    return {"restart": "stops and restarts the running node", "stop": "stops the running node",
+            "wipe": "wipes the node's system disk", "detach": "detaches it from the running node",
+            "next_instance_only": "reaches only nodes created later"}[e.effect]
