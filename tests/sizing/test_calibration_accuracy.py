@@ -43,7 +43,7 @@ def test_peak_memory_within_12_percent(row):
 def test_tokens_per_second_within_30_percent(row):
     est = throughput_estimate(row.arch, row.training, H200)
     assert est.tokens_per_second_per_gpu == pytest.approx(row.tokens_per_second, rel=0.30)
-    assert 0.2 <= est.mfu <= 0.7  # physically plausible utilisation
+    assert 0.2 <= est.hfu <= 0.7 and est.mfu <= est.hfu  # physically plausible utilisation
 
 
 def test_required_memory_is_on_the_safe_side_of_every_measured_peak():

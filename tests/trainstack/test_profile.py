@@ -107,9 +107,8 @@ def test_lora_method_without_block_gets_defaults():
     assert p.training.adapters.rank == 16 and p.training.adapters.targets == "attention"
 
 
-def test_every_preset_matches_its_published_parameter_count():
-    for p in {v.name: v for v in presets().values()}.values():
-        assert p.architecture.params == p.params, p.name
+def test_preset_aliases_share_the_shape():
+    # published counts per preset: tests/models/test_presets.py
     assert presets()["llama-3.1-8b"].architecture == presets()["llama-3-8b"].architecture
 
 

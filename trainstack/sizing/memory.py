@@ -22,16 +22,22 @@ import functools
 from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..architecture import Architecture
+from ..models import Architecture
 from ..profile import LoraSpec, TrainingSpec
 from . import constants as K
 from .shapes import (
+    biggest_linear,
+    expert_params,
     factored_state_elements,
     head_params,
+    largest_layer_matmul_params,
     layer_matmul_params,
     lora_factored_state_elements,
+    lora_layer_shapes,
     lora_params,
-    lora_shapes,
+    mlp_widths,
+    moe_layer_fraction,
+    total_matmul_params,
 )
 
 MIXED = ("bf16-mixed", "fp16-mixed", "fp8-mixed")
@@ -126,7 +132,7 @@ def layout(arch: Architecture, t: TrainingSpec, dp: int) -> _Layout:
     if t.adapters is not None:  # frozen 16-bit (or NF4) base, fp32 adapters trained in fp32
         n = lora_params(arch, t.adapters)
         if t.method == "qlora":
-            packed = arch.num_layers * layer_matmul_params(arch)
+            packed = total_matmul_params(arch)
             weights = packed * K.NF4_BYTES_PER_PARAM + (p - packed) * 2
             quant = packed * K.NF4_CONSTANT_BYTES_PER_PARAM
         else:
@@ -157,12 +163,22 @@ def _attention_core(arch: Architecture) -> int:
     return 2 * (2 * arch.q_dim + 2 * arch.kv_dim) + 4 * arch.num_attention_heads
 
 
-def _mlp_full(arch: Architecture, lin_in: int) -> int:
-    """SwiGLU keeps gate (for SiLU), act and up (for the product) and the product (down_proj's input)."""
-    return 3 * 2 * arch.intermediate_size + lin_in * arch.intermediate_size
+def _mlp_full(arch: Architecture, lin_in: int) -> float:
+    """SwiGLU keeps gate (for SiLU), act and up (for the product) and the product (down_proj's input),
+    for every MLP a token passes through (MoE: its routed experts and the shared ones)."""
+    return sum(m * (3 * 2 * w + lin_in * w) for w, m in mlp_widths(arch)) + _routing_bytes(arch)
 
 
-def full_layer_bytes(arch: Architecture, lay: _Layout) -> int:
+def _routing_bytes(arch: Architecture) -> float:
+    """MoE layers per token: fp32 router logits and probabilities (8 E), the token's copy sent to each
+    routed expert and each expert's output kept for the weighted sum (2 x 2 k h). A hand count."""
+    if not arch.is_moe:
+        return 0.0
+    k, h = arch.num_experts_per_token, arch.hidden_size
+    return moe_layer_fraction(arch) * (8 * arch.num_experts + 4 * k * h)
+
+
+def full_layer_bytes(arch: Architecture, lay: _Layout) -> float:
     """One decoder layer, every weight trainable, no checkpointing."""
     h, a, m = arch.hidden_size, lay.residual, lay.linear_input
     # RMSNorm keeps its fp32 input (for pow/mul) and the normalised tensor (for the weight's
@@ -175,17 +191,18 @@ def full_layer_bytes(arch: Architecture, lay: _Layout) -> int:
             + _attention_core(arch) + _mlp_full(arch, m) + extra)
 
 
-def lora_layer_bytes(arch: Architecture, lora: LoraSpec, first: bool = False) -> int:
+def lora_layer_bytes(arch: Architecture, lora: LoraSpec, first: bool = False) -> float:
     """One decoder layer with a frozen base and peft adapters (fp32) on the target linears.
 
     Frozen norms keep only their fp32 input; frozen linears keep nothing of their input; each
     adapter casts its input to fp32 and keeps that copy (for lora_A's gradient) plus lora_A's
     output. In the first layer without checkpointing nothing before the adapters needs a gradient.
     """
-    h, inter = arch.hidden_size, arch.intermediate_size
-    adapters = sum(K.ADAPTER_BYTES * (i + lora.rank) for i, _ in lora_shapes(arch, lora.targets))
+    h = arch.hidden_size
+    adapters = sum(K.ADAPTER_BYTES * (i + lora.rank) * m for i, _, m in lora_layer_shapes(arch, lora.targets))
     norms = (1 if first else 2) * 4 * h
-    mlp = 3 * 2 * inter  # gate, act and up kept by SiLU and the product; down_proj keeps nothing
+    # gate, act and up kept by SiLU and the product; the frozen down_proj keeps nothing
+    mlp = sum(m * 3 * 2 * w for w, m in mlp_widths(arch)) + _routing_bytes(arch)
     return norms + adapters + _attention_core(arch) + mlp
 
 
@@ -216,11 +233,21 @@ def phase_components(arch: Architecture, t: TrainingSpec, dp: int) -> dict[str, 
     shard_w = dp if zero >= 3 else 1
     shard_g = dp if zero >= 2 else 1
     shard_s = dp if zero >= 1 else 1
-    grads = n_train * lay.grad_per_param / shard_g
+    ep = expert_parallel_degree(arch, t, dp)
+    f_base = expert_params(arch) / arch.params if ep > 1 else 0.0   # expert share of the held weights
+    f_train = 0.0 if lora else f_base                               # adapters are not split
+
+    def split(total: float, frac: float, sharded: bool) -> float:
+        """Non-expert bytes sharded over dp (when ZeRO covers them); expert bytes over ep, then over
+        the dp / ep ranks that hold the same experts."""
+        rest = (1 - frac) * total / (dp if sharded else 1)
+        return rest + frac * total / ep / ((dp // ep) if sharded else 1)
+
+    grads = split(n_train * lay.grad_per_param, f_train, zero >= 2)
     static = {
-        "weights": lay.weights / shard_w,
-        "quantization_constants": lay.quant_constants / shard_w,
-        "optimizer_states": 0.0 if lora else lay.state_bytes / shard_s,
+        "weights": split(lay.weights, f_base, zero >= 3),
+        "quantization_constants": split(lay.quant_constants, f_base, zero >= 3),
+        "optimizer_states": 0.0 if lora else split(lay.state_bytes, f_train, zero >= 1),
         "lora_adapters": (lay.adapter_weights + lay.state_bytes) / shard_s if lora else 0.0,
         "communication_buffers": _comm_buffers(arch, zero, dp, n_train * lay.grad_per_param),
     }
@@ -230,18 +257,18 @@ def phase_components(arch: Architecture, t: TrainingSpec, dp: int) -> dict[str, 
     # activations
     if lora is not None:
         layer = lora_layer_bytes(arch, lora)
-        first = layer if t.gradient_checkpointing else lora_layer_bytes(arch, lora, first=True)
+        first = layer if t.checkpointing == "full" else lora_layer_bytes(arch, lora, first=True)
     else:
         layer = first = full_layer_bytes(arch, lay)
     fin = final_norm_bytes(arch, t, lay)
     ck = checkpoint_bytes(arch, lay)
-    if t.gradient_checkpointing:
+    if t.checkpointing == "full":
         acts = (L * ck + fin) * T
     else:
         acts = ((L - 1) * layer + first + fin) * T
 
     temps = _temporaries(arch, t, dp)
-    gc = t.gradient_checkpointing
+    gc = t.checkpointing == "full"
     logits_fwd = 12.0 * V * T  # previous step's bf16 logits (held by the caller), bf16 logits,
     #                            fp32 upcast, fp32 log-probabilities
     logits_bwd = 14.0 * V * T  # bf16 logits, log-probs, their gradient, the logits' fp32 gradient
@@ -281,6 +308,22 @@ def phase_components(arch: Architecture, t: TrainingSpec, dp: int) -> dict[str, 
     return phases
 
 
+def expert_parallel_degree(arch: Architecture, t: TrainingSpec, dp: int) -> int:
+    """The expert-parallel degree in force: training.expert_parallel on a MoE model, at most the GPUs."""
+    if not arch.is_moe:
+        return 1
+    return max(1, min(t.expert_parallel, dp))
+
+
+def _expert_split(arch: Architecture, t: TrainingSpec, dp: int) -> float:
+    """How much smaller a gathered MoE layer is when each rank holds 1/ep of its experts."""
+    ep = expert_parallel_degree(arch, t, dp)
+    if ep == 1:
+        return 1.0
+    frac = expert_params(arch) / max(1, arch.matmul_params)
+    return 1.0 / ((1 - frac) + frac / ep)
+
+
 def _comm_buffers(arch: Architecture, zero: int, dp: int, grad_bytes: float) -> float:
     """DDP's gradient buckets (a copy of every gradient) or ZeRO's reduce/all-gather buckets."""
     if dp <= 1:
@@ -293,13 +336,13 @@ def _comm_buffers(arch: Architecture, zero: int, dp: int, grad_bytes: float) -> 
 def _temporaries(arch: Architecture, t: TrainingSpec, dp: int) -> dict[str, float]:
     """Short-lived buffers: cuBLAS workspaces, QLoRA's dequantised weight, ZeRO-3's gathered
     layers, the tied embedding's second gradient."""
-    biggest_linear = max(i * o for i, o in arch.layer_linear_shapes().values())
+    biggest = biggest_linear(arch)
     fwd = end = float(K.CUBLAS_WORKSPACE_BYTES)
     if t.method == "qlora":
-        fwd += 2.0 * biggest_linear
-        end += 2.0 * biggest_linear
+        fwd += 2.0 * biggest
+        end += 2.0 * biggest
     if t.zero_stage >= 3 and dp > 1:
-        gathered = K.ZERO3_LIVE_LAYERS * layer_matmul_params(arch) * 2.0
+        gathered = K.ZERO3_LIVE_LAYERS * largest_layer_matmul_params(arch) * 2.0 / _expert_split(arch, t, dp)
         fwd += gathered + 2.0 * head_params(arch)
         end += gathered
     if t.adapters is None and arch.tie_embeddings:
