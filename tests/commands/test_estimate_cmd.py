@@ -144,3 +144,30 @@ def test_fit_table_marks_gpus_without_the_precision(tmp_path, capsys):
     by_gpu = {g["gpu"]: g for g in doc["per_gpu"]}
     assert by_gpu["V100-32G"]["fits"] and not by_gpu["V100-32G"]["precision_supported"]
     assert by_gpu["A10"]["precision_supported"] and doc["cheapest"]["gpu"] == "A10"
+
+
+def test_json_reports_total_and_active_parameters_and_the_text_says_both(tmp_path, capsys):
+    import pathlib
+    cfg = pathlib.Path(__file__).resolve().parents[1] / "data" / "hf_configs" / "mixtral-8x7b.json"
+    (tmp_path / "config.json").write_text(cfg.read_text())
+    f = write(tmp_path, "name: mix\nmodel: {hf_config: config.json}\n"
+                        "training: {method: lora, precision: bf16, gradient_accumulation_steps: 4}\n")
+    assert cli.main(["estimate", str(f), "--gpu", "H20", "--gpus", "8", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["model"]["parameters"] == pytest.approx(46.7e9, rel=0.01)
+    assert doc["model"]["active_parameters"] == pytest.approx(12.9e9, rel=0.03)
+    assert doc["model"]["moe"]["experts"] == 8 and doc["model"]["moe"]["experts_per_token"] == 2
+    assert doc["training"]["gradient_accumulation_steps"] == 4
+    assert doc["training"]["tokens_per_step"] == 4 * 8 * 2048 == doc["throughput"]["tokens_per_step"]
+    assert doc["throughput"]["mfu"] <= doc["throughput"]["hfu"]
+    assert cli.main(["estimate", str(f), "--gpu", "H20", "--gpus", "8"]) == 0
+    text = capsys.readouterr().out
+    assert "46.70B params, 12.88B active per token (2 of 8 experts)" in text
+    assert "65,536 tokens per step" in text
+
+
+def test_dense_models_report_active_equal_to_total(tmp_path, capsys):
+    f = write(tmp_path, LORA_8B)
+    assert cli.main(["estimate", str(f), "--gpu", "H20", "--json"]) == 0
+    m = json.loads(capsys.readouterr().out)["model"]
+    assert m["parameters"] == m["active_parameters"] == 8030261248 and m["moe"] is None and m["name"] == "llama-3-8b"

@@ -111,12 +111,18 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
         labels += [lab for lab in speed.labels if lab not in labels]
     if ref and layouts.get(ref) and layouts[ref].label:
         labels.append(layouts[ref].label)
+    arch = profile.architecture
     doc: dict[str, Any] = {
-        "profile": profile.name, "model": profile.model.label, "params": mem.params,
+        "profile": profile.name, "model": model_json(profile), "params": mem.params,
         "trainable_params": mem.trainable_params, "gpus": est.gpu_count,
         "training": {"method": t.method, "precision": t.precision, "optimizer": t.optimizer,
+                     "framework": t.framework, "loss": t.loss,
                      "micro_batch_size": t.micro_batch_size, "sequence_length": t.sequence_length,
                      "gradient_checkpointing": t.gradient_checkpointing, "zero_stage": t.zero_stage,
+                     "gradient_accumulation_steps": t.accumulation_steps(est.gpu_count),
+                     "global_batch_size": t.global_batch(est.gpu_count),
+                     "tokens_per_step": t.global_batch(est.gpu_count) * t.sequence_length,
+                     "expert_parallel": t.expert_parallel if arch.is_moe else 1,
                      "lora": t.adapters.model_dump() if t.adapters else None, "tokens": t.tokens},
         "memory": {"peak_gib_per_gpu": mem.peak_gib_per_gpu, "required_gib_per_gpu": mem.required_gib_per_gpu,
                    "breakdown_gib": mem.breakdown_gib, "peak_phase": mem.peak_phase,
@@ -125,7 +131,9 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
         "throughput": None if speed is None else {
             "gpu": speed.gpu, "gpus": speed.gpus, "tokens_per_second_per_gpu": speed.tokens_per_second_per_gpu,
             "tokens_per_second": speed.tokens_per_second, "step_seconds": speed.step_seconds,
-            "flops_per_token": speed.flops_per_token, "mfu": speed.mfu,
+            "flops_per_token": speed.flops_per_token, "model_flops_per_token": speed.model_flops_per_token,
+            "mfu": speed.mfu, "hfu": speed.hfu, "accumulation_steps": speed.accumulation_steps,
+            "tokens_per_step": speed.tokens_per_step,
             "scaling_efficiency": speed.scaling_efficiency,
             "communication_seconds": speed.communication_seconds},
         "per_gpu": per_gpu, "fits_any_gpu": est.fits_anywhere, "suggestions": suggestions,
@@ -146,6 +154,21 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
             doc["cheapest"] = {k: best[k] for k in ("gpu", "hours", "on_demand_cny", "spot_cny")}
     doc["assumptions"] = labels
     return doc
+
+
+def model_json(profile: TrainingProfile) -> dict[str, Any]:
+    """``model`` in the JSON: what was named and the counts model cards publish."""
+    a = profile.architecture
+    return {
+        "name": profile.model.label, "parameters": a.params, "active_parameters": a.active_params,
+        "layers": a.num_layers, "hidden_size": a.hidden_size, "vocab_size": a.vocab_size,
+        "moe": None if not a.is_moe else {
+            "experts": a.num_experts, "experts_per_token": a.num_experts_per_token,
+            "expert_intermediate_size": a.expert_width, "shared_experts": a.num_shared_experts,
+            "moe_layers": a.moe_layers, "expert_parameters": a.expert_total_params},
+        "vision": None if a.vision is None else {
+            "parameters": a.vision.params, "layers": a.vision.num_layers, "tokens_per_image": a.vision.tokens_per_image},
+    }
 
 
 def _costs(price: Optional[GpuHourPrice], hours: Optional[float], gpus: int) -> dict[str, Optional[float]]:
@@ -174,11 +197,19 @@ def _num(v: Optional[float], fmt: str = "{:,.1f}") -> str:
 def render_text(doc: dict[str, Any]) -> str:
     t, mem = doc["training"], doc["memory"]
     lora = f", LoRA rank {t['lora']['rank']} on {t['lora']['targets']}" if t["lora"] else ""
+    m = doc["model"]
+    active = (f", {m['active_parameters'] / 1e9:.2f}B active per token ({m['moe']['experts_per_token']} of "
+              f"{m['moe']['experts']} experts)") if m["moe"] else f", {m['active_parameters'] / 1e9:.2f}B active"
+    ckpt = t["gradient_checkpointing"]
+    ckpt = "selective" if ckpt == "selective" else ("on" if ckpt else "off")
     lines = [
-        f"{doc['profile']}: {doc['model']}, {doc['params'] / 1e9:.2f}B params "
+        f"{doc['profile']}: {m['name']}, {m['parameters'] / 1e9:.2f}B params{active} "
         f"({doc['trainable_params'] / 1e9:.3g}B trainable), {t['method']}{lora}, {t['precision']}, {t['optimizer']}",
         f"  micro-batch {t['micro_batch_size']} x {t['sequence_length']} tokens, gradient checkpointing "
-        f"{'on' if t['gradient_checkpointing'] else 'off'}, ZeRO {t['zero_stage']}, {doc['gpus']} GPU(s)",
+        f"{ckpt}, ZeRO {t['zero_stage']}, {doc['gpus']} GPU(s), framework {t['framework']}",
+        f"  {t['gradient_accumulation_steps']} micro-batch(es) per optimizer step: global batch "
+        f"{t['global_batch_size']} sequences = {t['tokens_per_step']:,} tokens per step"
+        + (f"; experts split over {t['expert_parallel']} GPUs" if t["expert_parallel"] > 1 else ""),
         "",
         "Memory per GPU at the peak (GiB = 2^30 bytes)",
     ]
@@ -202,8 +233,8 @@ def render_text(doc: dict[str, Any]) -> str:
     if thr and thr["tokens_per_second_per_gpu"]:
         lines.append("")
         lines.append(f"Speed on {thr['gpu']}: {thr['tokens_per_second_per_gpu']:,.0f} tokens/s per GPU, "
-                     f"{thr['tokens_per_second']:,.0f} in all, MFU {thr['mfu']:.0%}, "
-                     f"{thr['flops_per_token'] / 1e9:,.1f} GFLOPs/token"
+                     f"{thr['tokens_per_second']:,.0f} in all, MFU {thr['mfu']:.0%} (model FLOPs; "
+                     f"{thr['hfu']:.0%} with recomputation), {thr['model_flops_per_token'] / 1e9:,.1f} GFLOPs/token"
                      + (f", scaling efficiency {thr['scaling_efficiency']:.0%}" if doc["gpus"] > 1 else ""))
         if "hours" in doc:
             c = doc["cost"]

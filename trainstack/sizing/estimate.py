@@ -121,6 +121,13 @@ def _speed(arch: Architecture, training: TrainingSpec, gpu: GpuModel, count: int
 def assumptions(arch: Architecture, training: TrainingSpec, data_parallel: int = 1) -> tuple[str, ...]:
     """Labels for every part of the estimate that rests on a hand calculation, not a measurement."""
     t, out = training, []
+    if arch.is_moe:
+        out.append("MoE: every expert held in memory, compute for the routed ones; router and dispatch "
+                   "buffers are a hand count (MoE was not calibrated)")
+    if arch.vision is not None:
+        out.append("vision tower: weights counted from vision_config; " + (
+            f"its activations and FLOPs for {t.images_per_sample} image(s) per sequence are an approximation"
+            if t.images_per_sample else "text-only sizing (set training.images_per_sample for image inputs)"))
     if t.method == "qlora":
         out.append("QLoRA memory (NF4 base, 64-weight blocks with double-quantised constants, one bf16 "
                    "dequantised weight at a time) is a hand calculation; the calibration measured LoRA only")

@@ -266,6 +266,7 @@ def phase_components(arch: Architecture, t: TrainingSpec, dp: int) -> dict[str, 
         acts = (L * ck + fin) * T
     else:
         acts = ((L - 1) * layer + first + fin) * T
+    acts += vision_activation_bytes(arch, t)
 
     temps = _temporaries(arch, t, dp)
     gc = t.checkpointing == "full"
@@ -306,6 +307,19 @@ def phase_components(arch: Architecture, t: TrainingSpec, dp: int) -> dict[str, 
                                           autocast_weight_copies=layer_copy, logits_and_loss=logits_kept,
                                           temporaries=temps["backward_end"])
     return phases
+
+
+def vision_activation_bytes(arch: Architecture, t: TrainingSpec) -> float:
+    """The vision tower's saved activations for ``images_per_sample`` images per sequence: per image
+    token and layer about a pre-norm ViT layer's tensors (two LayerNorm inputs, q/k/v and the
+    attention output, fc1's output and its GELU) in 16 bits. An approximation (labelled); none when
+    the tower is frozen (LoRA): nothing before it needs a gradient."""
+    v = arch.vision
+    if v is None or not t.images_per_sample or t.adapters is not None:
+        return 0.0
+    per_token = 2 * (2 * v.hidden_size + 4 * v.hidden_size + 2 * v.intermediate_size)
+    layers = v.num_layers if t.checkpointing != "full" else 1  # checkpointed: the layer inputs only (~)
+    return float(per_token * layers * v.patches * t.images_per_sample * t.micro_batch_size)
 
 
 def expert_parallel_degree(arch: Architecture, t: TrainingSpec, dp: int) -> int:

@@ -85,7 +85,19 @@ def flops_per_token(arch: Architecture, t: TrainingSpec, recompute: bool = True)
         share = recompute_share(t)
         linear += share["linear"] * 2.0 * (body + adapters)
         attention += share["attention"] * attn_fwd
-    return {"linear": linear, "attention": attention}
+    return {"linear": linear + vision_flops_per_token(arch, t), "attention": attention}
+
+
+def vision_flops_per_token(arch: Architecture, t: TrainingSpec) -> float:
+    """The vision tower's matmuls for ``images_per_sample`` images, spread over the sequence's tokens:
+    forward only when it is frozen (LoRA), forward and backward (x3) when trained. An approximation."""
+    v = arch.vision
+    if v is None or not t.images_per_sample:
+        return 0.0
+    h, i = v.hidden_size, v.intermediate_size
+    matmul = v.num_layers * (4 * h * h + 2 * h * i) + v.projector_params
+    passes = 1.0 if t.adapters is not None else 3.0
+    return 2.0 * passes * matmul * v.patches * t.images_per_sample / t.sequence_length
 
 
 def recompute_share(t: TrainingSpec) -> dict[str, float]:
