@@ -62,7 +62,7 @@ def test_json_contract_with_one_gpu(tmp_path, capsys):
         assert key in mem
     assert mem["required_gib_per_gpu"] > mem["peak_gib_per_gpu"] > 0
     assert sum(mem["breakdown_gib"].values()) == pytest.approx(mem["peak_gib_per_gpu"], abs=0.01)
-    assert mem["fits"] == [{"gpu": "A10", "usable_gib": 22.2, "fits": True,
+    assert mem["fits"] == [{"gpu": "A10", "usable_gib": 22.2, "fits": True, "min_margin_gib": 0.67,
                             "margin_gib": round(22.2 - mem["required_gib_per_gpu"], 2)}]
     assert doc["throughput"]["gpu"] == "A10" and doc["throughput"]["tokens_per_second_per_gpu"] > 0
     # tokens are set: hours and cost come with them
@@ -84,7 +84,7 @@ def test_without_gpu_every_catalog_gpu_is_listed(tmp_path, capsys):
     doc = run_json(capsys, write(tmp_path, LORA_8B))
     fits = doc["memory"]["fits"]
     assert len(fits) > 5 and {"A10", "H200", "A100-80G"} <= {f["gpu"] for f in fits}
-    assert all(set(f) == {"gpu", "usable_gib", "fits", "margin_gib"} for f in fits)
+    assert all(set(f) == {"gpu", "usable_gib", "fits", "margin_gib", "min_margin_gib"} for f in fits)
     assert len(doc["per_gpu"]) == len(fits)
 
 
@@ -138,7 +138,7 @@ def test_fit_table_marks_gpus_without_the_precision(tmp_path, capsys):
     f = tmp_path / "p.yaml"
     f.write_text(_json.dumps({"name": "p", "model": {"preset": "llama-3-8b"},
                               "training": {"method": "lora", "precision": "bf16", "gradient_checkpointing": True,
-                                           "tokens": 5e7}}))
+                                           "sequence_length": 1024, "tokens": 5e7}}))
     assert _main(["estimate", str(f), "--json"]) == 0
     doc = _json.loads(capsys.readouterr().out)
     by_gpu = {g["gpu"]: g for g in doc["per_gpu"]}

@@ -86,8 +86,8 @@ def test_other_gpus_scale_with_tflops_and_bandwidth_and_say_so():
     half = throughput_estimate(TINY, t, gpu(name="HALF", tflops=989 / 2, bandwidth=2400.0))
     full = throughput_estimate(TINY, t, H200)
     assert half.tokens_per_second_per_gpu == pytest.approx(full.tokens_per_second_per_gpu / 2, rel=1e-3)
-    assert any("scaled from the H200 calibration" in lab for lab in half.labels)
-    assert not any("scaled" in lab for lab in full.labels)
+    assert any("fitted efficiencies of its generation" in lab for lab in half.labels)
+    assert not any("generation" in lab for lab in full.labels)
 
 
 def test_a_gpu_without_bf16_uses_its_fp16_peak_and_one_without_tflops_has_no_speed():

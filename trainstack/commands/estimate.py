@@ -16,6 +16,7 @@ from ..errors import InputError, Problem
 from ..profile import TrainingProfile, load_profile
 from ..rules import check_profile as check_catalog_names
 from ..sizing import Estimate, GpuHourPrice, estimate, fit_suggestions, gpu_hour_price
+from ..sizing.estimate import min_margin_gib
 from ..sizing.estimate import NodeLayout
 from ..sizing.memory import COMPONENTS, PHASE_LABELS
 from ..sizing import constants as K
@@ -28,6 +29,9 @@ def register(sub) -> None:
     p.add_argument("--gpu", metavar="MODEL", help="one catalog GPU model (e.g. H200); default: every GPU")
     p.add_argument("--gpus", metavar="N", type=int,
                    help="total GPUs, data parallel; ZeRO shards over them (default: resources.gpus, else 1)")
+    p.add_argument("--network-gbps", metavar="N", type=float,
+                   help="node network in Gbit/s per node for multi-node speed (a fabric the catalog does not sell, "
+                        "or the one you have); default: the instance type's")
     p.add_argument("--json", action="store_true", help="print JSON (contract: README and docs/sizing.md)")
     p.set_defaults(func=run)
 
@@ -38,14 +42,19 @@ def run(args) -> int:
     check_catalog_names(profile, catalog, file=args.profile)
     gpus = [catalog.gpu(args.gpu, path="--gpu")] if args.gpu else list(catalog.gpus.values())
     count = _gpu_count(args.gpus, profile)
-    layouts = {g.name: node_layout(catalog, g, count, profile.region) for g in gpus}
-    est = estimate(profile.architecture, profile.training, gpus, gpu_count=count, layouts=layouts)
+    gbps = _network_gbps(getattr(args, "network_gbps", None))
+    layouts = {g.name: node_layout(catalog, g, count, profile.region, gbps) for g in gpus}
+    allocator = allocator_of(profile)
+    margin = memory_margin_fraction(profile)
+    est = estimate(profile.architecture, profile.training, gpus, gpu_count=count, layouts=layouts,
+                   allocator=allocator, min_margin_fraction=margin)
     prices = ({g.name: gpu_hour_price(catalog, profile.region, g.name) for g in gpus}
               if profile.training.tokens else {})
     suggestions: list[str] = []
     if not est.fits_anywhere:
         roomiest = max(gpus, key=lambda g: g.usable_gib)
-        suggestions = fit_suggestions(profile.architecture, profile.training, roomiest.usable_gib, count)
+        suggestions = fit_suggestions(profile.architecture, profile.training,
+                                      roomiest.usable_gib - min_margin_gib(roomiest.usable_gib, margin), count)
     doc = to_json(profile, est, prices, layouts, suggestions)
     if suggestions or not est.fits_anywhere:
         doc["suggestions_for"] = f"{roomiest.name}, {roomiest.usable_gib:g} GiB"
@@ -54,6 +63,29 @@ def run(args) -> int:
     else:
         print(render_text(doc))
     return 0
+
+
+def _network_gbps(flag: Optional[float]) -> Optional[float]:
+    if flag is None:
+        return None
+    if not (flag == flag and 1 <= flag <= 100_000):  # NaN-safe
+        raise InputError(f"--network-gbps {flag} is out of range", problems=[Problem(
+            path="--network-gbps", message="must be a number of Gbit/s per node from 1 to 100000", given=flag,
+            has_given=True)])
+    return float(flag)
+
+
+def allocator_of(profile: TrainingProfile) -> str:
+    """The caching allocator the job runs with: ``expandable`` when job.env sets
+    PYTORCH_CUDA_ALLOC_CONF with expandable_segments:True, else PyTorch's default."""
+    conf = profile.job.env.get("PYTORCH_CUDA_ALLOC_CONF", "")
+    options = {k.strip(): v.strip() for k, _, v in (part.partition(":") for part in conf.split(","))}
+    return "expandable" if options.get("expandable_segments", "").lower() == "true" else "default"
+
+
+def memory_margin_fraction(profile: TrainingProfile) -> float:
+    percent = getattr(profile.resources, "memory_margin_percent", None)
+    return K.MIN_MARGIN_FRACTION if percent is None else percent / 100.0
 
 
 def _gpu_count(flag: Optional[int], profile: TrainingProfile) -> int:
@@ -65,9 +97,21 @@ def _gpu_count(flag: Optional[int], profile: TrainingProfile) -> int:
     return profile.resources.gpus if isinstance(profile.resources.gpus, int) else 1
 
 
-def node_layout(catalog: Catalog, gpu: GpuModel, count: int, region: Optional[str] = None) -> NodeLayout:
+def node_layout(catalog: Catalog, gpu: GpuModel, count: int, region: Optional[str] = None,
+                network_gbps: Optional[float] = None) -> NodeLayout:
     """How ``count`` GPUs of ``gpu`` would sit: the largest trainable catalog node with that GPU,
-    preferring types with a known price in ``region`` and a verified GPU (the ones a plan could use)."""
+    preferring types with a known price in ``region`` and a verified GPU (the ones a plan could use).
+    ``network_gbps`` replaces the node network's bandwidth (a what-if fabric)."""
+    lay = _node_layout(catalog, gpu, count, region)
+    if network_gbps is None or count <= 1:
+        return lay
+    network = lay.network if lay.network in ("erdma", "roce") else "roce"
+    return lay.model_copy(update={"network_gbps": network_gbps, "network": network,
+                                  "label": (lay.label or "") + f"; node network {network_gbps:g} Gbit/s per node "
+                                                               "(--network-gbps, what-if)"})
+
+
+def _node_layout(catalog: Catalog, gpu: GpuModel, count: int, region: Optional[str] = None) -> NodeLayout:
     if count <= 1:
         return NodeLayout(gpus_per_node=1)
     nodes = [i for i in catalog.resolved_instances()
@@ -104,6 +148,7 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
         s, hours, price = est.speed(fit.gpu), est.hours(fit.gpu), prices.get(fit.gpu)
         per_gpu.append({
             "gpu": fit.gpu, "usable_gib": fit.usable_gib, "fits": fit.fits, "margin_gib": fit.margin_gib,
+            "min_margin_gib": fit.min_margin_gib,
             "precision_supported": _precision_ok(fit.gpu, t.precision),
             "tokens_per_second_per_gpu": s.tokens_per_second_per_gpu if s else None,
             "hours": _round(hours, 3), **_costs(price, hours, est.gpu_count)})
@@ -124,7 +169,8 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
                      "tokens_per_step": t.global_batch(est.gpu_count) * t.sequence_length,
                      "expert_parallel": t.expert_parallel if arch.is_moe else 1,
                      "lora": t.adapters.model_dump() if t.adapters else None, "tokens": t.tokens},
-        "memory": {"peak_gib_per_gpu": mem.peak_gib_per_gpu, "required_gib_per_gpu": mem.required_gib_per_gpu,
+        "memory": {"peak_gib_per_gpu": mem.peak_gib_per_gpu, "reserved_gib_per_gpu": mem.reserved_gib_per_gpu,
+                   "required_gib_per_gpu": mem.required_gib_per_gpu, "allocator": mem.allocator,
                    "breakdown_gib": mem.breakdown_gib, "peak_phase": mem.peak_phase,
                    "phases_gib": mem.phases_gib,
                    "fits": [f.model_dump() for f in est.fits]},
@@ -215,14 +261,17 @@ def render_text(doc: dict[str, Any]) -> str:
     ]
     rows = [[k.replace("_", " "), f"{v:.2f}"] for k, v in ((k, mem["breakdown_gib"][k]) for k in COMPONENTS) if v]
     rows.append(["peak of allocated tensors", f"{mem['peak_gib_per_gpu']:.2f}"])
+    alloc = "expandable segments, assumed" if mem["allocator"] == "expandable" else "PyTorch default"
+    rows.append([f"reserved by the caching allocator ({alloc})", f"{mem['reserved_gib_per_gpu']:.2f}"])
     nccl = f", +{K.NCCL_BUFFERS_GIB:g} GiB NCCL buffers" if doc["gpus"] > 1 else ""
-    rows.append(["required (+{:.0%} allocator, +{:g} GiB CUDA context{})".format(
-        K.ALLOCATOR_HEADROOM, K.CUDA_CONTEXT_GIB, nccl), f"{mem['required_gib_per_gpu']:.2f}"])
+    rows.append(["required (reserved, +{:g} GiB CUDA context{})".format(K.CUDA_CONTEXT_GIB, nccl),
+                 f"{mem['required_gib_per_gpu']:.2f}"])
     lines.append(render_table(["COMPONENT", "GiB"], rows, align="lr"))
     lines.append(f"  peak at: {PHASE_LABELS.get(mem['peak_phase'], mem['peak_phase'])}")
     lines.append("")
     lines.append(f"Fit and speed per GPU model ({doc['gpus']} GPU(s); costs for all of them)")
-    fit_rows = [[g["gpu"], f"{g['usable_gib']:.1f}", "yes" if g["fits"] else "no", f"{g['margin_gib']:+.1f}",
+    fit_rows = [[g["gpu"], f"{g['usable_gib']:.1f}",
+                 "yes" if g["fits"] else ("tight" if g["margin_gib"] >= 0 else "no"), f"{g['margin_gib']:+.1f}",
                  _num(g["tokens_per_second_per_gpu"], "{:,.0f}"), _num(g["hours"], "{:,.2f}"),
                  _num(g["on_demand_cny"], "{:,.0f}"), _num(g["spot_cny"], "{:,.0f}"),
                  "" if g["precision_supported"] else f"no {t['precision'].split('-')[0].upper()}"]

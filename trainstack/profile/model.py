@@ -113,8 +113,9 @@ Precision = Literal["bf16", "bf16-mixed", "fp16-mixed", "fp8-mixed"]
 #: (docs/sizing.md, "Frameworks"). hf = Transformers Trainer / TRL / peft / Accelerate / DeepSpeed
 #: with HF models (axolotl, LLaMA-Factory and ms-swift run on it).
 Framework = Literal["hf", "torchtune", "torchtitan", "megatron", "llm-foundry", "litgpt"]
-#: How the loss is computed: full fp32 logits over the vocabulary, in chunks, or in a fused kernel.
-Loss = Literal["full", "chunked", "fused"]
+#: How the loss is computed over the vocabulary: full logits upcast to fp32 (transformers), full logits
+#: kept in bf16, in chunks (torchtune, litgpt), or in a fused kernel (Liger, flash-attn, Megatron).
+Loss = Literal["full", "bf16", "chunked", "fused"]
 Checkpointing = Union[bool, Literal["selective"]]
 
 
@@ -131,7 +132,7 @@ class TrainingSpec(_Strict):
     tokens: Optional[float] = Field(None, gt=0, le=1e15, description="Total tokens to process")
     framework: Framework = Field("hf", description="The training stack (hf, torchtune, torchtitan, megatron, "
                                                    "llm-foundry, litgpt); sets what it keeps in memory and its speed")
-    loss: Optional[Loss] = Field(None, description="full | chunked | fused; default: the framework's")
+    loss: Optional[Loss] = Field(None, description="full | bf16 | chunked | fused; default: the framework's")
     gradient_accumulation_steps: Optional[int] = Field(
         None, ge=1, le=65536, description="Micro-batches per optimizer step (default 1, or derived from "
                                           "global_batch_size)")
@@ -203,6 +204,9 @@ class ResourcesSpec(_Strict):
     deadline_hours: Optional[float] = Field(None, gt=0, le=24 * 365)
     max_hourly_cost: Optional[float] = Field(None, gt=0, description="CNY per hour")
     max_total_cost: Optional[float] = Field(None, gt=0, description="CNY")
+    memory_margin_percent: float = Field(
+        3.0, ge=0, le=50, description="GPU memory (share of usable) a plan must leave free after the estimate's "
+                                      "required memory; below it a GPU does not fit")
     self_healing: bool = Field(
         False, description="Spot only: run the node in an ESS scaling group that replaces a reclaimed spot "
                            "node (1-node plans; checkpoints on oss or cpfs)")

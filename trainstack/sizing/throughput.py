@@ -26,6 +26,7 @@ from ..catalog.models import GpuModel
 from ..models import Architecture
 from ..profile import TrainingSpec
 from . import constants as K
+from .frameworks import LOSS_TRAFFIC, framework, loss_mode
 from .memory import MIXED, expert_parallel_degree, layout, trainable_params
 from .shapes import (
     active_matmul_params,
@@ -102,11 +103,13 @@ def vision_flops_per_token(arch: Architecture, t: TrainingSpec) -> float:
 
 def recompute_share(t: TrainingSpec) -> dict[str, float]:
     """How much of the layers' forward is recomputed: all of it with full checkpointing; with
-    selective checkpointing only the attention core (torchtitan/Megatron 'selective')."""
+    selective checkpointing, torchtitan's op-level policy recomputes every second matmul (it saves
+    the attention outputs), Megatron's recomputes only the attention softmax (flash attention
+    recomputes that in its backward anyway)."""
     if t.checkpointing == "full":
         return {"linear": 1.0, "attention": 1.0}
-    if t.checkpointing == "selective":
-        return {"linear": 0.0, "attention": 1.0}
+    if t.checkpointing == "selective" and t.framework == "torchtitan":
+        return {"linear": 0.5, "attention": 0.0}
     return {"linear": 0.0, "attention": 0.0}
 
 
@@ -131,7 +134,7 @@ def elementwise_bytes_per_token(arch: Architecture, t: TrainingSpec) -> float:
     if t.adapters is not None:                        # fp32 cast, adapter, scale, add, downcast
         per_layer += sum((10 * i + 28 * o) * m for i, o, m in lora_layer_shapes(arch, t.adapters.targets))
     passes = 3 + (1 if t.checkpointing == "full" else 0)
-    loss = 44 * V                                     # upcast, log-softmax and its gradient over V
+    loss = LOSS_TRAFFIC[loss_mode(t)] * V             # upcast, log-softmax and its gradient over V
     return L * per_layer * passes + loss
 
 
@@ -180,6 +183,37 @@ def dense_tflops(gpu: GpuModel, t: TrainingSpec) -> tuple[Optional[float], Optio
     return linear, base, labels
 
 
+def matmul_efficiency(gpu: GpuModel) -> float:
+    """The fitted share of the dense tensor peak the matmuls reach on this GPU generation."""
+    return K.MATMUL_EFFICIENCY_BY_ARCH.get(gpu.architecture, K.MATMUL_EFFICIENCY_BY_ARCH["hopper"])
+
+
+def step_terms(arch: Architecture, t: TrainingSpec, linear_tflops: float, attention_tflops: float,
+               bandwidth_gbs: float) -> dict[str, float]:
+    """One micro-batch's work at 100 % of the hardware (seconds), before the fitted efficiencies:
+    ``linear`` matmuls, ``attention`` (flash attention's QK^T and AV), ``traffic`` element-wise bytes,
+    ``fused_traffic`` the same for stacks with fused/compiled kernels, ``layers`` (the fixed per-layer
+    launch cost counts layers), ``optimizer`` the optimizer step's traffic (once per step).
+    benchmarks/fit_calibration.py fits the efficiencies on these same terms."""
+    fl = flops_per_token(arch, t)
+    tokens = t.micro_batch_size * t.sequence_length
+    optimizer = optimizer_bytes(arch, t)
+    micro_bytes = tokens * elementwise_bytes_per_token(arch, t) + per_step_bytes(arch, t) - optimizer
+    fused = framework(t).fused_kernels
+    bw = bandwidth_gbs * 1e9
+    return {"linear": tokens * fl["linear"] / (linear_tflops * 1e12),
+            "attention": tokens * fl["attention"] / (attention_tflops * 1e12),
+            "traffic": 0.0 if fused else micro_bytes / bw, "fused_traffic": micro_bytes / bw if fused else 0.0,
+            "layers": float(arch.num_layers), "optimizer": optimizer / bw}
+
+
+def micro_seconds(terms: dict[str, float], matmul_eff: float) -> float:
+    """A micro-batch's time from its terms and the fitted constants (the model the fit script fits)."""
+    return (terms["linear"] / matmul_eff + terms["attention"] / K.ATTENTION_EFFICIENCY
+            + (terms["traffic"] + K.FUSED_TRAFFIC * terms["fused_traffic"]) / K.BANDWIDTH_EFFICIENCY
+            + K.LAYER_OVERHEAD_SECONDS * terms["layers"])
+
+
 def throughput_estimate(arch: Architecture, training: TrainingSpec, gpu: GpuModel, gpus_per_node: int = 1,
                         nodes: int = 1, interconnect: str = "nvlink", network: str = "erdma",
                         network_gbps: Optional[float] = None) -> ThroughputEstimate:
@@ -200,8 +234,8 @@ def _throughput(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: in
     tokens = t.micro_batch_size * t.sequence_length
     linear_peak, attn_peak, labels = dense_tflops(gpu, t)
     if gpu.name != K.REFERENCE_GPU:
-        labels.append(f"speed on {gpu.name} scaled from the H200 calibration by its dense TFLOPS and "
-                      "memory bandwidth (assumption)")
+        labels.append(f"speed on {gpu.name} from its dense TFLOPS and memory bandwidth at the fitted efficiencies "
+                      f"of its generation ({gpu.architecture})")
     if arch.is_moe:
         labels.append("MoE expert matmuls assumed to run at the dense matmul efficiency (grouped GEMMs "
                       "of small experts may run slower; not calibrated)")
@@ -217,13 +251,13 @@ def _throughput(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: in
     if bandwidth is None:
         bandwidth = 4800.0 * linear_peak / 989.0
         labels.append(f"memory bandwidth of {gpu.name} unknown: assumed in proportion to its TFLOPS")
-    compute = (tokens * (fl["linear"] / (linear_peak * 1e12) + fl["attention"] / (attn_peak * 1e12))
-               / K.MATMUL_EFFICIENCY)
-    optimizer = optimizer_bytes(arch, t)
-    micro_bytes = tokens * elementwise_bytes_per_token(arch, t) + per_step_bytes(arch, t) - optimizer
-    bw = bandwidth * 1e9 * K.BANDWIDTH_EFFICIENCY
-    micro = compute + micro_bytes / bw              # one micro-batch on one GPU
-    opt_seconds = optimizer / bw                    # the optimizer step, once per step
+    terms = step_terms(arch, t, linear_peak, attn_peak, bandwidth)
+    eff = matmul_efficiency(gpu)
+    if gpu.architecture not in K.MATMUL_EFFICIENCY_BY_ARCH:
+        labels.append(f"{gpu.name} ({gpu.architecture}): no calibration for its generation; the Hopper matmul "
+                      "efficiency is used (assumption)")
+    micro = micro_seconds(terms, eff)               # one micro-batch on one GPU
+    opt_seconds = terms["optimizer"] / K.BANDWIDTH_EFFICIENCY  # the optimizer step, once per step
     step_one = gas * micro + opt_seconds
     comm = 0.0
     if gpus > 1:
@@ -299,6 +333,8 @@ def _comm_seconds(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: 
         frac = expert_params(arch) / arch.params
         grad_bytes = grad_bytes * (1 - frac) + grad_bytes * frac / ep
     sync = _ring(grad_bytes, per_node, nodes, bus, node_bw)
+    if t.zero_stage >= 3:
+        sync /= 2  # a reduce-scatter only: the weights are all-gathered before use (below), not after the step
     gathers = 0.0
     if t.zero_stage >= 3:
         weights = 2.0 * (arch.params if t.adapters is not None else trainable_params(arch, t))
