@@ -154,12 +154,26 @@ def test_lora_activations_keep_fp32_adapter_inputs_and_no_frozen_linear_inputs()
 
 
 def test_logits_and_loss_over_the_full_vocabulary():
-    p = phases(spec())
+    # a loop that keeps its outputs (the calibration harness): the previous and current bf16 logits
+    p = phase_components(TINY, spec(), 1, keeps_outputs=True)
     # forward: previous and current bf16 logits, fp32 upcast, fp32 log-probs = (2+2+4+4) V
     assert p["forward"]["logits_and_loss"] == pytest.approx(12 * 1000 * T)
     # backward start: bf16 logits, log-probs, their gradient, fp32 logits gradient = (2+4+4+4) V
     assert p["backward_start"]["logits_and_loss"] == pytest.approx(14 * 1000 * T)
     assert p["backward_end"]["logits_and_loss"] == pytest.approx(2 * 1000 * T)
+    # a Trainer-style loop drops them: 2 V less in every phase
+    q = phases(spec())
+    assert q["forward"]["logits_and_loss"] == pytest.approx(10 * 1000 * T)
+    assert q["backward_end"]["logits_and_loss"] == 0
+
+
+@pytest.mark.parametrize("loss, forward, backward", [("bf16", 4, 6), ("chunked", 3, 5), ("fused", 2, 2)])
+def test_other_loss_computations_hold_less_of_the_vocabulary(loss, forward, backward):
+    p = phases(spec(loss=loss))
+    assert p["forward"]["logits_and_loss"] == pytest.approx(forward * 1000 * T)
+    assert p["backward_start"]["logits_and_loss"] == pytest.approx(backward * 1000 * T)
+    torchtune = phases(spec(framework="torchtune"))  # chunked by default
+    assert torchtune["backward_start"]["logits_and_loss"] == pytest.approx(5 * 1000 * T)
 
 
 # ---- ZeRO and data parallelism --------------------------------------------------------------------

@@ -255,6 +255,9 @@ class Architecture(BaseModel):
 
     @property
     def text_params(self) -> int:
+        return _text_params(self)
+
+    def _count_text_params(self) -> int:
         L = self.num_layers
         moe = self.moe_layers * (self.num_experts * self.expert_params + self.shared_params + self.router_params)
         return (self.embedding_params + self.head_params + self.norm_params + L * self.attention_params
@@ -263,7 +266,7 @@ class Architecture(BaseModel):
     @property
     def params(self) -> int:
         """Total parameters (a tied LM head shares the embedding; a vision tower included)."""
-        return self.text_params + (self.vision.params if self.vision else 0)
+        return _params(self)
 
     @property
     def active_params(self) -> int:
@@ -277,6 +280,9 @@ class Architecture(BaseModel):
     @property
     def matmul_params(self) -> int:
         """Every decoder weight matrix, all experts included (biases, norms, embeddings excluded)."""
+        return _matmul_params(self)
+
+    def _count_matmul_params(self) -> int:
         attn = sum(i * o for i, o in self.attention_shapes().values())
         dense = sum(i * o for i, o in self.mlp_shapes().values())
         expert = sum(i * o for i, o in self.mlp_shapes(self.expert_width).values())
@@ -292,6 +298,21 @@ class Architecture(BaseModel):
         return self.matmul_params - self.moe_layers * (self.num_experts - self.num_experts_per_token) * expert
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=4096)
+def _text_params(arch: Architecture) -> int:
+    return arch._count_text_params()
+
+
+@functools.lru_cache(maxsize=4096)
+def _params(arch: Architecture) -> int:
+    return arch.text_params + (arch.vision.params if arch.vision else 0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _matmul_params(arch: Architecture) -> int:
+    return arch._count_matmul_params()
+
+
+@functools.lru_cache(maxsize=4096)
 def _moe_layer_count(arch: Architecture) -> int:
     return sum(1 for i in range(arch.num_layers) if arch.is_moe_layer(i))

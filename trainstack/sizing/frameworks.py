@@ -15,15 +15,16 @@ from ..profile import TrainingSpec
 @dataclass(frozen=True)
 class Framework:
     loss: str                    # default training.loss
-    keeps_outputs: bool          # the training loop holds the previous step's bf16 logits (HF's `out`)
+    keeps_outputs: bool          # the training loop holds the step's outputs (logits) across steps
     qlora_upcast: bool           # peft prepare_model_for_kbit_training: non-quantised weights and the residual in fp32
     fused_kernels: bool          # compiled / fused element-wise kernels (norms, rotary, activations)
     source: str
 
 
 FRAMEWORKS: dict[str, Framework] = {
-    "hf": Framework("full", True, True, False,
-                    "transformers ForCausalLMLoss upcasts the logits to fp32; peft prepare_model_for_kbit_training "
+    "hf": Framework("full", False, True, False,
+                    "transformers ForCausalLMLoss upcasts the logits to fp32 (Trainer.compute_loss drops the outputs); "
+                    "peft prepare_model_for_kbit_training "
                     "casts every non-quantised parameter to fp32; eager kernels (the H200 calibration)"),
     "torchtune": Framework("chunked", False, False, True,
                            "torchtune CEWithChunkedOutputLoss (8 chunks, fp32 per chunk); recipes run with compile"),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..models import Architecture
@@ -91,21 +92,24 @@ class _Layout:
 
 
 def memory_estimate(arch: Architecture, training: TrainingSpec, data_parallel: int = 1,
-                    allocator: str = "default", weights_cast_on_gpu: bool = False) -> MemoryEstimate:
+                    allocator: str = "default", weights_cast_on_gpu: bool = False,
+                    keeps_outputs: Optional[bool] = None) -> MemoryEstimate:
     """Peak, reserved and required memory per GPU with ``data_parallel`` ranks (ZeRO shards over them).
 
     ``allocator``: ``default`` (PyTorch's caching allocator as it ships, what the calibration
     measured) or ``expandable`` (``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``; modelled, not
     measured). ``weights_cast_on_gpu``: the model was built or loaded in fp32 on the GPU and cast to
     16 bits there (the calibration harness does this; ``from_pretrained(torch_dtype=...)`` does not).
+    ``keeps_outputs``: the loop holds each step's outputs (``out = model(...)``, as the calibration
+    harness does) until the next step replaces them; default: the framework's (none keep them).
     """
-    return _memory(arch, training, max(1, int(data_parallel)), allocator, bool(weights_cast_on_gpu))
+    return _memory(arch, training, max(1, int(data_parallel)), allocator, bool(weights_cast_on_gpu), keeps_outputs)
 
 
 @functools.lru_cache(maxsize=8192)
 def _memory(arch: Architecture, t: TrainingSpec, dp: int, allocator: str = "default",
-            cast_on_gpu: bool = False) -> MemoryEstimate:
-    phases = phase_components(arch, t, dp)
+            cast_on_gpu: bool = False, keeps_outputs: Optional[bool] = None) -> MemoryEstimate:
+    phases = phase_components(arch, t, dp, keeps_outputs)
     name = max(phases, key=lambda p: sum(phases[p].values()))
     peak = sum(phases[name].values())
     reserved = reserved_bytes(arch, t, dp, phases[name], allocator, cast_on_gpu)
@@ -128,19 +132,22 @@ STATIC = ("weights", "quantization_constants", "optimizer_states", "lora_adapter
 def reserved_bytes(arch: Architecture, t: TrainingSpec, dp: int, at_peak: dict[str, float],
                    allocator: str = "default", cast_on_gpu: bool = False) -> float:
     """What the caching allocator holds at the peak: the held tensors, plus the step's coming and
-    going tensors with the free-but-cached blocks they leave (a share of them; with checkpointing
-    also a few layers' worth of recomputed activations, which churn most), plus blocks freed before
-    training that the step cannot reuse. Fitted on the H200 rows' peak_reserved as an upper envelope
+    going tensors with the free-but-cached blocks they leave (a share of them; with full checkpointing
+    also a share of one recomputed layer and, under autocast, of the re-made weight copies, which churn
+    most), plus blocks freed before training that the step cannot reuse. Fitted on the H200 rows' peak_reserved as an upper envelope
     (constants.py); ``expandable`` segments are assumed to leave almost nothing cached."""
     static = sum(at_peak.get(k, 0.0) for k in STATIC)
     peak = sum(at_peak.values())
     dynamic = peak - static
     if allocator == "expandable":
         return peak + K.EXPANDABLE_SLACK * dynamic
-    if t.checkpointing == "none":
+    if t.checkpointing != "full":
         reserved = static + K.FRAG_DYNAMIC * dynamic
     else:
-        reserved = static + K.FRAG_DYNAMIC_CHECKPOINTED * dynamic + K.FRAG_RECOMPUTE_LAYERS * _one_layer(arch, t, dp)
+        # recomputing a layer re-creates its activations and, under autocast, its bf16 weight copies
+        copies = 2.0 * total_matmul_params(arch) if layout(arch, t, dp).autocast else 0.0
+        reserved = (static + K.FRAG_DYNAMIC_CHECKPOINTED * dynamic + K.FRAG_RECOMPUTE_LAYERS * _one_layer(arch, t, dp)
+                    + K.FRAG_AUTOCAST_COPIES * copies)
     if cast_on_gpu and t.precision == "bf16":
         # a 4-byte build cast to 2 bytes frees 2 bytes per parameter in parameter-sized blocks; gradients,
         # optimizer states and (unchecked) activations of those sizes reuse them, the rest stays cached
@@ -160,6 +167,7 @@ def _one_layer(arch: Architecture, t: TrainingSpec, dp: int) -> float:
     return full_layer_bytes(arch, lay) * T
 
 
+@functools.lru_cache(maxsize=8192)
 def trainable_params(arch: Architecture, t: TrainingSpec) -> int:
     return lora_params(arch, t.adapters) if t.adapters else arch.params
 
@@ -184,6 +192,7 @@ def adapter_bytes(t: TrainingSpec) -> int:
     return K.ADAPTER_BYTES if t.framework == "hf" else 2
 
 
+@functools.lru_cache(maxsize=8192)
 def layout(arch: Architecture, t: TrainingSpec, dp: int) -> _Layout:
     p = arch.params
     mixed = t.precision in MIXED
@@ -287,6 +296,8 @@ def selective_layer_bytes(arch: Architecture, t: TrainingSpec, lay: _Layout, ful
         return full
     h, inter = arch.hidden_size, sum(w * m for w, m in mlp_widths(arch))
     outputs = 2 * (arch.q_dim + 2 * arch.kv_dim + 2 * h + 2 * inter)
+    if t.precision == "fp8-mixed":
+        outputs = 0  # Float8Linear runs torch._scaled_mm, which the save list (aten.mm) does not name
     return lay.residual * h + _attention_core(arch) + outputs / 2
 
 
@@ -297,7 +308,8 @@ def checkpoint_bytes(arch: Architecture, lay: _Layout) -> int:
 
 # ---- phases ----------------------------------------------------------------------------------
 
-def phase_components(arch: Architecture, t: TrainingSpec, dp: int) -> dict[str, dict[str, float]]:
+def phase_components(arch: Architecture, t: TrainingSpec, dp: int,
+                     keeps_outputs: Optional[bool] = None) -> dict[str, dict[str, float]]:
     """Bytes alive per component at each phase's high point."""
     lay = layout(arch, t, dp)
     L, V, h = arch.num_layers, arch.vocab_size, arch.hidden_size
@@ -352,7 +364,8 @@ def phase_components(arch: Architecture, t: TrainingSpec, dp: int) -> dict[str, 
     temps = _temporaries(arch, t, dp)
     gc = t.checkpointing == "full"
     loss = LOSS_BYTES[loss_mode(t)]
-    kept = KEPT_OUTPUT_BYTES if framework(t).keeps_outputs else 0.0  # the loop's `out` holds bf16 logits
+    keeps = framework(t).keeps_outputs if keeps_outputs is None else keeps_outputs
+    kept = KEPT_OUTPUT_BYTES if keeps else 0.0  # the loop's `out` holds bf16 logits
     logits_fwd = (loss["forward"] + kept) * V * T   # (the previous step's, until `out` is reassigned)
     logits_bwd = (loss["backward"] + kept) * V * T
     logits_kept = kept * V * T

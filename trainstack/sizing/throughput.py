@@ -109,7 +109,8 @@ def recompute_share(t: TrainingSpec) -> dict[str, float]:
     if t.checkpointing == "full":
         return {"linear": 1.0, "attention": 1.0}
     if t.checkpointing == "selective" and t.framework == "torchtitan":
-        return {"linear": 0.5, "attention": 0.0}
+        # FP8 matmuls (torch._scaled_mm) are not on the save list: all of them are recomputed
+        return {"linear": 1.0 if t.precision == "fp8-mixed" else 0.5, "attention": 0.0}
     return {"linear": 0.0, "attention": 0.0}
 
 
@@ -207,9 +208,14 @@ def step_terms(arch: Architecture, t: TrainingSpec, linear_tflops: float, attent
             "layers": float(arch.num_layers), "optimizer": optimizer / bw}
 
 
-def micro_seconds(terms: dict[str, float], matmul_eff: float) -> float:
+def attention_efficiency(gpu: GpuModel) -> float:
+    """The fitted share of the dense peak flash attention reaches on this GPU generation."""
+    return K.ATTENTION_EFFICIENCY_BY_ARCH.get(gpu.architecture, K.ATTENTION_EFFICIENCY_BY_ARCH["hopper"])
+
+
+def micro_seconds(terms: dict[str, float], matmul_eff: float, attention_eff: float) -> float:
     """A micro-batch's time from its terms and the fitted constants (the model the fit script fits)."""
-    return (terms["linear"] / matmul_eff + terms["attention"] / K.ATTENTION_EFFICIENCY
+    return (terms["linear"] / matmul_eff + terms["attention"] / attention_eff
             + (terms["traffic"] + K.FUSED_TRAFFIC * terms["fused_traffic"]) / K.BANDWIDTH_EFFICIENCY
             + K.LAYER_OVERHEAD_SECONDS * terms["layers"])
 
@@ -256,7 +262,7 @@ def _throughput(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: in
     if gpu.architecture not in K.MATMUL_EFFICIENCY_BY_ARCH:
         labels.append(f"{gpu.name} ({gpu.architecture}): no calibration for its generation; the Hopper matmul "
                       "efficiency is used (assumption)")
-    micro = micro_seconds(terms, eff)               # one micro-batch on one GPU
+    micro = micro_seconds(terms, eff, attention_efficiency(gpu))  # one micro-batch on one GPU
     opt_seconds = terms["optimizer"] / K.BANDWIDTH_EFFICIENCY  # the optimizer step, once per step
     step_one = gas * micro + opt_seconds
     comm = 0.0
