@@ -28,8 +28,9 @@ FRAMEWORKS: dict[str, Framework] = {
                     "casts every non-quantised parameter to fp32; eager kernels (the H200 calibration)"),
     "torchtune": Framework("chunked", False, False, True,
                            "torchtune CEWithChunkedOutputLoss (8 chunks, fp32 per chunk); recipes run with compile"),
-    "torchtitan": Framework("full", False, False, True,
-                            "torchtitan cross_entropy over pred.float(), pred deleted before backward; torch.compile"),
+    "torchtitan": Framework("full", False, False, False,
+                            "torchtitan cross_entropy over pred.float(), pred deleted before backward; compile off "
+                            "by default (training.compile)"),
     "megatron": Framework("fused", False, False, True,
                           "Megatron-LM/NeMo fused vocab-parallel cross entropy; Transformer Engine fused kernels"),
     "llm-foundry": Framework("fused", False, False, True,
