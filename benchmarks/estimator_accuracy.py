@@ -133,7 +133,7 @@ def published_report(markdown: bool) -> tuple[list[str], dict]:
                            f"{em:+.1%}" if em is not None else "-",
                            f"{r.tokens_per_second:,.0f}" if r.tokens_per_second else "-", tt or "-",
                            f"{et:+.1%}" if et is not None else "-", "yes" if r.fit else "no"])
-    head = ["category", "fitted on", "memory |error|", "tokens/s |error|"]
+    head = ["category", "fitted on", "memory, abs. error", "tokens/s, abs. error"]
     table = []
     for fit in (True, False):
         for c in CATEGORIES:
