@@ -1,32 +1,39 @@
-"""How close the sizing model comes to real H200 training steps, next to the common calculator.
+"""How close the sizing model comes to measured training steps: the H200 rows and published rows.
 
 usage: python benchmarks/estimator_accuracy.py [--markdown]
 
-For every calibration row (the constants were fitted on these) and every held-out row (measured
-later with benchmarks/calibration/measure.py --heldout; never fitted on), prints measured vs
-predicted peak allocated memory and tokens/s, the error, and what a weights + gradients +
-optimizer-states calculator predicts (16 bytes per trainable parameter under bf16-mixed, 8 under
-pure bf16, a 2-byte frozen base under LoRA; no activations, no logits). Ends with the speed of
-the model itself on a resolver-sized workload.
+1. H200 rows (calibration rows: constants fitted on these; held-out rows: never fitted on): measured
+   vs predicted peak allocated and reserved memory and tokens/s, next to what a weights + gradients +
+   optimizer-states calculator predicts. The calibration harness keeps each step's outputs and builds
+   the model in fp32 on the GPU (tests/data/calibration/README.md): both are passed to the model.
+2. Published rows (published-set-a.json with its profiles file, published-set-b-llm-foundry.json), by
+   category: memory on the comparison each row states (allocated, reserved, whole GPU, fit boundary),
+   tokens/s per GPU; rows fitted on and rows left out reported apart.
+Ends with the speed of the model itself on a resolver-sized workload.
 """
 
 from __future__ import annotations
 
 import pathlib
+import statistics
 import sys
 import time
+from typing import Optional
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from benchmarks.calibration_rows import CALIBRATION, HELDOUT, Row, load_rows  # noqa: E402
-from trainstack.architecture import presets  # noqa: E402
+from benchmarks.calibration_rows import (  # noqa: E402
+    CALIBRATION, HELDOUT, PublishedRow, Row, harness_casts_on_gpu, load_published, load_rows,
+)
 from trainstack.catalog import load_catalog  # noqa: E402
+from trainstack.models import presets  # noqa: E402
 from trainstack.profile import TrainingSpec  # noqa: E402
 from trainstack.sizing import memory_estimate, throughput_estimate, trainable_params  # noqa: E402
 from trainstack.sizing import memory as memory_mod  # noqa: E402
 from trainstack.sizing import throughput as throughput_mod  # noqa: E402
 
 GIB = 2**30
+CATEGORIES = ("single GPU H100/H200", "other single GPU", "multi-GPU / ZeRO / FSDP", "QLoRA")
 
 
 def naive_gib(row: Row) -> float:
@@ -38,6 +45,10 @@ def naive_gib(row: Row) -> float:
     return (16 if t.precision == "bf16-mixed" else 8) * p / GIB
 
 
+def harness_memory(row: Row):
+    return memory_estimate(row.arch, row.training, weights_cast_on_gpu=harness_casts_on_gpu(row), keeps_outputs=True)
+
+
 def describe(row: Row) -> str:
     t = row.training
     what = t.method + (f" r{t.adapters.rank} {t.adapters.targets}" if t.adapters else "")
@@ -45,33 +56,101 @@ def describe(row: Row) -> str:
     return f"{row.model} {what} {t.precision} {t.micro_batch_size}x{t.sequence_length}{gc}"
 
 
-def table(rows: list[Row], markdown: bool) -> tuple[list[str], float, float, float]:
-    h200 = load_catalog().gpu("H200")
-    head = ["row", "case", "measured GiB", "predicted GiB", "error", "naive GiB", "naive error",
-            "measured tok/s", "predicted tok/s", "error", "MFU"]
-    out = []
+def _emit(head: list[str], rows: list[list[str]], markdown: bool) -> list[str]:
     if markdown:
-        out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    else:
-        out.append(f"{'row':4} {'case':48} {'meas GiB':>8} {'pred':>7} {'err':>7} {'naive':>7} {'err':>7} "
-                   f"{'meas tok/s':>10} {'pred':>8} {'err':>7} {'MFU':>5}")
-    worst_mem = worst_tps = worst_naive = 0.0
+        return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    return ["  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip() for r in [head, *rows]]
+
+
+def h200_table(rows: list[Row], markdown: bool) -> tuple[list[str], dict[str, list[float]]]:
+    h200 = load_catalog().gpu("H200")
+    head = ["row", "case", "meas alloc", "pred", "err", "meas reserved", "pred", "err", "naive", "meas tok/s",
+            "pred", "err", "MFU"]
+    out, errs = [], {"memory": [], "reserved": [], "tokens": []}
     for r in rows:
-        m = memory_estimate(r.arch, r.training)
+        m = harness_memory(r)
         s = throughput_estimate(r.arch, r.training, h200)
-        naive = naive_gib(r)
-        em, en = m.peak_gib_per_gpu / r.peak_gib - 1, naive / r.peak_gib - 1
+        em, er = m.peak_gib_per_gpu / r.peak_gib - 1, m.reserved_gib_per_gpu / r.reserved_gib - 1
         et = (s.tokens_per_second_per_gpu or 0) / r.tokens_per_second - 1
-        worst_mem, worst_tps, worst_naive = max(worst_mem, abs(em)), max(worst_tps, abs(et)), max(worst_naive, abs(en))
-        cells = [r.id, describe(r), f"{r.peak_gib:.2f}", f"{m.peak_gib_per_gpu:.2f}", f"{em:+.2%}",
-                 f"{naive:.2f}", f"{en:+.0%}", f"{r.tokens_per_second:,.0f}",
-                 f"{s.tokens_per_second_per_gpu:,.0f}", f"{et:+.1%}", f"{s.mfu:.2f}"]
-        if markdown:
-            out.append("| " + " | ".join(cells) + " |")
-        else:
-            out.append(f"{cells[0]:4} {cells[1]:48} {cells[2]:>8} {cells[3]:>7} {cells[4]:>7} {cells[5]:>7} "
-                       f"{cells[6]:>7} {cells[7]:>10} {cells[8]:>8} {cells[9]:>7} {cells[10]:>5}")
-    return out, worst_mem, worst_tps, worst_naive
+        errs["memory"].append(em)
+        errs["reserved"].append(er)
+        errs["tokens"].append(et)
+        out.append([r.id, describe(r), f"{r.peak_gib:.2f}", f"{m.peak_gib_per_gpu:.2f}", f"{em:+.2%}",
+                    f"{r.reserved_gib:.2f}", f"{m.reserved_gib_per_gpu:.2f}", f"{er:+.1%}",
+                    f"{naive_gib(r) / r.peak_gib - 1:+.0%}", f"{r.tokens_per_second:,.0f}",
+                    f"{s.tokens_per_second_per_gpu:,.0f}", f"{et:+.1%}", f"{s.mfu:.2f}"])
+    return _emit(head, out, markdown), errs
+
+
+def published_errors(r: PublishedRow) -> tuple[Optional[float], Optional[float], str, str]:
+    """(memory error, tokens/s error, predicted memory text, predicted speed text)."""
+    m = memory_estimate(r.arch, r.training, r.gpus)
+    mem_err, mem_txt = None, ""
+    if r.compare == "allocated":
+        mem_err, mem_txt = m.peak_gib_per_gpu / r.measured_gib - 1, f"{m.peak_gib_per_gpu:.1f} alloc"
+    elif r.compare == "reserved":
+        mem_err, mem_txt = m.reserved_gib_per_gpu / r.measured_gib - 1, f"{m.reserved_gib_per_gpu:.1f} reserved"
+    elif r.compare == "whole-gpu":
+        mem_err, mem_txt = m.required_gib_per_gpu / r.measured_gib - 1, f"{m.required_gib_per_gpu:.1f} required"
+    elif r.compare == "fit-boundary":
+        mem_err = m.required_gib_per_gpu / r.gpu.usable_gib - 1
+        mem_txt = f"{m.required_gib_per_gpu:.1f} required at the measured context"
+    tps_err, tps_txt = None, ""
+    if r.tokens_per_second and r.gpu.bf16_tflops:
+        s = throughput_estimate(r.arch, r.training, r.gpu, r.per_node, r.nodes, r.interconnect,
+                                r.network if r.nodes > 1 else "none", r.network_gbps)
+        if s.tokens_per_second_per_gpu:
+            tps_err, tps_txt = s.tokens_per_second_per_gpu / r.tokens_per_second - 1, f"{s.tokens_per_second_per_gpu:,.0f}"
+    return mem_err, tps_err, mem_txt, tps_txt
+
+
+def _summary(values: list[float]) -> str:
+    if not values:
+        return "-"
+    a = [abs(v) for v in values]
+    return f"median {statistics.median(a):.1%}, worst {max(a):.1%} (n={len(a)})"
+
+
+def published_report(markdown: bool) -> tuple[list[str], dict]:
+    rows = load_published()
+    lines: list[str] = []
+    stats: dict = {}
+    detail_head = ["row", "framework", "GPUs", "compare", "measured GiB", "predicted", "err", "measured tok/s",
+                   "predicted", "err", "fitted on"]
+    detail = []
+    by: dict[tuple[str, bool], dict[str, list[float]]] = {}
+    for r in rows:
+        em, et, mt, tt = published_errors(r)
+        cell = by.setdefault((r.category, r.fit), {"memory": [], "tokens": []})
+        if em is not None:
+            cell["memory"].append(em)
+        if et is not None:
+            cell["tokens"].append(et)
+        if r.framework != "llm-foundry":
+            detail.append([r.id, r.framework, f"{r.gpus} x {r.gpu.name}", r.compare or "-",
+                           f"{r.measured_gib:.1f}" if r.measured_gib else "-", mt or "-",
+                           f"{em:+.1%}" if em is not None else "-",
+                           f"{r.tokens_per_second:,.0f}" if r.tokens_per_second else "-", tt or "-",
+                           f"{et:+.1%}" if et is not None else "-", "yes" if r.fit else "no"])
+    head = ["category", "fitted on", "memory, abs. error", "tokens/s, abs. error"]
+    table = []
+    for fit in (True, False):
+        for c in CATEGORIES:
+            cell = by.get((c, fit), {"memory": [], "tokens": []})
+            table.append([c, "yes" if fit else "no (left out)", _summary(cell["memory"]), _summary(cell["tokens"])])
+    every_mem = [e for cell in by.values() for e in cell["memory"]]
+    every_tps = [e for cell in by.values() for e in cell["tokens"]]
+    left_mem = [e for (c, fit), cell in by.items() if not fit for e in cell["memory"]]
+    left_tps = [e for (c, fit), cell in by.items() if not fit for e in cell["tokens"]]
+    table.append(["all published rows", "both", _summary(every_mem), _summary(every_tps)])
+    table.append(["all published rows", "no (left out)", _summary(left_mem), _summary(left_tps)])
+    stats = {"memory": every_mem, "tokens": every_tps, "left_memory": left_mem, "left_tokens": left_tps}
+    lines += _emit(head, table, markdown)
+    lines.append("")
+    lines.append("Published rows other than llm-foundry's (the 188 llm-foundry rows are summarised above):")
+    lines += _emit(detail_head, detail, markdown)
+    return lines, stats
 
 
 def speed_check() -> str:
@@ -101,18 +180,21 @@ def speed_check() -> str:
 
 def main() -> int:
     markdown = "--markdown" in sys.argv
-    for title, path in (("Calibration rows (constants fitted on these)", CALIBRATION),
-                        ("Held-out rows (never fitted on)", HELDOUT)):
-        if not path.exists():
-            continue
-        lines, wm, wt, wn = table(load_rows(path), markdown)
+    for title, path in (("H200 calibration rows (constants fitted on these)", CALIBRATION),
+                        ("H200 held-out rows (never fitted on)", HELDOUT)):
+        lines, errs = h200_table(load_rows(path), markdown)
         print(f"### {title}" if markdown else title)
-        if markdown:
-            print()
+        print()
         print("\n".join(lines))
         print()
-        print(f"worst memory error {wm:.2%} (naive calculator {wn:.0%}), worst tokens/s error {wt:.1%}")
+        print(f"peak allocated {_summary(errs['memory'])}; reserved: lowest {min(errs['reserved']):+.1%}, highest "
+              f"{max(errs['reserved']):+.1%}; tokens/s {_summary(errs['tokens'])}")
         print()
+    lines, _ = published_report(markdown)
+    print("### Published rows by category" if markdown else "Published rows by category")
+    print()
+    print("\n".join(lines))
+    print()
     print(speed_check())
     return 0
 

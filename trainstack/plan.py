@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import math
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -182,7 +182,7 @@ class JobPlan(_Frozen):
     method: str
     precision: str
     zero_stage: int = 0
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: Union[bool, Literal["selective"]] = False
     micro_batch_size: int = 1
     sequence_length: int = 2048
 

@@ -107,9 +107,8 @@ def test_lora_method_without_block_gets_defaults():
     assert p.training.adapters.rank == 16 and p.training.adapters.targets == "attention"
 
 
-def test_every_preset_matches_its_published_parameter_count():
-    for p in {v.name: v for v in presets().values()}.values():
-        assert p.architecture.params == p.params, p.name
+def test_preset_aliases_share_the_shape():
+    # published counts per preset: tests/models/test_presets.py
     assert presets()["llama-3.1-8b"].architecture == presets()["llama-3-8b"].architecture
 
 
@@ -167,3 +166,79 @@ def test_validate_checks_names_against_the_catalog(tmp_path, capsys):
     assert "region" in lines[0] and "did you mean 'cn-shenzhen'" in lines[0]
     assert "resources.gpu_models[0]" in err and "resources.instance_types[0]" in err
     assert "'ecs.gn7i-c8g1.2xlarge'" in err
+
+
+# ---- model.hf_config ------------------------------------------------------------------------
+
+HF_DIR = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "hf_configs"
+
+
+def test_hf_config_is_read_relative_to_the_profile_file(tmp_path, capsys, monkeypatch):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "config.json").write_text((HF_DIR / "qwen3-30b-a3b.json").read_text())
+    f = write(tmp_path, {"name": "moe", "model": {"hf_config": "models/config.json"}})
+    monkeypatch.chdir("/")
+    profile = load_profile(f)
+    assert profile.architecture.num_experts == 128 and profile.architecture.params > 30e9
+    code, err = validate(capsys, f)
+    assert code == 0
+
+
+@pytest.mark.parametrize("config, needle", [
+    ("missing.json", "config file not found"),
+    ("bad.json", "num_shared_expert"),
+])
+def test_bad_hf_configs_exit_2_naming_the_field(tmp_path, capsys, config, needle):
+    import json as _json
+    doc = _json.loads((HF_DIR / "mixtral-8x7b.json").read_text())
+    doc["num_shared_experts_per_layer"] = 2
+    (tmp_path / "bad.json").write_text(_json.dumps(doc))
+    code, err = validate(capsys, write(tmp_path, {"name": "x", "model": {"hf_config": config}}))
+    assert code == 2 and "model.hf_config" in err and needle in err
+
+
+def test_a_config_json_given_as_the_profile_says_what_to_do(tmp_path, capsys):
+    f = tmp_path / "config.json"
+    f.write_text((HF_DIR / "llama-3.1-8b.json").read_text())
+    code, err = validate(capsys, f)
+    assert code == 2 and "Hugging Face config.json, not a training profile" in err and "hf_config" in err
+
+
+def test_presets_resolve_whatever_way_they_are_written(capsys, tmp_path):
+    for given in ("Qwen/Qwen2.5-7B-Instruct", "QWEN2.5-7B", "qwen2.5-7b"):
+        p = parse_profile({"name": "q", "model": {"preset": given}})
+        assert p.architecture == parse_profile({"name": "q", "model": {"preset": "qwen2.5-7b"}}).architecture
+        assert p.model.label == "qwen2.5-7b"
+
+
+def test_architecture_takes_hugging_face_key_names_and_moe_fields():
+    arch = {"hidden_size": 1024, "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 4,
+            "intermediate_size": 4096, "vocab_size": 32000, "tie_word_embeddings": True,
+            "num_local_experts": 8, "num_experts_per_tok": 2}
+    p = parse_profile({"name": "m", "model": {"architecture": arch}})
+    assert p.architecture.num_layers == 8 and p.architecture.num_experts == 8 and p.architecture.tie_embeddings
+
+
+@pytest.mark.parametrize("training, resources, needle", [
+    ({"expert_parallel": 2}, {}, "needs a Mixture-of-Experts model"),
+    ({"gradient_accumulation_steps": 4, "global_batch_size": 64}, {}, "not both"),
+    ({"gradient_accumulation_steps": 4, "global_batch_size": 64, "micro_batch_size": 2}, {"gpus": 4}, "give one"),
+    ({"global_batch_size": 6, "micro_batch_size": 4}, {}, "multiple of micro_batch_size"),
+    ({"global_batch_size": 12, "micro_batch_size": 2}, {"gpus": 4}, "whole number of micro-batches"),
+])
+def test_batch_and_expert_settings_are_checked(training, resources, needle):
+    with pytest.raises(InputError) as err:
+        parse_profile({**BASE, "training": training, "resources": resources})
+    assert needle in "\n".join(p.message for p in err.value.problems)
+
+
+def test_consistent_batch_settings_and_expert_parallel_on_moe_validate():
+    p = parse_profile({"name": "m", "model": {"preset": "mixtral-8x7b"},
+                       "training": {"micro_batch_size": 2, "gradient_accumulation_steps": 4, "global_batch_size": 64,
+                                    "expert_parallel": 8, "zero_stage": 3}, "resources": {"gpus": 8}})
+    assert p.training.accumulation_steps(8) == 4 and p.training.global_batch(8) == 64
+    q = parse_profile({**BASE, "training": {"micro_batch_size": 2, "global_batch_size": 64}})
+    assert q.training.accumulation_steps(8) == 4 and q.training.accumulation_steps(1) == 32
+    with pytest.raises(InputError) as err:
+        parse_profile({"name": "m", "model": {"preset": "mixtral-8x7b"}, "training": {"expert_parallel": 3}})
+    assert "must divide the model's 8 experts" in err.value.problems[0].message

@@ -16,6 +16,7 @@ from ..errors import InputError, Problem
 from ..profile import TrainingProfile, load_profile
 from ..rules import check_profile
 from ..sizing import Estimate, GpuHourPrice, estimate, fit_suggestions, gpu_hour_price
+from ..sizing.estimate import min_margin_gib
 from ..sizing.estimate import NodeLayout
 from ..sizing.memory import COMPONENTS, PHASE_LABELS
 from ..sizing import constants as K
@@ -28,6 +29,9 @@ def register(sub) -> None:
     p.add_argument("--gpu", metavar="MODEL", help="one catalog GPU model (e.g. H200); default: every GPU")
     p.add_argument("--gpus", metavar="N", type=int,
                    help="total GPUs, data parallel; ZeRO shards over them (default: resources.gpus, else 1)")
+    p.add_argument("--network-gbps", metavar="N", type=float,
+                   help="node network in Gbit/s per node for multi-node speed (a fabric the catalog does not sell, "
+                        "or the one you have); default: the instance type's")
     p.add_argument("--json", action="store_true", help="print JSON (contract: README and docs/sizing.md)")
     p.set_defaults(func=run)
 
@@ -38,14 +42,19 @@ def run(args) -> int:
     check_profile(profile, catalog, file=args.profile)
     gpus = [catalog.gpu(args.gpu, path="--gpu")] if args.gpu else list(catalog.gpus.values())
     count = _gpu_count(args.gpus, profile)
-    layouts = {g.name: node_layout(catalog, g, count, profile.region) for g in gpus}
-    est = estimate(profile.architecture, profile.training, gpus, gpu_count=count, layouts=layouts)
+    gbps = _network_gbps(getattr(args, "network_gbps", None))
+    layouts = {g.name: node_layout(catalog, g, count, profile.region, gbps) for g in gpus}
+    allocator = allocator_of(profile)
+    margin = memory_margin_fraction(profile)
+    est = estimate(profile.architecture, profile.training, gpus, gpu_count=count, layouts=layouts,
+                   allocator=allocator, min_margin_fraction=margin)
     prices = ({g.name: gpu_hour_price(catalog, profile.region, g.name) for g in gpus}
               if profile.training.tokens else {})
     suggestions: list[str] = []
     if not est.fits_anywhere:
         roomiest = max(gpus, key=lambda g: g.usable_gib)
-        suggestions = fit_suggestions(profile.architecture, profile.training, roomiest.usable_gib, count)
+        suggestions = fit_suggestions(profile.architecture, profile.training,
+                                      roomiest.usable_gib - min_margin_gib(roomiest.usable_gib, margin), count)
     doc = to_json(profile, est, prices, layouts, suggestions)
     if suggestions or not est.fits_anywhere:
         doc["suggestions_for"] = f"{roomiest.name}, {roomiest.usable_gib:g} GiB"
@@ -54,6 +63,29 @@ def run(args) -> int:
     else:
         print(render_text(doc))
     return 0
+
+
+def _network_gbps(flag: Optional[float]) -> Optional[float]:
+    if flag is None:
+        return None
+    if not (flag == flag and 1 <= flag <= 100_000):  # NaN-safe
+        raise InputError(f"--network-gbps {flag} is out of range", problems=[Problem(
+            path="--network-gbps", message="must be a number of Gbit/s per node from 1 to 100000", given=flag,
+            has_given=True)])
+    return float(flag)
+
+
+def allocator_of(profile: TrainingProfile) -> str:
+    """The caching allocator the job runs with: ``expandable`` when job.env sets
+    PYTORCH_CUDA_ALLOC_CONF with expandable_segments:True, else PyTorch's default."""
+    conf = profile.job.env.get("PYTORCH_CUDA_ALLOC_CONF", "")
+    options = {k.strip(): v.strip() for k, _, v in (part.partition(":") for part in conf.split(","))}
+    return "expandable" if options.get("expandable_segments", "").lower() == "true" else "default"
+
+
+def memory_margin_fraction(profile: TrainingProfile) -> float:
+    percent = getattr(profile.resources, "memory_margin_percent", None)
+    return K.MIN_MARGIN_FRACTION if percent is None else percent / 100.0
 
 
 def _gpu_count(flag: Optional[int], profile: TrainingProfile) -> int:
@@ -65,9 +97,21 @@ def _gpu_count(flag: Optional[int], profile: TrainingProfile) -> int:
     return profile.resources.gpus if isinstance(profile.resources.gpus, int) else 1
 
 
-def node_layout(catalog: Catalog, gpu: GpuModel, count: int, region: Optional[str] = None) -> NodeLayout:
+def node_layout(catalog: Catalog, gpu: GpuModel, count: int, region: Optional[str] = None,
+                network_gbps: Optional[float] = None) -> NodeLayout:
     """How ``count`` GPUs of ``gpu`` would sit: the largest trainable catalog node with that GPU,
-    preferring types with a known price in ``region`` and a verified GPU (the ones a plan could use)."""
+    preferring types with a known price in ``region`` and a verified GPU (the ones a plan could use).
+    ``network_gbps`` replaces the node network's bandwidth (a what-if fabric)."""
+    lay = _node_layout(catalog, gpu, count, region)
+    if network_gbps is None or count <= 1:
+        return lay
+    network = lay.network if lay.network in ("erdma", "roce") else "roce"
+    return lay.model_copy(update={"network_gbps": network_gbps, "network": network,
+                                  "label": (lay.label or "") + f"; node network {network_gbps:g} Gbit/s per node "
+                                                               "(--network-gbps, what-if)"})
+
+
+def _node_layout(catalog: Catalog, gpu: GpuModel, count: int, region: Optional[str] = None) -> NodeLayout:
     if count <= 1:
         return NodeLayout(gpus_per_node=1)
     nodes = [i for i in catalog.resolved_instances()
@@ -104,6 +148,7 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
         s, hours, price = est.speed(fit.gpu), est.hours(fit.gpu), prices.get(fit.gpu)
         per_gpu.append({
             "gpu": fit.gpu, "usable_gib": fit.usable_gib, "fits": fit.fits, "margin_gib": fit.margin_gib,
+            "min_margin_gib": fit.min_margin_gib,
             "precision_supported": _precision_ok(fit.gpu, t.precision),
             "tokens_per_second_per_gpu": s.tokens_per_second_per_gpu if s else None,
             "hours": _round(hours, 3), **_costs(price, hours, est.gpu_count)})
@@ -111,21 +156,30 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
         labels += [lab for lab in speed.labels if lab not in labels]
     if ref and layouts.get(ref) and layouts[ref].label:
         labels.append(layouts[ref].label)
+    arch = profile.architecture
     doc: dict[str, Any] = {
-        "profile": profile.name, "model": profile.model.label, "params": mem.params,
+        "profile": profile.name, "model": model_json(profile), "params": mem.params,
         "trainable_params": mem.trainable_params, "gpus": est.gpu_count,
         "training": {"method": t.method, "precision": t.precision, "optimizer": t.optimizer,
+                     "framework": t.framework, "loss": t.loss,
                      "micro_batch_size": t.micro_batch_size, "sequence_length": t.sequence_length,
                      "gradient_checkpointing": t.gradient_checkpointing, "zero_stage": t.zero_stage,
+                     "gradient_accumulation_steps": t.accumulation_steps(est.gpu_count),
+                     "global_batch_size": t.global_batch(est.gpu_count),
+                     "tokens_per_step": t.global_batch(est.gpu_count) * t.sequence_length,
+                     "expert_parallel": t.expert_parallel if arch.is_moe else 1,
                      "lora": t.adapters.model_dump() if t.adapters else None, "tokens": t.tokens},
-        "memory": {"peak_gib_per_gpu": mem.peak_gib_per_gpu, "required_gib_per_gpu": mem.required_gib_per_gpu,
+        "memory": {"peak_gib_per_gpu": mem.peak_gib_per_gpu, "reserved_gib_per_gpu": mem.reserved_gib_per_gpu,
+                   "required_gib_per_gpu": mem.required_gib_per_gpu, "allocator": mem.allocator,
                    "breakdown_gib": mem.breakdown_gib, "peak_phase": mem.peak_phase,
                    "phases_gib": mem.phases_gib,
                    "fits": [f.model_dump() for f in est.fits]},
         "throughput": None if speed is None else {
             "gpu": speed.gpu, "gpus": speed.gpus, "tokens_per_second_per_gpu": speed.tokens_per_second_per_gpu,
             "tokens_per_second": speed.tokens_per_second, "step_seconds": speed.step_seconds,
-            "flops_per_token": speed.flops_per_token, "mfu": speed.mfu,
+            "flops_per_token": speed.flops_per_token, "model_flops_per_token": speed.model_flops_per_token,
+            "mfu": speed.mfu, "hfu": speed.hfu, "accumulation_steps": speed.accumulation_steps,
+            "tokens_per_step": speed.tokens_per_step,
             "scaling_efficiency": speed.scaling_efficiency,
             "communication_seconds": speed.communication_seconds},
         "per_gpu": per_gpu, "fits_any_gpu": est.fits_anywhere, "suggestions": suggestions,
@@ -146,6 +200,21 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
             doc["cheapest"] = {k: best[k] for k in ("gpu", "hours", "on_demand_cny", "spot_cny")}
     doc["assumptions"] = labels
     return doc
+
+
+def model_json(profile: TrainingProfile) -> dict[str, Any]:
+    """``model`` in the JSON: what was named and the counts model cards publish."""
+    a = profile.architecture
+    return {
+        "name": profile.model.label, "parameters": a.params, "active_parameters": a.active_params,
+        "layers": a.num_layers, "hidden_size": a.hidden_size, "vocab_size": a.vocab_size,
+        "moe": None if not a.is_moe else {
+            "experts": a.num_experts, "experts_per_token": a.num_experts_per_token,
+            "expert_intermediate_size": a.expert_width, "shared_experts": a.num_shared_experts,
+            "moe_layers": a.moe_layers, "expert_parameters": a.expert_total_params},
+        "vision": None if a.vision is None else {
+            "parameters": a.vision.params, "layers": a.vision.num_layers, "tokens_per_image": a.vision.tokens_per_image},
+    }
 
 
 def _costs(price: Optional[GpuHourPrice], hours: Optional[float], gpus: int) -> dict[str, Optional[float]]:
@@ -174,24 +243,35 @@ def _num(v: Optional[float], fmt: str = "{:,.1f}") -> str:
 def render_text(doc: dict[str, Any]) -> str:
     t, mem = doc["training"], doc["memory"]
     lora = f", LoRA rank {t['lora']['rank']} on {t['lora']['targets']}" if t["lora"] else ""
+    m = doc["model"]
+    active = (f", {m['active_parameters'] / 1e9:.2f}B active per token ({m['moe']['experts_per_token']} of "
+              f"{m['moe']['experts']} experts)") if m["moe"] else f", {m['active_parameters'] / 1e9:.2f}B active"
+    ckpt = t["gradient_checkpointing"]
+    ckpt = "selective" if ckpt == "selective" else ("on" if ckpt else "off")
     lines = [
-        f"{doc['profile']}: {doc['model']}, {doc['params'] / 1e9:.2f}B params "
+        f"{doc['profile']}: {m['name']}, {m['parameters'] / 1e9:.2f}B params{active} "
         f"({doc['trainable_params'] / 1e9:.3g}B trainable), {t['method']}{lora}, {t['precision']}, {t['optimizer']}",
         f"  micro-batch {t['micro_batch_size']} x {t['sequence_length']} tokens, gradient checkpointing "
-        f"{'on' if t['gradient_checkpointing'] else 'off'}, ZeRO {t['zero_stage']}, {doc['gpus']} GPU(s)",
+        f"{ckpt}, ZeRO {t['zero_stage']}, {doc['gpus']} GPU(s), framework {t['framework']}",
+        f"  {t['gradient_accumulation_steps']} micro-batch(es) per optimizer step: global batch "
+        f"{t['global_batch_size']} sequences = {t['tokens_per_step']:,} tokens per step"
+        + (f"; experts split over {t['expert_parallel']} GPUs" if t["expert_parallel"] > 1 else ""),
         "",
         "Memory per GPU at the peak (GiB = 2^30 bytes)",
     ]
     rows = [[k.replace("_", " "), f"{v:.2f}"] for k, v in ((k, mem["breakdown_gib"][k]) for k in COMPONENTS) if v]
     rows.append(["peak of allocated tensors", f"{mem['peak_gib_per_gpu']:.2f}"])
+    alloc = "expandable segments, assumed" if mem["allocator"] == "expandable" else "PyTorch default"
+    rows.append([f"reserved by the caching allocator ({alloc})", f"{mem['reserved_gib_per_gpu']:.2f}"])
     nccl = f", +{K.NCCL_BUFFERS_GIB:g} GiB NCCL buffers" if doc["gpus"] > 1 else ""
-    rows.append(["required (+{:.0%} allocator, +{:g} GiB CUDA context{})".format(
-        K.ALLOCATOR_HEADROOM, K.CUDA_CONTEXT_GIB, nccl), f"{mem['required_gib_per_gpu']:.2f}"])
+    rows.append(["required (reserved, +{:g} GiB CUDA context{})".format(K.CUDA_CONTEXT_GIB, nccl),
+                 f"{mem['required_gib_per_gpu']:.2f}"])
     lines.append(render_table(["COMPONENT", "GiB"], rows, align="lr"))
     lines.append(f"  peak at: {PHASE_LABELS.get(mem['peak_phase'], mem['peak_phase'])}")
     lines.append("")
     lines.append(f"Fit and speed per GPU model ({doc['gpus']} GPU(s); costs for all of them)")
-    fit_rows = [[g["gpu"], f"{g['usable_gib']:.1f}", "yes" if g["fits"] else "no", f"{g['margin_gib']:+.1f}",
+    fit_rows = [[g["gpu"], f"{g['usable_gib']:.1f}",
+                 "yes" if g["fits"] else ("tight" if g["margin_gib"] >= 0 else "no"), f"{g['margin_gib']:+.1f}",
                  _num(g["tokens_per_second_per_gpu"], "{:,.0f}"), _num(g["hours"], "{:,.2f}"),
                  _num(g["on_demand_cny"], "{:,.0f}"), _num(g["spot_cny"], "{:,.0f}"),
                  "" if g["precision_supported"] else f"no {t['precision'].split('-')[0].upper()}"]
@@ -202,8 +282,8 @@ def render_text(doc: dict[str, Any]) -> str:
     if thr and thr["tokens_per_second_per_gpu"]:
         lines.append("")
         lines.append(f"Speed on {thr['gpu']}: {thr['tokens_per_second_per_gpu']:,.0f} tokens/s per GPU, "
-                     f"{thr['tokens_per_second']:,.0f} in all, MFU {thr['mfu']:.0%}, "
-                     f"{thr['flops_per_token'] / 1e9:,.1f} GFLOPs/token"
+                     f"{thr['tokens_per_second']:,.0f} in all, MFU {thr['mfu']:.0%} (model FLOPs; "
+                     f"{thr['hfu']:.0%} with recomputation), {thr['model_flops_per_token'] / 1e9:,.1f} GFLOPs/token"
                      + (f", scaling efficiency {thr['scaling_efficiency']:.0%}" if doc["gpus"] > 1 else ""))
         if "hours" in doc:
             c = doc["cost"]

@@ -203,6 +203,11 @@ def rule_broken(profile: TrainingProfile, gpu_name: str, usable_gib: float, gpus
     if margin < 0:
         return reason(ReasonCode.MEMORY, f"needs {required_gib:.1f} GiB per GPU, {gpu_name} has {usable_gib:.1f} GiB "
                                          f"usable (with {gpus} GPU{'s' if gpus > 1 else ''})")
+    least = sizing.min_margin_gib(usable_gib, r.memory_margin_percent / 100.0)
+    if margin < least:
+        return reason(ReasonCode.MEMORY, f"needs {required_gib:.1f} GiB per GPU of {gpu_name}'s {usable_gib:.1f} GiB: "
+                                         f"{margin:.1f} GiB left, under the {least:.1f} GiB minimum margin "
+                                         f"(resources.memory_margin_percent {r.memory_margin_percent:g})")
     if r.deadline_hours is not None and hours is not None and hours > r.deadline_hours:
         return reason(ReasonCode.DEADLINE, f"takes {hours:.1f} h, deadline is {r.deadline_hours:g} h")
     if r.max_hourly_cost is not None and hourly is not None and hourly > r.max_hourly_cost:

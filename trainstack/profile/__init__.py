@@ -2,13 +2,13 @@
 
 from .loading import load_profile, parse_profile, profile_json_schema
 from .model import (
-    DNS_LABEL, SCHEMA_URL_COMMENT, AccessSpec, DlcSpec, JobSpec, LoraSpec, Method, ModelSpec, NetworkSpec,
+    DNS_LABEL, SCHEMA_URL_COMMENT, AccessSpec, Checkpointing, DlcSpec, Framework, JobSpec, Loss, LoraSpec, Method, ModelSpec, NetworkSpec,
     Precision, ResourcesSpec, StorageSpec, TrainingProfile, TrainingSpec,
 )
 from .yamlfile import MAX_PROFILE_BYTES, read_yaml_document
 
 __all__ = [
-    "AccessSpec", "DNS_LABEL", "DlcSpec", "JobSpec", "LoraSpec", "MAX_PROFILE_BYTES", "Method", "ModelSpec",
+    "AccessSpec", "Checkpointing", "DNS_LABEL", "DlcSpec", "Framework", "Loss", "JobSpec", "LoraSpec", "MAX_PROFILE_BYTES", "Method", "ModelSpec",
     "NetworkSpec", "Precision", "ResourcesSpec", "SCHEMA_URL_COMMENT", "StorageSpec", "TrainingProfile",
     "TrainingSpec", "load_profile", "parse_profile", "profile_json_schema", "read_yaml_document",
 ]

@@ -12,7 +12,7 @@ from typing import Any, Optional, Union
 
 from pydantic import ValidationError
 
-from ..architecture import presets
+from ..models import preset_names
 from ..errors import InputError, Problem
 from ..secrets import find_secrets
 from .model import TrainingProfile
@@ -22,18 +22,27 @@ from .yamlfile import read_yaml_document
 
 def load_profile(path: Union[str, Path]) -> TrainingProfile:
     """Load and validate a profile file."""
-    return parse_profile(read_yaml_document(path), file=str(path))
+    return parse_profile(read_yaml_document(path), file=str(path), base_dir=Path(path).resolve().parent)
 
 
-def parse_profile(doc: Any, file: Optional[str] = None) -> TrainingProfile:
-    """Validate an already-parsed document; all problems are reported together."""
+def parse_profile(doc: Any, file: Optional[str] = None, base_dir: Optional[Path] = None) -> TrainingProfile:
+    """Validate an already-parsed document; all problems are reported together.
+
+    ``base_dir`` is where relative paths in the profile (``model.hf_config``) start: the profile
+    file's folder (``load_profile``), else the working directory.
+    """
     if not isinstance(doc, dict):
         raise InputError("profile must be a mapping", problems=[
             Problem(path="", message="profile must be a YAML mapping", file=file,
                     given=type(doc).__name__, has_given=True)])
+    if "model_type" in doc and "name" not in doc and "model" not in doc:
+        raise InputError(f"{file or 'profile'}: a Hugging Face config.json, not a training profile", problems=[
+            Problem(path="", message="this is a Hugging Face config.json, not a training profile", file=file)],
+            hint="write a profile that points at it: `name: my-job` and `model: {hf_config: config.json}` "
+                 "(the path is relative to the profile file)")
     secret_problems = [Problem(path=p, message=m, file=file) for p, m in find_secrets(doc)]
     try:
-        profile = TrainingProfile.model_validate(doc)
+        profile = TrainingProfile.model_validate(doc, context={"profile_dir": base_dir})
     except ValidationError as exc:
         problems = secret_problems + [_problem_from(e, doc, file) for e in exc.errors()]
         raise InputError(f"{file or 'profile'}: {len(problems)} problem(s)", problems=_dedupe(problems)) from None
@@ -54,6 +63,6 @@ def profile_json_schema() -> dict[str, Any]:
     schema["title"] = "trainstack training profile"
     schema.setdefault("$defs", {})
     schema["properties"]["model"]["description"] = (
-        "Exactly one of preset, architecture or params_b. Presets: "
-        + ", ".join(sorted(presets())))
+        "Exactly one of preset, hf_config, architecture or params_b. Presets (case-insensitive; Hugging Face "
+        "repo ids and -instruct/-it/-chat/-base variants accepted): " + ", ".join(preset_names()))
     return schema

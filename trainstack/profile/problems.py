@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel
 
-from ..architecture import presets
+from ..models import preset_names
 from ..errors import Problem, did_you_mean
 from .model import TrainingProfile
 
@@ -115,8 +115,8 @@ def _problem_from(err: dict, doc: dict, file: Optional[str]) -> Problem:
         found = True
         path = "model.preset"
         msg = "unknown model preset"
-        allowed = ", ".join(sorted({p.name for p in presets().values()}))
-        suggestions = did_you_mean(str(given), presets())
+        allowed = ", ".join(preset_names()) + " (case-insensitive; Hugging Face repo ids accepted)"
+        suggestions = did_you_mean(str(given), preset_names())
     elif typ == "literal_error" and found and isinstance(given, (str, bool)):
         options = [o.strip(" '") for o in str((err.get("ctx") or {}).get("expected", "")).replace(" or ", ",").split(",")]
         suggestions = did_you_mean(str(given), [o for o in options if o])

@@ -16,12 +16,13 @@ from .estimate import (
     fit_suggestions,
     gpu_fit,
     gpu_hour_price,
+    min_margin_gib,
 )
 from .memory import MemoryEstimate, memory_estimate, trainable_params
 from .throughput import ThroughputEstimate, flops_per_token, throughput_estimate
 
 __all__ = [
     "Estimate", "GpuFit", "GpuHourPrice", "MemoryEstimate", "NodeLayout", "ThroughputEstimate", "assumptions",
-    "estimate", "fit_suggestions", "flops_per_token", "gpu_fit", "gpu_hour_price", "memory_estimate",
+    "estimate", "fit_suggestions", "flops_per_token", "gpu_fit", "gpu_hour_price", "memory_estimate", "min_margin_gib",
     "throughput_estimate", "trainable_params",
 ]

@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..architecture import Architecture
 from ..catalog.models import TRAINING_INTERCONNECTS, GpuModel
 from ..profile import TrainingSpec
+from . import constants as K
+from .frameworks import loss_mode
 from .memory import MemoryEstimate, memory_estimate
 from .throughput import ThroughputEstimate, throughput_estimate
 
@@ -34,8 +36,9 @@ class GpuFit(_Frozen):
 
     gpu: str
     usable_gib: float
-    fits: bool
+    fits: bool = Field(description="margin_gib >= min_margin_gib")
     margin_gib: float = Field(description="usable_gib - required_gib_per_gpu; negative when it does not fit")
+    min_margin_gib: float = Field(0.0, description="The least margin a plan must keep (a share of usable memory)")
 
 
 class NodeLayout(_Frozen):
@@ -83,15 +86,23 @@ class Estimate(_Frozen):
         return None
 
 
-def gpu_fit(memory: MemoryEstimate, gpu: GpuModel) -> GpuFit:
-    margin = gpu.usable_gib - memory.required_gib_per_gpu
-    return GpuFit(gpu=gpu.name, usable_gib=gpu.usable_gib, fits=margin >= 0, margin_gib=round(margin, 2))
+def min_margin_gib(usable_gib: float, min_margin_fraction: float = K.MIN_MARGIN_FRACTION) -> float:
+    """The least memory a plan must leave free on a GPU of ``usable_gib``."""
+    return round(usable_gib * min_margin_fraction, 2)
+
+
+def gpu_fit(memory: MemoryEstimate, gpu: GpuModel, min_margin_fraction: float = K.MIN_MARGIN_FRACTION) -> GpuFit:
+    margin = round(gpu.usable_gib - memory.required_gib_per_gpu, 2)
+    least = min_margin_gib(gpu.usable_gib, min_margin_fraction)
+    return GpuFit(gpu=gpu.name, usable_gib=gpu.usable_gib, fits=margin >= least, margin_gib=margin,
+                  min_margin_gib=least)
 
 
 def estimate(arch: Architecture, training: TrainingSpec, gpus: Iterable[GpuModel], gpu_count: int = 1,
              gpus_per_node: Optional[int] = None, interconnect: str = "nvlink", network: str = "erdma",
              network_gbps: Optional[float] = None,
-             layouts: Optional[Mapping[str, NodeLayout]] = None) -> Estimate:
+             layouts: Optional[Mapping[str, NodeLayout]] = None, allocator: str = "default",
+             min_margin_fraction: float = K.MIN_MARGIN_FRACTION) -> Estimate:
     """Memory (sharded over ``gpu_count`` data-parallel GPUs), fit and speed on each GPU model.
 
     Speed uses ``layouts[gpu.name]`` when given, else ``gpus_per_node`` (default: up to 8) GPUs per
@@ -100,11 +111,12 @@ def estimate(arch: Architecture, training: TrainingSpec, gpus: Iterable[GpuModel
     count = max(1, int(gpu_count))
     default = NodeLayout(gpus_per_node=gpus_per_node or min(count, 8), interconnect=interconnect,
                          network=network, network_gbps=network_gbps)
-    memory = memory_estimate(arch, training, count)
+    memory = memory_estimate(arch, training, count, allocator=allocator)
     models = list(gpus)
     speeds = tuple(_speed(arch, training, g, count, (layouts or {}).get(g.name, default)) for g in models)
-    return Estimate(memory=memory, fits=tuple(gpu_fit(memory, g) for g in models), throughput=speeds,
-                    gpu_count=count, tokens=training.tokens, assumptions=assumptions(arch, training, count))
+    return Estimate(memory=memory, fits=tuple(gpu_fit(memory, g, min_margin_fraction) for g in models),
+                    throughput=speeds, gpu_count=count, tokens=training.tokens,
+                    assumptions=assumptions(arch, training, count, allocator))
 
 
 def _speed(arch: Architecture, training: TrainingSpec, gpu: GpuModel, count: int,
@@ -118,9 +130,25 @@ def _speed(arch: Architecture, training: TrainingSpec, gpu: GpuModel, count: int
 
 # ---- what the calibration did not confirm ----------------------------------------------------
 
-def assumptions(arch: Architecture, training: TrainingSpec, data_parallel: int = 1) -> tuple[str, ...]:
+def assumptions(arch: Architecture, training: TrainingSpec, data_parallel: int = 1,
+                allocator: str = "default") -> tuple[str, ...]:
     """Labels for every part of the estimate that rests on a hand calculation, not a measurement."""
     t, out = training, []
+    if allocator == "expandable":
+        out.append("allocator: expandable_segments assumed to leave almost nothing cached (reserved = peak + 2 % of "
+                   "the transient tensors); NOT measured: measure it on a GPU before relying on it")
+    if t.framework != "hf":
+        out.append(f"framework {t.framework}: memory from its documented defaults (loss "
+                   f"{loss_mode(t)}), speed from the per-GPU-generation calibration; not measured on an H200")
+    if t.checkpointing == "selective":
+        out.append("selective activation checkpointing: saved and recomputed tensors are a hand count")
+    if arch.is_moe:
+        out.append("MoE: every expert held in memory, compute for the routed ones; router and dispatch "
+                   "buffers are a hand count (MoE was not calibrated)")
+    if arch.vision is not None:
+        out.append("vision tower: weights counted from vision_config; " + (
+            f"its activations and FLOPs for {t.images_per_sample} image(s) per sequence are an approximation"
+            if t.images_per_sample else "text-only sizing (set training.images_per_sample for image inputs)"))
     if t.method == "qlora":
         out.append("QLoRA memory (NF4 base, 64-weight blocks with double-quantised constants, one bf16 "
                    "dequantised weight at a time) is a hand calculation; the calibration measured LoRA only")

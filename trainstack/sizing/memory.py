@@ -20,18 +20,26 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Optional
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..architecture import Architecture
+from ..models import Architecture
 from ..profile import LoraSpec, TrainingSpec
 from . import constants as K
+from .frameworks import KEPT_OUTPUT_BYTES, LOSS_BYTES, framework, loss_mode
 from .shapes import (
+    biggest_linear,
+    expert_params,
     factored_state_elements,
     head_params,
+    largest_layer_matmul_params,
     layer_matmul_params,
     lora_factored_state_elements,
+    lora_layer_shapes,
     lora_params,
-    lora_shapes,
+    mlp_widths,
+    moe_layer_fraction,
+    total_matmul_params,
 )
 
 MIXED = ("bf16-mixed", "fp16-mixed", "fp8-mixed")
@@ -55,7 +63,11 @@ class MemoryEstimate(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     peak_gib_per_gpu: float = Field(description="Peak of allocated tensors, like torch.cuda.max_memory_allocated")
-    required_gib_per_gpu: float = Field(description="Peak plus allocator headroom, CUDA context and NCCL buffers")
+    reserved_gib_per_gpu: float = Field(description="Peak the caching allocator holds, like "
+                                                    "torch.cuda.max_memory_reserved")
+    required_gib_per_gpu: float = Field(description="reserved + CUDA context (+ NCCL buffers with more than one GPU): "
+                                                    "what must fit")
+    allocator: str = Field("default", description="default | expandable (PYTORCH_CUDA_ALLOC_CONF=expandable_segments)")
     breakdown_gib: dict[str, float] = Field(description="What is alive at the peak; sums to the peak")
     peak_phase: str
     phases_gib: dict[str, float] = Field(description="Peak of each phase of the step")
@@ -79,27 +91,83 @@ class _Layout:
     autocast: bool          # per-op casts of activations and a cached 16-bit copy of each weight
 
 
-def memory_estimate(arch: Architecture, training: TrainingSpec, data_parallel: int = 1) -> MemoryEstimate:
-    """Peak and required memory per GPU with ``data_parallel`` ranks (ZeRO shards over them)."""
-    return _memory(arch, training, max(1, int(data_parallel)))
+def memory_estimate(arch: Architecture, training: TrainingSpec, data_parallel: int = 1,
+                    allocator: str = "default", weights_cast_on_gpu: bool = False,
+                    keeps_outputs: Optional[bool] = None) -> MemoryEstimate:
+    """Peak, reserved and required memory per GPU with ``data_parallel`` ranks (ZeRO shards over them).
+
+    ``allocator``: ``default`` (PyTorch's caching allocator as it ships, what the calibration
+    measured) or ``expandable`` (``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``; modelled, not
+    measured). ``weights_cast_on_gpu``: the model was built or loaded in fp32 on the GPU and cast to
+    16 bits there (the calibration harness does this; ``from_pretrained(torch_dtype=...)`` does not).
+    ``keeps_outputs``: the loop holds each step's outputs (``out = model(...)``, as the calibration
+    harness does) until the next step replaces them; default: the framework's (none keep them).
+    """
+    return _memory(arch, training, max(1, int(data_parallel)), allocator, bool(weights_cast_on_gpu), keeps_outputs)
 
 
 @functools.lru_cache(maxsize=8192)
-def _memory(arch: Architecture, t: TrainingSpec, dp: int) -> MemoryEstimate:
-    phases = phase_components(arch, t, dp)
+def _memory(arch: Architecture, t: TrainingSpec, dp: int, allocator: str = "default",
+            cast_on_gpu: bool = False, keeps_outputs: Optional[bool] = None) -> MemoryEstimate:
+    phases = phase_components(arch, t, dp, keeps_outputs)
     name = max(phases, key=lambda p: sum(phases[p].values()))
     peak = sum(phases[name].values())
-    required = peak * (1 + K.ALLOCATOR_HEADROOM) + K.CUDA_CONTEXT_GIB * K.GIB
+    reserved = reserved_bytes(arch, t, dp, phases[name], allocator, cast_on_gpu)
+    required = reserved + K.CUDA_CONTEXT_GIB * K.GIB
     if dp > 1:
         required += K.NCCL_BUFFERS_GIB * K.GIB
     return MemoryEstimate(
-        peak_gib_per_gpu=round(peak / K.GIB, 3), required_gib_per_gpu=round(required / K.GIB, 3),
+        peak_gib_per_gpu=round(peak / K.GIB, 3), reserved_gib_per_gpu=round(reserved / K.GIB, 3),
+        required_gib_per_gpu=round(required / K.GIB, 3), allocator=allocator,
         breakdown_gib={k: round(phases[name].get(k, 0.0) / K.GIB, 3) for k in COMPONENTS},
         peak_phase=name, phases_gib={p: round(sum(v.values()) / K.GIB, 3) for p, v in phases.items()},
         params=arch.params, trainable_params=trainable_params(arch, t), data_parallel=dp,
         tokens_per_micro_batch=t.micro_batch_size * t.sequence_length)
 
 
+#: Tensors allocated once and held through every step (the rest of the peak comes and goes).
+STATIC = ("weights", "quantization_constants", "optimizer_states", "lora_adapters", "communication_buffers")
+
+
+def reserved_bytes(arch: Architecture, t: TrainingSpec, dp: int, at_peak: dict[str, float],
+                   allocator: str = "default", cast_on_gpu: bool = False) -> float:
+    """What the caching allocator holds at the peak: the held tensors, plus the step's coming and
+    going tensors with the free-but-cached blocks they leave (a share of them; with full checkpointing
+    also a share of one recomputed layer and, under autocast, of the re-made weight copies, which churn
+    most), plus blocks freed before training that the step cannot reuse. Fitted on the H200 rows' peak_reserved as an upper envelope
+    (constants.py); ``expandable`` segments are assumed to leave almost nothing cached."""
+    static = sum(at_peak.get(k, 0.0) for k in STATIC)
+    peak = sum(at_peak.values())
+    dynamic = peak - static
+    if allocator == "expandable":
+        return peak + K.EXPANDABLE_SLACK * dynamic
+    if t.checkpointing != "full":
+        reserved = static + K.FRAG_DYNAMIC * dynamic
+    else:
+        # recomputing a layer re-creates its activations and, under autocast, its bf16 weight copies
+        copies = 2.0 * total_matmul_params(arch) if layout(arch, t, dp).autocast else 0.0
+        reserved = (static + K.FRAG_DYNAMIC_CHECKPOINTED * dynamic + K.FRAG_RECOMPUTE_LAYERS * _one_layer(arch, t, dp)
+                    + K.FRAG_AUTOCAST_COPIES * copies)
+    if cast_on_gpu and t.precision == "bf16":
+        # a 4-byte build cast to 2 bytes frees 2 bytes per parameter in parameter-sized blocks; gradients,
+        # optimizer states and (unchecked) activations of those sizes reuse them, the rest stays cached
+        reusable = at_peak.get("gradients", 0.0) + at_peak.get("optimizer_states", 0.0)
+        if t.checkpointing == "none":
+            reusable += at_peak.get("activations", 0.0)
+        reserved += K.BUILD_RESIDUE_KEPT * max(0.0, 2.0 * arch.params - reusable)
+    return reserved
+
+
+def _one_layer(arch: Architecture, t: TrainingSpec, dp: int) -> float:
+    """One layer's activations for the micro-batch (what a checkpointed layer recomputes)."""
+    lay = layout(arch, t, dp)
+    T = t.micro_batch_size * t.sequence_length
+    if t.adapters is not None:
+        return lora_layer_bytes(arch, t.adapters, ab=adapter_bytes(t)) * T
+    return full_layer_bytes(arch, lay) * T
+
+
+@functools.lru_cache(maxsize=8192)
 def trainable_params(arch: Architecture, t: TrainingSpec) -> int:
     return lora_params(arch, t.adapters) if t.adapters else arch.params
 
@@ -119,21 +187,33 @@ def _optimizer_bytes(arch: Architecture, t: TrainingSpec, state_elem_bytes: floa
     return 4.0 * elems  # adafactor: fp32 row and column statistics, no first moment
 
 
+def adapter_bytes(t: TrainingSpec) -> int:
+    """peft keeps LoRA adapters in fp32 on a bf16 base; torchtune and litgpt keep them in the model dtype."""
+    return K.ADAPTER_BYTES if t.framework == "hf" else 2
+
+
+@functools.lru_cache(maxsize=8192)
 def layout(arch: Architecture, t: TrainingSpec, dp: int) -> _Layout:
     p = arch.params
     mixed = t.precision in MIXED
     lin_in = 1 if t.precision == "fp8-mixed" else 2
-    if t.adapters is not None:  # frozen 16-bit (or NF4) base, fp32 adapters trained in fp32
+    if t.adapters is not None:  # frozen 16-bit (or NF4) base; adapters in fp32 (peft) or bf16
         n = lora_params(arch, t.adapters)
+        ab = adapter_bytes(t)
+        residual = 2
         if t.method == "qlora":
-            packed = arch.num_layers * layer_matmul_params(arch)
-            weights = packed * K.NF4_BYTES_PER_PARAM + (p - packed) * 2
+            packed = total_matmul_params(arch)
+            # peft's prepare_model_for_kbit_training casts every non-quantised parameter (embeddings,
+            # LM head, norms) to fp32, so the residual stream runs in fp32 too
+            upcast = framework(t).qlora_upcast
+            weights = packed * K.NF4_BYTES_PER_PARAM + (p - packed) * (4 if upcast else 2)
             quant = packed * K.NF4_CONSTANT_BYTES_PER_PARAM
+            residual = 4 if upcast else 2
         else:
             weights, quant = 2.0 * p, 0.0
-        return _Layout(weights=weights, quant_constants=quant, grad_per_param=K.ADAPTER_BYTES,
-                       state_bytes=_optimizer_bytes(arch, t, K.ADAPTER_BYTES),
-                       adapter_weights=K.ADAPTER_BYTES * n, residual=2, linear_input=lin_in, autocast=False)
+        return _Layout(weights=weights, quant_constants=quant, grad_per_param=ab,
+                       state_bytes=_optimizer_bytes(arch, t, ab),
+                       adapter_weights=ab * n, residual=residual, linear_input=lin_in, autocast=False)
     if t.zero_stage >= 1:
         # DeepSpeed / ZeRO paper layout: 16-bit working weights and gradients; the fp32 master copy
         # (mixed precision) lives with the optimizer states and is sharded with them.
@@ -157,12 +237,22 @@ def _attention_core(arch: Architecture) -> int:
     return 2 * (2 * arch.q_dim + 2 * arch.kv_dim) + 4 * arch.num_attention_heads
 
 
-def _mlp_full(arch: Architecture, lin_in: int) -> int:
-    """SwiGLU keeps gate (for SiLU), act and up (for the product) and the product (down_proj's input)."""
-    return 3 * 2 * arch.intermediate_size + lin_in * arch.intermediate_size
+def _mlp_full(arch: Architecture, lin_in: int) -> float:
+    """SwiGLU keeps gate (for SiLU), act and up (for the product) and the product (down_proj's input),
+    for every MLP a token passes through (MoE: its routed experts and the shared ones)."""
+    return sum(m * (3 * 2 * w + lin_in * w) for w, m in mlp_widths(arch)) + _routing_bytes(arch)
 
 
-def full_layer_bytes(arch: Architecture, lay: _Layout) -> int:
+def _routing_bytes(arch: Architecture) -> float:
+    """MoE layers per token: fp32 router logits and probabilities (8 E), the token's copy sent to each
+    routed expert and each expert's output kept for the weighted sum (2 x 2 k h). A hand count."""
+    if not arch.is_moe:
+        return 0.0
+    k, h = arch.num_experts_per_token, arch.hidden_size
+    return moe_layer_fraction(arch) * (8 * arch.num_experts + 4 * k * h)
+
+
+def full_layer_bytes(arch: Architecture, lay: _Layout) -> float:
     """One decoder layer, every weight trainable, no checkpointing."""
     h, a, m = arch.hidden_size, lay.residual, lay.linear_input
     # RMSNorm keeps its fp32 input (for pow/mul) and the normalised tensor (for the weight's
@@ -175,17 +265,18 @@ def full_layer_bytes(arch: Architecture, lay: _Layout) -> int:
             + _attention_core(arch) + _mlp_full(arch, m) + extra)
 
 
-def lora_layer_bytes(arch: Architecture, lora: LoraSpec, first: bool = False) -> int:
+def lora_layer_bytes(arch: Architecture, lora: LoraSpec, first: bool = False, ab: int = K.ADAPTER_BYTES) -> float:
     """One decoder layer with a frozen base and peft adapters (fp32) on the target linears.
 
     Frozen norms keep only their fp32 input; frozen linears keep nothing of their input; each
     adapter casts its input to fp32 and keeps that copy (for lora_A's gradient) plus lora_A's
     output. In the first layer without checkpointing nothing before the adapters needs a gradient.
     """
-    h, inter = arch.hidden_size, arch.intermediate_size
-    adapters = sum(K.ADAPTER_BYTES * (i + lora.rank) for i, _ in lora_shapes(arch, lora.targets))
+    h = arch.hidden_size
+    adapters = sum(ab * (i + lora.rank) * m for i, _, m in lora_layer_shapes(arch, lora.targets))
     norms = (1 if first else 2) * 4 * h
-    mlp = 3 * 2 * inter  # gate, act and up kept by SiLU and the product; down_proj keeps nothing
+    # gate, act and up kept by SiLU and the product; the frozen down_proj keeps nothing
+    mlp = sum(m * 3 * 2 * w for w, m in mlp_widths(arch)) + _routing_bytes(arch)
     return norms + adapters + _attention_core(arch) + mlp
 
 
@@ -196,6 +287,20 @@ def final_norm_bytes(arch: Architecture, t: TrainingSpec, lay: _Layout) -> int:
     return 4 * h + lay.residual * h + lay.linear_input * h
 
 
+def selective_layer_bytes(arch: Architecture, t: TrainingSpec, lay: _Layout, full: float) -> float:
+    """Selective activation checkpointing. torchtitan's op-level policy saves the attention (SDPA)
+    outputs and every second matmul output and recomputes the rest: the layer input, the attention
+    core and half the matmul outputs in 16 bits. Megatron/NeMo 'selective' recomputes only the
+    attention softmax, which flash attention never keeps: the full set. A hand count."""
+    if t.framework != "torchtitan":
+        return full
+    h, inter = arch.hidden_size, sum(w * m for w, m in mlp_widths(arch))
+    outputs = 2 * (arch.q_dim + 2 * arch.kv_dim + 2 * h + 2 * inter)
+    if t.precision == "fp8-mixed":
+        outputs = 0  # Float8Linear runs torch._scaled_mm, which the save list (aten.mm) does not name
+    return lay.residual * h + _attention_core(arch) + outputs / 2
+
+
 def checkpoint_bytes(arch: Architecture, lay: _Layout) -> int:
     """Gradient checkpointing keeps each layer's input (the residual stream)."""
     return lay.residual * arch.hidden_size
@@ -203,7 +308,8 @@ def checkpoint_bytes(arch: Architecture, lay: _Layout) -> int:
 
 # ---- phases ----------------------------------------------------------------------------------
 
-def phase_components(arch: Architecture, t: TrainingSpec, dp: int) -> dict[str, dict[str, float]]:
+def phase_components(arch: Architecture, t: TrainingSpec, dp: int,
+                     keeps_outputs: Optional[bool] = None) -> dict[str, dict[str, float]]:
     """Bytes alive per component at each phase's high point."""
     lay = layout(arch, t, dp)
     L, V, h = arch.num_layers, arch.vocab_size, arch.hidden_size
@@ -216,11 +322,21 @@ def phase_components(arch: Architecture, t: TrainingSpec, dp: int) -> dict[str, 
     shard_w = dp if zero >= 3 else 1
     shard_g = dp if zero >= 2 else 1
     shard_s = dp if zero >= 1 else 1
-    grads = n_train * lay.grad_per_param / shard_g
+    ep = expert_parallel_degree(arch, t, dp)
+    f_base = expert_params(arch) / arch.params if ep > 1 else 0.0   # expert share of the held weights
+    f_train = 0.0 if lora else f_base                               # adapters are not split
+
+    def split(total: float, frac: float, sharded: bool) -> float:
+        """Non-expert bytes sharded over dp (when ZeRO covers them); expert bytes over ep, then over
+        the dp / ep ranks that hold the same experts."""
+        rest = (1 - frac) * total / (dp if sharded else 1)
+        return rest + frac * total / ep / ((dp // ep) if sharded else 1)
+
+    grads = split(n_train * lay.grad_per_param, f_train, zero >= 2)
     static = {
-        "weights": lay.weights / shard_w,
-        "quantization_constants": lay.quant_constants / shard_w,
-        "optimizer_states": 0.0 if lora else lay.state_bytes / shard_s,
+        "weights": split(lay.weights, f_base, zero >= 3),
+        "quantization_constants": split(lay.quant_constants, f_base, zero >= 3),
+        "optimizer_states": 0.0 if lora else split(lay.state_bytes, f_train, zero >= 1),
         "lora_adapters": (lay.adapter_weights + lay.state_bytes) / shard_s if lora else 0.0,
         "communication_buffers": _comm_buffers(arch, zero, dp, n_train * lay.grad_per_param),
     }
@@ -229,23 +345,30 @@ def phase_components(arch: Architecture, t: TrainingSpec, dp: int) -> dict[str, 
 
     # activations
     if lora is not None:
-        layer = lora_layer_bytes(arch, lora)
-        first = layer if t.gradient_checkpointing else lora_layer_bytes(arch, lora, first=True)
+        ab = adapter_bytes(t)
+        layer = lora_layer_bytes(arch, lora, ab=ab)
+        first = layer if t.checkpointing == "full" else lora_layer_bytes(arch, lora, first=True, ab=ab)
     else:
         layer = first = full_layer_bytes(arch, lay)
+    if t.checkpointing == "selective":
+        layer = selective_layer_bytes(arch, t, lay, layer)
+        first = selective_layer_bytes(arch, t, lay, first)
     fin = final_norm_bytes(arch, t, lay)
     ck = checkpoint_bytes(arch, lay)
-    if t.gradient_checkpointing:
+    if t.checkpointing == "full":
         acts = (L * ck + fin) * T
     else:
         acts = ((L - 1) * layer + first + fin) * T
+    acts += vision_activation_bytes(arch, t)
 
     temps = _temporaries(arch, t, dp)
-    gc = t.gradient_checkpointing
-    logits_fwd = 12.0 * V * T  # previous step's bf16 logits (held by the caller), bf16 logits,
-    #                            fp32 upcast, fp32 log-probabilities
-    logits_bwd = 14.0 * V * T  # bf16 logits, log-probs, their gradient, the logits' fp32 gradient
-    logits_kept = 2.0 * V * T  # the caller's output keeps the bf16 logits through the step
+    gc = t.checkpointing == "full"
+    loss = LOSS_BYTES[loss_mode(t)]
+    keeps = framework(t).keeps_outputs if keeps_outputs is None else keeps_outputs
+    kept = KEPT_OUTPUT_BYTES if keeps else 0.0  # the loop's `out` holds bf16 logits
+    logits_fwd = (loss["forward"] + kept) * V * T   # (the previous step's, until `out` is reassigned)
+    logits_bwd = (loss["backward"] + kept) * V * T
+    logits_kept = kept * V * T
 
     def with_static(**parts: float) -> dict[str, float]:
         out = dict(static)
@@ -281,6 +404,35 @@ def phase_components(arch: Architecture, t: TrainingSpec, dp: int) -> dict[str, 
     return phases
 
 
+def vision_activation_bytes(arch: Architecture, t: TrainingSpec) -> float:
+    """The vision tower's saved activations for ``images_per_sample`` images per sequence: per image
+    token and layer about a pre-norm ViT layer's tensors (two LayerNorm inputs, q/k/v and the
+    attention output, fc1's output and its GELU) in 16 bits. An approximation (labelled); none when
+    the tower is frozen (LoRA): nothing before it needs a gradient."""
+    v = arch.vision
+    if v is None or not t.images_per_sample or t.adapters is not None:
+        return 0.0
+    per_token = 2 * (2 * v.hidden_size + 4 * v.hidden_size + 2 * v.intermediate_size)
+    layers = v.num_layers if t.checkpointing != "full" else 1  # checkpointed: the layer inputs only (~)
+    return float(per_token * layers * v.patches * t.images_per_sample * t.micro_batch_size)
+
+
+def expert_parallel_degree(arch: Architecture, t: TrainingSpec, dp: int) -> int:
+    """The expert-parallel degree in force: training.expert_parallel on a MoE model, at most the GPUs."""
+    if not arch.is_moe:
+        return 1
+    return max(1, min(t.expert_parallel, dp))
+
+
+def _expert_split(arch: Architecture, t: TrainingSpec, dp: int) -> float:
+    """How much smaller a gathered MoE layer is when each rank holds 1/ep of its experts."""
+    ep = expert_parallel_degree(arch, t, dp)
+    if ep == 1:
+        return 1.0
+    frac = expert_params(arch) / max(1, arch.matmul_params)
+    return 1.0 / ((1 - frac) + frac / ep)
+
+
 def _comm_buffers(arch: Architecture, zero: int, dp: int, grad_bytes: float) -> float:
     """DDP's gradient buckets (a copy of every gradient) or ZeRO's reduce/all-gather buckets."""
     if dp <= 1:
@@ -293,13 +445,15 @@ def _comm_buffers(arch: Architecture, zero: int, dp: int, grad_bytes: float) -> 
 def _temporaries(arch: Architecture, t: TrainingSpec, dp: int) -> dict[str, float]:
     """Short-lived buffers: cuBLAS workspaces, QLoRA's dequantised weight, ZeRO-3's gathered
     layers, the tied embedding's second gradient."""
-    biggest_linear = max(i * o for i, o in arch.layer_linear_shapes().values())
+    biggest = biggest_linear(arch)
     fwd = end = float(K.CUBLAS_WORKSPACE_BYTES)
     if t.method == "qlora":
-        fwd += 2.0 * biggest_linear
-        end += 2.0 * biggest_linear
+        fwd += 2.0 * biggest
+        end += 2.0 * biggest
     if t.zero_stage >= 3 and dp > 1:
-        gathered = K.ZERO3_LIVE_LAYERS * layer_matmul_params(arch) * 2.0
+        # QLoRA shards the packed 4-bit weights (bnb_4bit_quant_storage): they are gathered packed
+        per_param = (K.NF4_BYTES_PER_PARAM + K.NF4_CONSTANT_BYTES_PER_PARAM) if t.method == "qlora" else 2.0
+        gathered = K.ZERO3_LIVE_LAYERS * largest_layer_matmul_params(arch) * per_param / _expert_split(arch, t, dp)
         fwd += gathered + 2.0 * head_params(arch)
         end += gathered
     if t.adapters is None and arch.tie_embeddings:

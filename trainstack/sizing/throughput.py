@@ -7,6 +7,12 @@ products, the fp32 softmax over the vocabulary and LoRA's fp32 adapter casts are
 That second term is why small models with large vocabularies and LoRA run at a lower model-FLOPs
 utilisation than big full fine-tunes. The two efficiencies are the only fitted constants
 (constants.py). Data parallelism adds the exposed part of a ring all-reduce of the gradients.
+
+Mixture-of-Experts: FLOPs and per-token traffic follow the experts a token is routed to; expert
+parallelism adds the all-to-all that sends tokens to their experts and back (not overlapped).
+Gradient accumulation: a step is ``gradient_accumulation_steps`` micro-batches; the gradient
+all-reduce (ZeRO-1/2: reduce-scatter + all-gather) and the optimizer run once per step, ZeRO-3's
+parameter gathers and the all-to-all once per micro-batch.
 """
 
 from __future__ import annotations
@@ -16,12 +22,22 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..architecture import Architecture
 from ..catalog.models import GpuModel
+from ..models import Architecture
 from ..profile import TrainingSpec
 from . import constants as K
-from .memory import MIXED, layout, trainable_params
-from .shapes import head_params, layer_matmul_params, lora_params, lora_shapes
+from .frameworks import LOSS_TRAFFIC, framework, loss_mode
+from .memory import MIXED, expert_parallel_degree, layout, trainable_params
+from .shapes import (
+    active_matmul_params,
+    expert_params,
+    head_params,
+    lora_layer_shapes,
+    lora_params,
+    mlp_widths,
+    moe_layer_fraction,
+    total_matmul_params,
+)
 
 
 class ThroughputEstimate(BaseModel):
@@ -35,36 +51,67 @@ class ThroughputEstimate(BaseModel):
     tokens_per_second: Optional[float] = Field(None, description="Whole cluster")
     step_seconds: Optional[float] = None
     compute_seconds: Optional[float] = Field(None, description="Matmuls + element-wise work of one step")
-    communication_seconds: Optional[float] = Field(None, description="Exposed (not overlapped) gradient sync")
+    communication_seconds: Optional[float] = Field(None, description="Exposed (not overlapped) communication per step")
+    accumulation_steps: int = Field(1, description="Micro-batches per optimizer step")
+    tokens_per_step: int = Field(0, description="Tokens per optimizer step over all GPUs")
     scaling_efficiency: Optional[float] = Field(None, description="Per-GPU speed vs one GPU alone")
-    flops_per_token: float = Field(description="Model FLOPs per token (forward, backward, recompute)")
-    mfu: Optional[float] = Field(None, description="Model FLOPs utilisation of the dense peak")
+    flops_per_token: float = Field(description="Hardware FLOPs per token (forward, backward, recompute)")
+    model_flops_per_token: float = Field(0.0, description="Model FLOPs per token (no recompute): what MFU counts")
+    mfu: Optional[float] = Field(None, description="Model FLOPs utilisation: model FLOPs over the dense peak")
+    hfu: Optional[float] = Field(None, description="Hardware FLOPs utilisation (recomputation included)")
     peak_tflops: Optional[float] = None
     labels: tuple[str, ...] = ()
 
 
 # ---- FLOPs ---------------------------------------------------------------------------------
 
-def flops_per_token(arch: Architecture, t: TrainingSpec) -> dict[str, float]:
-    """Model FLOPs per token: ``linear`` (matmuls with weights) and ``attention`` (QK^T and AV).
+def flops_per_token(arch: Architecture, t: TrainingSpec, recompute: bool = True) -> dict[str, float]:
+    """FLOPs per token: ``linear`` (matmuls with weights) and ``attention`` (QK^T and AV).
 
-    Forward is 2 FLOPs per weight; backward 4 (input and weight gradients), only 2 for a frozen
-    LoRA/QLoRA base (no weight gradient); gradient checkpointing recomputes the layers' forward.
+    Forward is 2 FLOPs per weight a token meets (its routed experts only); backward 4 (input and
+    weight gradients), only 2 for a frozen LoRA/QLoRA base (no weight gradient); gradient
+    checkpointing recomputes the layers' forward (``recompute=False``: model FLOPs, what MFU counts).
     Causal attention costs 2 * s * q_dim per token and layer forward (half of the full square).
     """
     L, s = arch.num_layers, t.sequence_length
-    body = L * layer_matmul_params(arch)
+    body = active_matmul_params(arch)
     head = head_params(arch)
-    adapters = lora_params(arch, t.adapters)
+    adapters = lora_params(arch, t.adapters, active=True)
     attn_fwd = 2.0 * L * s * arch.q_dim
     frozen = t.adapters is not None
     linear = 2.0 * (body + head + adapters)                          # forward
     linear += (2.0 * (body + head) + 4.0 * adapters) if frozen else 4.0 * (body + head)
     attention = 3.0 * attn_fwd
-    if t.gradient_checkpointing:
-        linear += 2.0 * (body + adapters)
-        attention += attn_fwd
-    return {"linear": linear, "attention": attention}
+    if recompute:
+        share = recompute_share(t)
+        linear += share["linear"] * 2.0 * (body + adapters)
+        attention += share["attention"] * attn_fwd
+    return {"linear": linear + vision_flops_per_token(arch, t), "attention": attention}
+
+
+def vision_flops_per_token(arch: Architecture, t: TrainingSpec) -> float:
+    """The vision tower's matmuls for ``images_per_sample`` images, spread over the sequence's tokens:
+    forward only when it is frozen (LoRA), forward and backward (x3) when trained. An approximation."""
+    v = arch.vision
+    if v is None or not t.images_per_sample:
+        return 0.0
+    h, i = v.hidden_size, v.intermediate_size
+    matmul = v.num_layers * (4 * h * h + 2 * h * i) + v.projector_params
+    passes = 1.0 if t.adapters is not None else 3.0
+    return 2.0 * passes * matmul * v.patches * t.images_per_sample / t.sequence_length
+
+
+def recompute_share(t: TrainingSpec) -> dict[str, float]:
+    """How much of the layers' forward is recomputed: all of it with full checkpointing; with
+    selective checkpointing, torchtitan's op-level policy recomputes every second matmul (it saves
+    the attention outputs), Megatron's recomputes only the attention softmax (flash attention
+    recomputes that in its backward anyway)."""
+    if t.checkpointing == "full":
+        return {"linear": 1.0, "attention": 1.0}
+    if t.checkpointing == "selective" and t.framework == "torchtitan":
+        # FP8 matmuls (torch._scaled_mm) are not on the save list: all of them are recomputed
+        return {"linear": 1.0 if t.precision == "fp8-mixed" else 0.5, "attention": 0.0}
+    return {"linear": 0.0, "attention": 0.0}
 
 
 # ---- element-wise HBM traffic ----------------------------------------------------------------
@@ -72,37 +119,47 @@ def flops_per_token(arch: Architecture, t: TrainingSpec) -> dict[str, float]:
 def elementwise_bytes_per_token(arch: Architecture, t: TrainingSpec) -> float:
     """Bytes moved per token by memory-bound kernels (forward x 3 for forward + backward)."""
     lay = layout(arch, t, 1)
-    h, inter, V, L = arch.hidden_size, arch.intermediate_size, arch.vocab_size, arch.num_layers
+    h, V, L = arch.hidden_size, arch.vocab_size, arch.num_layers
     a = lay.residual
     cast_in = 6 if a == 2 else 0                      # RMSNorm's upcast and downcast of a 16-bit input
     norm = 2 * cast_in + 8 + 4 + 8 + 2 * a            # + pow, mean, scale, weight: per element of h
     per_layer = 2 * norm * h
     per_layer += (38 if lay.autocast else 22) * (arch.q_dim + arch.kv_dim)  # rotary (fp32 under autocast)
     per_layer += 2 * (2 * a + 2) * h                  # two residual adds
-    per_layer += 10 * inter                           # SiLU and the gate * up product
+    per_layer += sum(10 * w * m for w, m in mlp_widths(arch))  # SiLU and the gate * up product
+    if arch.is_moe:                                   # router softmax/top-k, permute and un-permute
+        k = arch.num_experts_per_token
+        per_layer += moe_layer_fraction(arch) * (12 * arch.num_experts + 4 * 2 * k * h)
     if lay.autocast:
         per_layer += 5 * 6 * h                        # a 16-bit cast of the normed input per projection
     if t.adapters is not None:                        # fp32 cast, adapter, scale, add, downcast
-        per_layer += sum(10 * i + 28 * o for i, o in lora_shapes(arch, t.adapters.targets))
-    passes = 3 + (1 if t.gradient_checkpointing else 0)
-    loss = 44 * V                                     # upcast, log-softmax and its gradient over V
+        per_layer += sum((10 * i + 28 * o) * m for i, o, m in lora_layer_shapes(arch, t.adapters.targets))
+    passes = 3 + (1 if t.checkpointing == "full" else 0)
+    loss = LOSS_TRAFFIC[loss_mode(t)] * V             # upcast, log-softmax and its gradient over V
     return L * per_layer * passes + loss
 
 
 def per_step_bytes(arch: Architecture, t: TrainingSpec) -> float:
-    """Traffic paid once per optimizer step: the optimizer, autocast weight casts, NF4 unpacking."""
+    """Traffic paid once per micro-batch: autocast weight casts and NF4 unpacking; and once per
+    optimizer step: the optimizer's reads and writes (see :func:`optimizer_bytes`)."""
+    lay = layout(arch, t, 1)
+    body = total_matmul_params(arch)
+    total = 0.0
+    if lay.autocast:
+        casts = 1 + (1 if t.checkpointing == "full" else 0)
+        total += 6.0 * (body * casts + head_params(arch)) + 6.0 * (body + head_params(arch))
+    if t.method == "qlora":
+        total += 2.5 * body * (3 if t.checkpointing == "full" else 2)
+    return total + optimizer_bytes(arch, t)
+
+
+def optimizer_bytes(arch: Architecture, t: TrainingSpec) -> float:
+    """The optimizer step's traffic: weights, gradients and states read and written once."""
     lay = layout(arch, t, 1)
     n = trainable_params(arch, t)
     w = 4 if (t.adapters is not None or t.precision in MIXED) else 2  # bytes per trainable weight
     state = {"adamw": 2 * 2 * w, "adamw-8bit": 2 * 2, "sgd": 2 * w, "adafactor": 0}[t.optimizer]
-    total = n * (2 * w + lay.grad_per_param + state)
-    body = arch.num_layers * layer_matmul_params(arch)
-    if lay.autocast:
-        casts = 1 + (1 if t.gradient_checkpointing else 0)
-        total += 6.0 * (body * casts + head_params(arch)) + 6.0 * (body + head_params(arch))
-    if t.method == "qlora":
-        total += 2.5 * body * (3 if t.gradient_checkpointing else 2)
-    return total
+    return n * (2 * w + lay.grad_per_param + state)
 
 
 # ---- the estimate ----------------------------------------------------------------------------
@@ -127,6 +184,42 @@ def dense_tflops(gpu: GpuModel, t: TrainingSpec) -> tuple[Optional[float], Optio
     return linear, base, labels
 
 
+def matmul_efficiency(gpu: GpuModel) -> float:
+    """The fitted share of the dense tensor peak the matmuls reach on this GPU generation."""
+    return K.MATMUL_EFFICIENCY_BY_ARCH.get(gpu.architecture, K.MATMUL_EFFICIENCY_BY_ARCH["hopper"])
+
+
+def step_terms(arch: Architecture, t: TrainingSpec, linear_tflops: float, attention_tflops: float,
+               bandwidth_gbs: float) -> dict[str, float]:
+    """One micro-batch's work at 100 % of the hardware (seconds), before the fitted efficiencies:
+    ``linear`` matmuls, ``attention`` (flash attention's QK^T and AV), ``traffic`` element-wise bytes,
+    ``fused_traffic`` the same for stacks with fused/compiled kernels, ``layers`` (the fixed per-layer
+    launch cost counts layers), ``optimizer`` the optimizer step's traffic (once per step).
+    benchmarks/fit_calibration.py fits the efficiencies on these same terms."""
+    fl = flops_per_token(arch, t)
+    tokens = t.micro_batch_size * t.sequence_length
+    optimizer = optimizer_bytes(arch, t)
+    micro_bytes = tokens * elementwise_bytes_per_token(arch, t) + per_step_bytes(arch, t) - optimizer
+    fused = framework(t).fused_kernels
+    bw = bandwidth_gbs * 1e9
+    return {"linear": tokens * fl["linear"] / (linear_tflops * 1e12),
+            "attention": tokens * fl["attention"] / (attention_tflops * 1e12),
+            "traffic": 0.0 if fused else micro_bytes / bw, "fused_traffic": micro_bytes / bw if fused else 0.0,
+            "layers": float(arch.num_layers), "optimizer": optimizer / bw}
+
+
+def attention_efficiency(gpu: GpuModel) -> float:
+    """The fitted share of the dense peak flash attention reaches on this GPU generation."""
+    return K.ATTENTION_EFFICIENCY_BY_ARCH.get(gpu.architecture, K.ATTENTION_EFFICIENCY_BY_ARCH["hopper"])
+
+
+def micro_seconds(terms: dict[str, float], matmul_eff: float, attention_eff: float) -> float:
+    """A micro-batch's time from its terms and the fitted constants (the model the fit script fits)."""
+    return (terms["linear"] / matmul_eff + terms["attention"] / attention_eff
+            + (terms["traffic"] + K.FUSED_TRAFFIC * terms["fused_traffic"]) / K.BANDWIDTH_EFFICIENCY
+            + K.LAYER_OVERHEAD_SECONDS * terms["layers"])
+
+
 def throughput_estimate(arch: Architecture, training: TrainingSpec, gpu: GpuModel, gpus_per_node: int = 1,
                         nodes: int = 1, interconnect: str = "nvlink", network: str = "erdma",
                         network_gbps: Optional[float] = None) -> ThroughputEstimate:
@@ -140,61 +233,70 @@ def _throughput(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: in
                 interconnect: str, network: str, network_gbps: Optional[float]) -> ThroughputEstimate:
     gpus = per_node * nodes
     fl = flops_per_token(arch, t)
+    model_fl = flops_per_token(arch, t, recompute=False)
     total_flops = fl["linear"] + fl["attention"]
+    model_flops = model_fl["linear"] + model_fl["attention"]
+    gas = t.accumulation_steps(gpus)
+    tokens = t.micro_batch_size * t.sequence_length
     linear_peak, attn_peak, labels = dense_tflops(gpu, t)
     if gpu.name != K.REFERENCE_GPU:
-        labels.append(f"speed on {gpu.name} scaled from the H200 calibration by its dense TFLOPS and "
-                      "memory bandwidth (assumption)")
+        labels.append(f"speed on {gpu.name} from its dense TFLOPS and memory bandwidth at the fitted efficiencies "
+                      f"of its generation ({gpu.architecture})")
+    if arch.is_moe:
+        labels.append("MoE expert matmuls assumed to run at the dense matmul efficiency (grouped GEMMs "
+                      "of small experts may run slower; not calibrated)")
+    if t.global_batch_size is not None and t.gradient_accumulation_steps is None \
+            and t.global_batch(gpus) != t.global_batch_size:
+        labels.append(f"global_batch_size {t.global_batch_size} is not a whole number of micro-batches on "
+                      f"{gpus} GPU(s): {gas} accumulation steps ({t.global_batch(gpus)} sequences per step)")
+    empty = dict(gpu=gpu.name, gpus=gpus, flops_per_token=total_flops, model_flops_per_token=model_flops,
+                 accumulation_steps=gas, tokens_per_step=tokens * gas * gpus)
     if linear_peak is None or attn_peak is None:
-        return ThroughputEstimate(gpu=gpu.name, gpus=gpus, flops_per_token=total_flops, labels=tuple(labels))
+        return ThroughputEstimate(**empty, labels=tuple(labels))
     bandwidth = gpu.memory_bandwidth_gbs
     if bandwidth is None:
         bandwidth = 4800.0 * linear_peak / 989.0
         labels.append(f"memory bandwidth of {gpu.name} unknown: assumed in proportion to its TFLOPS")
-    tokens = t.micro_batch_size * t.sequence_length
-    compute = (tokens * (fl["linear"] / (linear_peak * 1e12) + fl["attention"] / (attn_peak * 1e12))
-               / K.MATMUL_EFFICIENCY)
-    memory = (tokens * elementwise_bytes_per_token(arch, t) + per_step_bytes(arch, t)) / (
-        bandwidth * 1e9 * K.BANDWIDTH_EFFICIENCY)
-    step_one = compute + memory
+    terms = step_terms(arch, t, linear_peak, attn_peak, bandwidth)
+    eff = matmul_efficiency(gpu)
+    if gpu.architecture not in K.MATMUL_EFFICIENCY_BY_ARCH:
+        labels.append(f"{gpu.name} ({gpu.architecture}): no calibration for its generation; the Hopper matmul "
+                      "efficiency is used (assumption)")
+    micro = micro_seconds(terms, eff, attention_efficiency(gpu))  # one micro-batch on one GPU
+    opt_seconds = terms["optimizer"] / K.BANDWIDTH_EFFICIENCY  # the optimizer step, once per step
+    step_one = gas * micro + opt_seconds
     comm = 0.0
     if gpus > 1:
-        sync, comm_labels = _sync_seconds(arch, t, gpu, per_node, nodes, interconnect, network, network_gbps)
+        sync, gathers, alltoall, comm_labels = _comm_seconds(arch, t, gpu, per_node, nodes, interconnect,
+                                                             network, network_gbps)
         labels += comm_labels
-        backward = step_one * 2 / 3
-        comm = max(sync - K.COMM_OVERLAP * min(sync, backward), 0.0)
+        backward = micro * 2 / 3
+        # every micro-batch: ZeRO-3 gathers (hidden under its backward as far as they go) and the
+        # expert all-to-all (on the critical path); the last one also carries the gradient sync
+        per_micro = max(gathers - K.COMM_OVERLAP * min(gathers, backward), 0.0) + alltoall
+        last = max(gathers + sync - K.COMM_OVERLAP * min(gathers + sync, backward), 0.0) + alltoall
+        comm = (gas - 1) * per_micro + last
     step = step_one + comm
-    per_gpu = tokens / step
+    per_gpu = gas * tokens / step
     return ThroughputEstimate(
-        gpu=gpu.name, gpus=gpus, tokens_per_second_per_gpu=round(per_gpu, 1),
+        **{**empty, "flops_per_token": total_flops}, tokens_per_second_per_gpu=round(per_gpu, 1),
         tokens_per_second=round(per_gpu * gpus, 1), step_seconds=round(step, 6),
         compute_seconds=round(step_one, 6), communication_seconds=round(comm, 6),
-        scaling_efficiency=round(step_one / step, 4), flops_per_token=total_flops,
-        mfu=round(per_gpu * total_flops / (attn_peak * 1e12), 4), peak_tflops=attn_peak, labels=tuple(labels))
+        scaling_efficiency=round(step_one / step, 4),
+        mfu=round(per_gpu * model_flops / (attn_peak * 1e12), 4),
+        hfu=round(per_gpu * total_flops / (attn_peak * 1e12), 4), peak_tflops=attn_peak, labels=tuple(labels))
 
 
-def _sync_seconds(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: int, nodes: int,
-                  interconnect: str, network: str, network_gbps: Optional[float]) -> tuple[float, list[str]]:
-    """Hierarchical ring all-reduce of the gradients: inside the node, then across nodes.
-
-    A ring all-reduce moves 2(n-1)/n of the buffer through every link. ZeRO-1/2 reduce-scatter
-    gradients and all-gather weights (the same volume); ZeRO-3 gathers weights again for the
-    backward (1.5x).
-    """
-    lay = layout(arch, t, per_node * nodes)
-    grad_bytes = trainable_params(arch, t) * lay.grad_per_param
-    volume = grad_bytes * (1.5 if t.zero_stage >= 3 else 1.0)
-    if t.zero_stage >= 3 and t.adapters is not None:
-        volume += arch.params * 2.0  # the frozen base is gathered too
-    labels = ["multi-GPU speed uses a ring all-reduce model of gradient sync (not calibrated)"]
-    seconds = 0.0
-    if per_node > 1:
-        if interconnect in ("nvlink", "nvswitch"):
-            bus = K.INTRA_NODE_GBPS.get(gpu.architecture, K.NVLINK_DEFAULT_GBPS)
-        else:
-            bus = K.PCIE_GBPS
-            labels.append(f"GPUs inside a node talk over PCIe ({interconnect}): about {bus:g} GB/s")
-        seconds += 2 * (per_node - 1) / per_node * volume / (bus * 1e9)
+def _links(gpu: GpuModel, interconnect: str, network: str, network_gbps: Optional[float],
+           nodes: int) -> tuple[float, float, list[str]]:
+    """(bus GB/s per GPU inside a node, node network bytes/s, labels)."""
+    labels: list[str] = []
+    if interconnect in ("nvlink", "nvswitch"):
+        bus = K.INTRA_NODE_GBPS.get(gpu.architecture, K.NVLINK_DEFAULT_GBPS)
+    else:
+        bus = K.PCIE_GBPS
+        labels.append(f"GPUs inside a node talk over PCIe ({interconnect}): about {bus:g} GB/s")
+    node_bw = 0.0
     if nodes > 1:
         kind = network if network in K.NETWORK_EFFICIENCY else "tcp"
         if kind != network:
@@ -203,5 +305,68 @@ def _sync_seconds(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: 
         if network_gbps is None:
             labels.append(f"node network bandwidth unknown: assumed {gbits:g} Gbit/s {kind}")
         node_bw = gbits / 8 * 1e9 * K.NETWORK_EFFICIENCY[kind]
+    return bus, node_bw, labels
+
+
+def _ring(volume: float, per_node: int, nodes: int, bus: float, node_bw: float) -> float:
+    """A hierarchical ring all-reduce: 2(n-1)/n of the buffer over every link, inside then across."""
+    seconds = 0.0
+    if per_node > 1:
+        seconds += 2 * (per_node - 1) / per_node * volume / (bus * 1e9)
+    if nodes > 1:
         seconds += 2 * (nodes - 1) / nodes * volume / node_bw
-    return seconds, labels
+    return seconds
+
+
+def _comm_seconds(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: int, nodes: int,
+                  interconnect: str, network: str,
+                  network_gbps: Optional[float]) -> tuple[float, float, float, list[str]]:
+    """(gradient sync per step, ZeRO-3 gathers per micro-batch, expert all-to-all per micro-batch, labels).
+
+    Gradient sync is a ring all-reduce of the gradients (ZeRO-1/2/3: reduce-scatter + all-gather, the
+    same volume); expert gradients are reduced only among the dp / ep ranks that hold the same
+    experts. ZeRO-3 gathers the 16-bit weights for the forward and again for the backward; a frozen
+    LoRA base is gathered too. The all-to-all sends each token to its k experts and back, forward and
+    backward (and again when checkpointing recomputes), (ep - 1) / ep of it off the GPU.
+    """
+    gpus = per_node * nodes
+    lay = layout(arch, t, gpus)
+    bus, node_bw, labels = _links(gpu, interconnect, network, network_gbps, nodes)
+    labels.insert(0, "multi-GPU speed uses a ring all-reduce model of gradient sync (not calibrated)")
+    ep = expert_parallel_degree(arch, t, gpus)
+    grad_bytes = trainable_params(arch, t) * lay.grad_per_param
+    if ep > 1 and t.adapters is None:
+        frac = expert_params(arch) / arch.params
+        grad_bytes = grad_bytes * (1 - frac) + grad_bytes * frac / ep
+    sync = _ring(grad_bytes, per_node, nodes, bus, node_bw)
+    if t.zero_stage >= 3:
+        sync /= 2  # a reduce-scatter only: the weights are all-gathered before use (below), not after the step
+    gathers = 0.0
+    if t.zero_stage >= 3:
+        weights = 2.0 * (arch.params if t.adapters is not None else trainable_params(arch, t))
+        if ep > 1:
+            frac = expert_params(arch) / arch.params
+            weights = weights * (1 - frac) + weights * frac / ep
+        # two all-gathers (forward, backward), each (n-1)/n of the buffer: a ring's worth
+        gathers = _ring(weights, per_node, nodes, bus, node_bw)
+    alltoall = 0.0
+    if ep > 1:
+        passes = 4 + (2 if t.checkpointing == "full" else 0)
+        k, h = arch.num_experts_per_token, arch.hidden_size
+        per_gpu = t.micro_batch_size * t.sequence_length * arch.moe_layers * k * h * 2.0 * passes * (ep - 1) / ep
+        inside = min(ep, per_node)
+        cross = (ep - inside) / ep if ep > per_node else 0.0
+        alltoall = per_gpu * (1 - cross) / (bus * 1e9)
+        if cross:
+            alltoall += per_gpu * cross / (node_bw / per_node)
+        labels.append(f"expert parallelism over {ep} GPUs: all-to-all of routed tokens, not overlapped "
+                      "(hand model, not calibrated)")
+    return sync, gathers, alltoall, labels
+
+
+def _sync_seconds(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: int, nodes: int,
+                  interconnect: str, network: str, network_gbps: Optional[float]) -> tuple[float, list[str]]:
+    """All communication of one step with one micro-batch (gradient sync + ZeRO-3 gathers + all-to-all)."""
+    sync, gathers, alltoall, labels = _comm_seconds(arch, t, gpu, per_node, nodes, interconnect, network,
+                                                    network_gbps)
+    return sync + gathers + alltoall, labels

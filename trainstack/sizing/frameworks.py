@@ -1,0 +1,68 @@
+"""What each training stack keeps in memory and how it runs, as documented defaults.
+
+A profile names its stack (``training.framework``); explicit fields (``training.loss``) override the
+stack's default. Each default says where it comes from. ``hf`` is what the H200 calibration measured
+(transformers + peft, eager PyTorch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..profile import TrainingSpec
+
+
+@dataclass(frozen=True)
+class Framework:
+    loss: str                    # default training.loss
+    keeps_outputs: bool          # the training loop holds the step's outputs (logits) across steps
+    qlora_upcast: bool           # peft prepare_model_for_kbit_training: non-quantised weights and the residual in fp32
+    fused_kernels: bool          # compiled / fused element-wise kernels (norms, rotary, activations)
+    source: str
+
+
+FRAMEWORKS: dict[str, Framework] = {
+    "hf": Framework("full", False, True, False,
+                    "transformers ForCausalLMLoss upcasts the logits to fp32 (Trainer.compute_loss drops the outputs); "
+                    "peft prepare_model_for_kbit_training "
+                    "casts every non-quantised parameter to fp32; eager kernels (the H200 calibration)"),
+    "torchtune": Framework("chunked", False, False, True,
+                           "torchtune CEWithChunkedOutputLoss (8 chunks, fp32 per chunk); recipes run with compile"),
+    "torchtitan": Framework("full", False, False, False,
+                            "torchtitan cross_entropy over pred.float(), pred deleted before backward; compile off "
+                            "by default (training.compile)"),
+    "megatron": Framework("fused", False, False, True,
+                          "Megatron-LM/NeMo fused vocab-parallel cross entropy; Transformer Engine fused kernels"),
+    "llm-foundry": Framework("fused", False, False, True,
+                             "llm-foundry MPT loss_fn fused_crossentropy (flash-attn); fused/flash kernels"),
+    "litgpt": Framework("chunked", False, False, False,
+                        "litgpt lm_head_chunk_size=128 with chunked_cross_entropy; eager kernels"),
+}
+
+
+def framework(t: TrainingSpec) -> Framework:
+    return FRAMEWORKS[t.framework]
+
+
+def loss_mode(t: TrainingSpec) -> str:
+    """The loss computation in force: the profile's ``training.loss``, else the framework's."""
+    return t.loss or FRAMEWORKS[t.framework].loss
+
+
+#: Bytes per token of vocabulary-sized tensors alive at each phase, per loss mode (x vocab size):
+#: ``forward`` while the loss is computed, ``backward`` at the log-softmax backward. A loop that keeps
+#: its outputs (:data:`KEPT_OUTPUT_BYTES`) adds the bf16 logits it holds to every phase.
+LOSS_BYTES = {
+    # bf16 logits, fp32 upcast, fp32 log-probabilities | log-probs, their grad, the fp32 logits' grad
+    "full": {"forward": 10.0, "backward": 12.0},
+    # bf16 logits and bf16 log-probabilities | log-probs, their gradient, the logits' gradient
+    "bf16": {"forward": 4.0, "backward": 6.0},
+    # every chunk's bf16 logits kept, one chunk's fp32 work (1 V a token on average) | logits + their gradient
+    "chunked": {"forward": 3.0, "backward": 5.0},
+    # bf16 logits, the loss and its gradient computed in place
+    "fused": {"forward": 2.0, "backward": 2.0},
+}
+#: Element-wise HBM traffic of the loss per token (x vocab size): upcast, log-softmax and its gradient.
+LOSS_TRAFFIC = {"full": 44.0, "bf16": 22.0, "chunked": 44.0, "fused": 12.0}
+#: The previous step's bf16 logits a loop keeps (HF's `out = model(...)`), per token x vocab.
+KEPT_OUTPUT_BYTES = 2.0
