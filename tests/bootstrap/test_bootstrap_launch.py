@@ -104,8 +104,9 @@ def test_single_gpu_job_runs_under_torchrun_then_the_node_stops_billing(launch, 
     (trainer,) = launch.events()  # one GPU: no NCCL check
     assert trainer["event"] == "trainer" and "NCCL check skipped" in result.stderr
     assert trainer["argv"] == ["--nnodes", "1", "--nproc-per-node", "1", "--node-rank", "0", "--master-addr",
-                               "10.0.0.10", "--rdzv-conf", "timeout=1800", "--master-port", "29500",
+                               "10.0.0.10", "--master-port", "29500", "--rdzv-conf", "timeout=1800",
                                "train.py", "--lr", "3e-4"]
+    assert "3e-4" not in result.stderr, "the launcher logs no trainer arguments (they may hold secrets)"
     assert trainer["usr1_ignored"], "torchrun must not die of the checkpoint signal"
     assert trainer["env"]["MY_VAR"] == "x y" and trainer["env"]["TRAINSTACK_CHECKPOINT_DIR"] == str(tmp_path / "ckpt")
     assert trainer["cwd"] == str(tmp_path / "work")
