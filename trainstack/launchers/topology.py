@@ -64,9 +64,11 @@ class Topology:
     def node(self, rank: Optional[int] = None) -> NodeValues:
         """The values for node ``rank`` (ECS) or for whichever pod runs the command (DLC)."""
         if self.platform == "dlc":
-            return NodeValues(nnodes=(Ref(DLC_NODE_COUNT),), node_rank=(Ref(DLC_NODE_RANK),),
-                              nproc_per_node=lit(self.nproc_per_node), master_addr=(Ref(DLC_MASTER_ADDR),),
-                              master_port=(Ref(DLC_MASTER_PORT),))
+            # defaults: a one-pod job, should PAI leave the variables unset for it
+            return NodeValues(nnodes=(Ref(DLC_NODE_COUNT, "1"),), node_rank=(Ref(DLC_NODE_RANK, "0"),),
+                              nproc_per_node=lit(self.nproc_per_node),
+                              master_addr=(Ref(DLC_MASTER_ADDR, "127.0.0.1"),),
+                              master_port=(Ref(DLC_MASTER_PORT, str(self.master_port)),))
         if rank is None or not 0 <= rank < self.nnodes:
             raise ValueError(f"node rank {rank} is outside 0..{self.nnodes - 1}")
         return NodeValues(nnodes=lit(self.nnodes), node_rank=lit(rank), nproc_per_node=lit(self.nproc_per_node),

@@ -17,15 +17,26 @@ from typing import Iterable, Union
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+_DEFAULT = re.compile(r"[A-Za-z0-9._-]*")
+
+
 @dataclass(frozen=True)
 class Ref:
-    """A variable set at run time (a PAI-DLC pod's ``RANK``), never profile text."""
+    """A variable set at run time (a PAI-DLC pod's ``RANK``), never profile text; ``default``
+    (trainstack's own plain word) stands in where the platform leaves it unset."""
 
     name: str
+    default: str | None = None
 
     def __post_init__(self) -> None:
         if not ENV_NAME.fullmatch(self.name):
             raise ValueError(f"not a variable name: {self.name!r}")
+        if self.default is not None and not _DEFAULT.fullmatch(self.default):
+            raise ValueError(f"not a plain default: {self.default!r}")
+
+    @property
+    def expansion(self) -> str:
+        return f"${{{self.name}}}" if self.default is None else f"${{{self.name}:-{self.default}}}"
 
 
 Part = Union[str, Ref]
@@ -46,7 +57,7 @@ def is_literal(word: Word) -> bool:
 
 def text_of(word: Word) -> str:
     """The literal text of a word without run-time parts (for comparisons and docs)."""
-    return "".join(p if isinstance(p, str) else f"${{{p.name}}}" for p in word)
+    return "".join(p if isinstance(p, str) else p.expansion for p in word)
 
 
 def unsafe_text(text: str) -> str | None:
@@ -65,7 +76,7 @@ def shell_word(word: Word) -> str:
     out = []
     for part in word:
         if isinstance(part, Ref):
-            out.append(f'"${{{part.name}}}"')
+            out.append(f'"{part.expansion}"')
             continue
         why = unsafe_text(part)
         if why:
