@@ -23,11 +23,15 @@ def dlc_job_problems(plan) -> list[Problem]:
                          message=f"{name} is set in every PAI-DLC pod by PAI or by trainstack's launcher (the job's "
                                  "topology); a job may not override it; fix: remove it, or use another name")
                  for name in plan.job.env if reserved(name)]
-    if plan.job.secrets:
-        problems.append(Problem(
-            path="job.secrets", given=sorted(plan.job.secrets), has_given=True,
-            message="job.secrets works on ECS nodes only: PAI-DLC documents no secret store for a job's "
-                    "environment (CreateJob Envs would carry the value itself); fix: run on ECS "
-                    "(resources.target: ecs), or have the training code read the secret from KMS with the job's "
-                    "RAM role"))
-    return problems
+    return problems + secrets_problems(plan.job.secrets)
+
+
+def secrets_problems(secrets) -> list[Problem]:
+    """job.secrets on a DLC job (known from the plan, or from ``resources.target: dlc``)."""
+    if not secrets:
+        return []
+    return [Problem(path="job.secrets", given=sorted(secrets), has_given=True,
+                    message="job.secrets works on ECS nodes only: PAI-DLC documents no secret store for a job's "
+                            "environment (CreateJob Envs would carry the value itself); fix: run on ECS "
+                            "(resources.target: ecs), or have the training code read the secret from KMS with the "
+                            "job's RAM role")]

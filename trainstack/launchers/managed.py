@@ -78,7 +78,7 @@ def split_options(found: Scan, roles: dict[str, str], forbidden: dict[str, Forbi
         if opt.canonical in forbidden:
             rule = forbidden[opt.canonical]
             if rule.unless is None or not rule.unless(opt):
-                problems.append(problem(f"{tool} {opt.canonical} {rule.why}", rule.fix, opt.given))
+                problems.append(problem(f"{tool} {opt.canonical} {rule.why}", rule.fix, opt.given))  # given: repr
                 continue
             kept.append(opt)
             continue
@@ -90,7 +90,7 @@ def split_options(found: Scan, roles: dict[str, str], forbidden: dict[str, Forbi
             continue  # checked again once the plan is known
         ok, plan_says = _agrees(role, opt, ctx)
         if not ok:
-            problems.append(problem(f"{opt.given} contradicts the plan: {plan_says}",
+            problems.append(problem(f"{tool} {opt.canonical} contradicts the plan: {plan_says}",
                                     f"remove {opt.canonical}; trainstack passes {tool} the plan's value itself",
                                     opt.given))
     for word in found.unknown:
