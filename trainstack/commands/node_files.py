@@ -75,7 +75,7 @@ def _write(out: Path, rel: str, text: str, mode: int) -> Path:
 
 def run(args) -> int:
     from ..bootstrap import render_files, render_user_data
-    from ..dlc_request import job_inputs
+    from ..dlc_job import job_inputs
 
     plan = _plan(args)
     if plan.target == "dlc":
