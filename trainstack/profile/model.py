@@ -89,7 +89,7 @@ class TrainingSpec(_Strict):
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: KMS secret names: letters, digits and _ / + = . @ -, at most 192 (KMS CreateSecret, SecretName:
-#: https://www.alibabacloud.com/help/en/kms/key-management-service/developer-reference/api-kms-2016-01-20-createsecret)
+#: https://www.alibabacloud.com/help/en/kms/support/api-kms-createsecret)
 KMS_SECRET_NAME = re.compile(r"[A-Za-z0-9_/+=.@-]{1,192}")
 KMS_KEY_ID = re.compile(r"key-[A-Za-z0-9]{1,64}")
 
