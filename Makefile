@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.installed-stamp
 STACK  ?= llama3-8b-lora
 FORMAT ?= text
 
-.PHONY: plan test fuzz bench schema clean venv
+.PHONY: plan test test-launch fuzz bench schema clean venv
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@test -n "$(PYTHON)" || { echo "error: Python 3.11 or newer is required (set PYTHON=...)"; exit 2; }
@@ -30,6 +30,22 @@ plan: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# The launchers for real (PyTorch, Accelerate, DeepSpeed in their own venv; not part of `make test`):
+# the tools' own parsers read every rendered command line, and a 2-node plan runs as two local
+# "nodes" on 127.0.0.10/11 with the gloo backend.
+LAUNCH_VENV  := .venv-launch
+LAUNCH_STAMP := $(LAUNCH_VENV)/.installed-stamp
+
+$(LAUNCH_STAMP): requirements-launch.txt
+	@test -n "$(PYTHON)" || { echo "error: Python 3.11 or newer is required (set PYTHON=...)"; exit 2; }
+	@test -x $(LAUNCH_VENV)/bin/python || $(PYTHON) -m venv $(LAUNCH_VENV)
+	$(LAUNCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check $$(grep -E '^torch==' requirements-launch.txt)
+	DS_BUILD_OPS=0 $(LAUNCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-build-isolation -r requirements-launch.txt
+	@touch $(LAUNCH_STAMP)
+
+test-launch: $(LAUNCH_STAMP)
+	TRAINSTACK_LAUNCH_TESTS=1 $(LAUNCH_VENV)/bin/python -m pytest tests/launch
+
 fuzz: $(STAMP)
 	TRAINSTACK_FUZZ_EXAMPLES=5000 $(BIN)/python -m pytest tests/fuzz -q
 
@@ -42,4 +58,4 @@ schema: $(STAMP)
 	$(BIN)/python -m trainstack schema --out profile.schema.json
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(LAUNCH_VENV) .pytest_cache .hypothesis

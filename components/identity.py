@@ -4,6 +4,9 @@
   metadata service, which the nodes only answer with IMDSv2 tokens).
 - OSS: read/write on the checkpoint bucket; read-only on the dataset bucket and the code bucket
   when the profile points at ``oss://`` URIs. Nothing else.
+- KMS: ``kms:GetSecretValue`` on exactly the secrets named in ``job.secrets`` (and
+  ``kms:Decrypt`` on the keys named beside them), so the node reads them at job start
+  (docs/bootstrap.md "Job secrets"); no statement at all without job secrets.
 - ECS: ``StopInstance`` on exactly this cluster's instances, so the launcher can stop its node in
   no-charge mode (``StoppedMode=StopCharging``) when the job ends (docs/provisioning.md).
   (``components/cluster.py`` adds it.) A self-healing spot pool gets no ``StopInstance`` at all:
@@ -34,6 +37,12 @@ CHECKPOINT_ACTIONS = ["oss:ListObjects", "oss:GetObject", "oss:PutObject", "oss:
                       "oss:AbortMultipartUpload", "oss:ListParts", "oss:GetBucketInfo"]
 READ_ACTIONS = ["oss:ListObjects", "oss:GetObject", "oss:GetBucketInfo"]
 STOP_ACTIONS = ["ecs:StopInstance", "ecs:StopInstances"]
+#: RAM action of KMS GetSecretValue; a secret encrypted with the user's own key also needs
+#: kms:Decrypt on that key (GetSecretValue API reference; KMS RAM resource formats
+#: acs:kms:${region}:${account}:secret/${name} and .../key/${key-id}:
+#: https://www.alibabacloud.com/help/en/kms/key-management-service/developer-reference/api-kms-2016-01-20-getsecretvalue)
+SECRET_ACTIONS = ["kms:GetSecretValue"]
+DECRYPT_ACTIONS = ["kms:Decrypt"]
 
 
 def role_name(plan: Plan) -> str:
@@ -65,6 +74,21 @@ def oss_policy_document(plan: Plan) -> Optional[dict]:
     return {"Version": "1", "Statement": statements} if statements else None
 
 
+def kms_policy_document(plan: Plan) -> Optional[dict]:
+    """GetSecretValue on exactly the job's secrets (Decrypt on their own keys); None without any."""
+    secrets = plan.job.secrets
+    if not secrets:
+        return None
+    names = sorted({s.kms_secret for s in secrets.values()})
+    statements = [{"Effect": "Allow", "Action": SECRET_ACTIONS,
+                   "Resource": [f"acs:kms:{plan.region}:*:secret/{n}" for n in names]}]
+    keys = sorted({s.kms_key_id for s in secrets.values() if s.kms_key_id})
+    if keys:
+        statements.append({"Effect": "Allow", "Action": DECRYPT_ACTIONS,
+                           "Resource": [f"acs:kms:{plan.region}:*:key/{k}" for k in keys]})
+    return {"Version": "1", "Statement": statements}
+
+
 def stop_policy_document(region: str, instance_ids: Sequence[str]) -> dict:
     """StopInstance on exactly these instances (the launcher's no-charge stop at job end)."""
     return {"Version": "1", "Statement": [{
@@ -77,6 +101,7 @@ class NodeRole(pulumi.ComponentResource):
 
     role: alicloud.ram.Role
     oss_policy: Optional[alicloud.ram.Policy]
+    kms_policy: Optional[alicloud.ram.Policy]
 
     def __init__(self, name: str, plan: Plan, opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("trainstack:index:NodeRole", name, None, opts)
@@ -96,9 +121,19 @@ class NodeRole(pulumi.ComponentResource):
             self.oss_attachment = alicloud.ram.RolePolicyAttachment(
                 f"{name}-oss", role_name=self.role.role_name, policy_name=self.oss_policy.policy_name,
                 policy_type="Custom", opts=child)
+        self.kms_policy = self.kms_attachment = None
+        kms_doc = kms_policy_document(plan)
+        if kms_doc is not None:
+            self.kms_policy = alicloud.ram.Policy(
+                f"{name}-kms", policy_name=f"{plan.name[:49]}-job-secrets", policy_document=json.dumps(kms_doc),
+                description=f"trainstack {plan.name}: read the job's secrets from KMS at job start",
+                tags=base_tags(plan), opts=child)
+            self.kms_attachment = alicloud.ram.RolePolicyAttachment(
+                f"{name}-kms", role_name=self.role.role_name, policy_name=self.kms_policy.policy_name,
+                policy_type="Custom", opts=child)
         self.register_outputs({"role_name": self.role.role_name})
 
     @property
     def ready(self) -> list[pulumi.Resource]:
         """What must exist before an instance uses the role."""
-        return [r for r in (self.role, self.oss_attachment) if r is not None]
+        return [r for r in (self.role, self.oss_attachment, self.kms_attachment) if r is not None]

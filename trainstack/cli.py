@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 from .errors import EXIT_BAD_INPUT, TrainstackError
 
-COMMANDS = ("validate", "estimate", "resolve", "plan", "diff", "catalog", "schema", "preflight")
+COMMANDS = ("validate", "estimate", "resolve", "plan", "diff", "catalog", "schema", "preflight", "node-files")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -32,9 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMANDS:
-        if importlib.util.find_spec(f"{__package__}.commands.{name}") is None:
+        module = name.replace("-", "_")
+        if importlib.util.find_spec(f"{__package__}.commands.{module}") is None:
             continue  # a command not built yet in this checkout
-        importlib.import_module(f".commands.{name}", __package__).register(sub)
+        importlib.import_module(f".commands.{module}", __package__).register(sub)
     return parser
 
 

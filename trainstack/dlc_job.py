@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from .errors import InputError
+from .launchers import LaunchError, dlc_command, topology_from_plan
+from .launchers.dlc import dlc_job_problems
 from .plan import Plan
 
 KIND = "pai-dlc-job"
@@ -132,6 +134,8 @@ def job_inputs(plan: Plan) -> dict[str, Any]:
     if plan.target != "dlc" or d is None:
         raise ValueError(f"plan {plan.name!r} targets {plan.target!r}; a DLC job needs target 'dlc' and plan.dlc")
     _check_image(d.image, plan.region)
+    if problems := dlc_job_problems(plan):
+        raise LaunchError(problems)
     envs: dict[str, str] = {}
     if d.enable_rdma:
         envs.update(plan.network.nccl_env)
@@ -143,7 +147,8 @@ def job_inputs(plan: Plan) -> dict[str, Any]:
         "display_name": plan.name,
         "job_type": d.job_type,
         "image": d.image,
-        "command": d.command,
+        # the launcher in PAI's PyTorchJob form: WORLD_SIZE/RANK (pods) -> node count/node rank
+        "command": dlc_command(d.command, topology_from_plan(plan)),
         "envs": _str_envs(envs),
         "pod_count": d.pod_count,
         "gpus_per_pod": d.gpus_per_pod,

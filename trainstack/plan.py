@@ -173,10 +173,18 @@ class DlcPlan(_Frozen):
     notes: tuple[str, ...] = ()
 
 
+class JobSecretPlan(_Frozen):
+    """A job secret by reference: read by the node at job start, never held by trainstack."""
+
+    kms_secret: str
+    kms_key_id: Optional[str] = None
+
+
 class JobPlan(_Frozen):
     command: str
     code_uri: Optional[str] = None
     env: dict[str, str] = Field(default_factory=dict)
+    secrets: dict[str, JobSecretPlan] = Field(default_factory=dict, description="env name -> KMS secret")
     max_runtime_hours: Optional[float] = None
     nproc_per_node: int = 1
     method: str

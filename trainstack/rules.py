@@ -6,8 +6,8 @@ plan the rule book accepts never fails in component code. Two kinds of rules:
 
 * profile rules that need the catalog (:func:`profile_problems`): names the catalog must know;
 * plan rules that need the resolution (:func:`plan_problems`): ESSD sizes, tag counts, the
-  self-healing pool, deployment-set groups, the DLC job request, and the node bootstrap
-  (user-data size, commands the launcher refuses).
+  self-healing pool, deployment-set groups, the launch (``job.command`` on the plan's topology,
+  reserved job variable names), the DLC job request, and the node bootstrap (user-data size).
 
 Infeasibility is not a rule violation: it stays exit 3 from ``resolve``/``plan``.
 Components only translate a checked Plan into resources.
@@ -34,10 +34,16 @@ CPFS_ADDRESS_PLACEHOLDER = "cpfs-0123456789abcdef-0123456789ab.cn-wulanchabu.cpf
 # ---- profile rules ---------------------------------------------------------------------------
 
 def profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem]:
-    """Every name in the profile that the catalog must know: an unknown region; a GPU model no sold
-    type carries (unknown, or known only for estimates, e.g. H800: "not sold on Alibaba ECS"); an
-    instance type the catalog lacks (with same-family suggestions and excluded-family reasons)."""
-    problems = []
+    """Every profile rule that needs the catalog or no resolution: names the catalog must know (an
+    unknown region; a GPU model no sold type carries, unknown or known only for estimates, e.g. H800:
+    "not sold on Alibaba ECS"; an instance type the catalog lacks) and what no plan could launch
+    (``job.command``; ``job.secrets`` on a DLC job)."""
+    from .launchers import check_command
+    from .launchers.dlc import secrets_problems
+
+    problems = check_command(profile.job.command, None)
+    if profile.resources.target == "dlc":
+        problems += secrets_problems(profile.job.secrets)
     if profile.region not in catalog.regions():
         problems.append(Problem(path="region", message="unknown region", given=profile.region, has_given=True,
                                 allowed=", ".join(catalog.regions()),
@@ -166,10 +172,20 @@ def _deployment_sets(plan: Plan) -> list[Optional[Problem]]:
     return []
 
 
+def _launch(plan: Plan) -> list[Optional[Problem]]:
+    """job.command on the plan's topology, and job.env / job.secrets names trainstack reserves
+    (trainstack.launchers; the node bootstrap and the DLC request raise the same problems)."""
+    from .bootstrap import check_job
+    from .launchers.dlc import dlc_job_problems
+
+    return list(dlc_job_problems(plan) if plan.target == "dlc" else check_job(plan))
+
+
 def _dlc(plan: Plan) -> list[Optional[Problem]]:
     if plan.target != "dlc" or plan.dlc is None:
         return []
     from .dlc_job import job_inputs, planned_datasets, validate_inputs
+    from .launchers import LaunchError
 
     d = plan.dlc
     if d.resource_id and not d.workspace_id:
@@ -181,6 +197,8 @@ def _dlc(plan: Plan) -> list[Optional[Problem]]:
     for step in (lambda: job_inputs(plan), lambda: planned_datasets(plan, "")):
         try:
             result = step()
+        except LaunchError:
+            continue  # reported by _launch
         except InputError as exc:
             out.append(Problem(path="dlc", message=exc.message, allowed=exc.hint))
             continue
@@ -192,10 +210,13 @@ def _dlc(plan: Plan) -> list[Optional[Problem]]:
 def bootstrap_problem(plan: Plan, rank: int) -> Optional[Problem]:
     """What the node bootstrap of ``rank`` refuses (user-data size, a command the launcher cannot run)."""
     from .bootstrap import render_user_data
+    from .launchers import LaunchError
 
     address = CPFS_ADDRESS_PLACEHOLDER if plan.storage.cpfs is not None else None
     try:
         render_user_data(plan, rank, cpfs_mount_address=address)
+    except LaunchError:
+        return None  # reported by _launch
     except ValueError as exc:
         return Problem(path="job", message=bootstrap_message(plan, rank, exc))
     return None
@@ -213,7 +234,7 @@ def _bootstrap(plan: Plan) -> list[Optional[Problem]]:
 
 
 PLAN_RULES: tuple[Callable[[Plan], list[Optional[Problem]]], ...] = (
-    _disks, _spot_pool, _tags, _deployment_sets, _dlc, _bootstrap)
+    _disks, _spot_pool, _tags, _deployment_sets, _launch, _dlc, _bootstrap)
 
 
 def plan_problems(plan: Plan) -> list[Problem]:

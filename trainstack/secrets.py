@@ -20,7 +20,7 @@ PRIVATE_KEY_BLOCK = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")
 REDACTED = "***redacted***"
 
 #: keys whose names look secret but hold references, not secrets
-_SAFE_KEYS = {"key_pair", "keypair", "key_name", "kms_key_id", "secret_ref"}
+_SAFE_KEYS = {"key_pair", "keypair", "key_name", "kms_key_id", "secret_ref", "kms_secret"}
 
 
 def looks_secret_value(value: str) -> bool:

@@ -24,7 +24,7 @@ TOKEN_HEADER = "X-aliyun-ecs-metadata-token"
 
 
 class FakeCloud:
-    """Metadata service at /latest/... and the ECS RPC API at /?Action=..., one server.
+    """Metadata service at /latest/... and the ECS and KMS RPC APIs at /?Action=..., one server.
 
     ``routes`` maps a metadata path to a list of (status, body) answers, used in order; the
     last one repeats. GETs without a valid token get 401, as with http_tokens=required."""
@@ -34,6 +34,8 @@ class FakeCloud:
         self.token_requests: list[dict[str, str]] = []
         self.gets: list[tuple[str, str | None]] = []
         self.ecs_calls: list[dict[str, str]] = []
+        self.kms_calls: list[dict[str, str]] = []
+        self.secrets: dict[str, str] = {}  # KMS secret name -> value (GetSecretValue)
         self.routes: dict[str, list[tuple[int, str]]] = {
             "meta-data/instance-id": [(200, "i-wz9testinstance")],
             "meta-data/region-id": [(200, "cn-shenzhen")],
@@ -103,9 +105,18 @@ class FakeCloud:
                 query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
                 signature = query.pop("Signature", "")
                 with cloud.lock:
-                    cloud.ecs_calls.append(dict(query, Signature=signature))
+                    if query.get("Action") != "GetSecretValue":
+                        cloud.ecs_calls.append(dict(query, Signature=signature))
                 if signature != Utils.get_rpcsignature(query, "GET", SECRET):
                     return self._send(400, json.dumps({"Code": "SignatureDoesNotMatch", "Message": "bad"}))
+                if query.get("Action") == "GetSecretValue":
+                    with cloud.lock:
+                        cloud.kms_calls.append(query)
+                    if query.get("Version") != "2016-01-20" or query["SecretName"] not in cloud.secrets:
+                        return self._send(404, json.dumps({"Code": "Forbidden.ResourceNotFound", "Message": "no"}))
+                    return self._send(200, json.dumps({"RequestId": "REQ-K", "SecretName": query["SecretName"],
+                                                       "SecretData": cloud.secrets[query["SecretName"]],
+                                                       "SecretDataType": "text"}))
                 self._send(200, json.dumps({"RequestId": "REQ-1"}))
 
         return Handler

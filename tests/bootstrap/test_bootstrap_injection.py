@@ -10,6 +10,7 @@ import yaml
 from plan_factory import single_gpu_lora_plan
 
 from trainstack.bootstrap import render_script, render_user_data
+from trainstack.launchers import LaunchError
 from trainstack.plan import DataDiskPlan, JobPlan, OssPlan, StoragePlan
 
 HOSTILE = ['"; rm -rf / #', "$(touch {pwned})", "`touch {pwned}`", "'; touch {pwned}; '", "a\nb",
@@ -47,7 +48,7 @@ def test_hostile_job_values_stay_literal_and_never_run(tmp_path):
     pwned = str(tmp_path / "pwned")
     plan, values = hostile_plan(pwned)
     job = render_script(plan, "job.env")
-    assert source_and_print(tmp_path, job, ['"${TRAINER_ARGS[@]}"']) == ["train.py", *values]
+    assert source_and_print(tmp_path, job, ['"${LAUNCH_ARGV[@]}"'])[-len(values) - 1:] == ["train.py", *values]
     assert source_and_print(tmp_path, job, [f'"$V{i}"' for i in range(len(values))]) == values
     node = render_script(plan, "node.env")
     got = source_and_print(tmp_path, node, ['"$CODE_URI"', '"$CHECKPOINT_DIR"', '"$DATA_DISK_MOUNT"',
@@ -69,8 +70,8 @@ def test_a_job_command_with_shell_syntax_is_not_evaluated(tmp_path):
     pwned = tmp_path / "pwned"
     plan = single_gpu_lora_plan(job=JobPlan(command=f"python train.py; touch {pwned} && $(reboot)",
                                             method="lora", precision="bf16"))
-    args = source_and_print(tmp_path, render_script(plan, "job.env"), ['"${TRAINER_ARGS[@]}"'])
-    assert args == ["train.py;", "touch", str(pwned), "&&", "$(reboot)"]
+    args = source_and_print(tmp_path, render_script(plan, "job.env"), ['"${LAUNCH_ARGV[@]}"'])
+    assert args[-5:] == ["train.py;", "touch", str(pwned), "&&", "$(reboot)"]
     assert not pwned.exists()
 
 
@@ -83,5 +84,6 @@ def test_env_names_that_are_not_shell_names_are_refused(env):
 
 def test_unbalanced_quotes_in_job_command_are_a_clear_error():
     plan = single_gpu_lora_plan(job=JobPlan(command='python train.py "oops', method="lora", precision="bf16"))
-    with pytest.raises(ValueError, match="shell quoting"):
+    with pytest.raises(LaunchError) as err:
         render_user_data(plan, 0)
+    assert "shell quoting" in err.value.problems[0].message and "oops" not in str(err.value.lines())

@@ -29,6 +29,7 @@ ckpt = os.environ["TRAINSTACK_CHECKPOINT_DIR"]
 record("nccl_check" if check else "trainer", argv=sys.argv[1:], cwd=os.getcwd(),
        usr1_ignored=signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN,
        env={k: os.environ.get(k) for k in ("NCCL_IB_HCA", "NCCL_DEBUG", "MY_VAR", "TRAINSTACK_CHECKPOINT_DIR")},
+       extra_env={k: os.environ.get(k) for k in os.environ.get("FAKE_ENV_KEYS", "").split(",") if k},
        checkpoints=sorted(os.listdir(ckpt)) if os.path.isdir(ckpt) else None)
 if not check and os.environ.get("FAKE_SAVE"):
     with open(os.path.join(ckpt, os.environ["FAKE_SAVE"]), "w") as fh:
@@ -68,7 +69,8 @@ def launch(tmp_path, fake_cloud, rendered):
                     TRAINSTACK_ETC=str(tmp_path / "node"), TRAINSTACK_LIB=str(tmp_path / "node"),
                     TRAINSTACK_STATE=str(tmp_path / "state"), TRAINSTACK_RUN=str(tmp_path / "run"),
                     TRAINSTACK_WORKDIR=str(tmp_path / "work"), TRAINSTACK_METADATA_URL=fake_cloud.url,
-                    TRAINSTACK_ECS_ENDPOINT=fake_cloud.url, TRAINSTACK_RETRY_SECONDS="0",
+                    TRAINSTACK_ECS_ENDPOINT=fake_cloud.url, TRAINSTACK_KMS_ENDPOINT=fake_cloud.url,
+                    TRAINSTACK_RETRY_SECONDS="0",
                     TRAINSTACK_RAM_ROLE_WAIT_SECONDS="0", TRAINSTACK_OSS_PYTHON=str(oss_python),
                     FAKE_OSS_ROOT=str(tmp_path / "oss"), FAKE_OSS_LOG=str(tmp_path / "oss.log"))
         return subprocess.run(["bash", str(files["trainstack-launch.sh"])], capture_output=True, text=True,
@@ -104,8 +106,9 @@ def test_single_gpu_job_runs_under_torchrun_then_the_node_stops_billing(launch, 
     (trainer,) = launch.events()  # one GPU: no NCCL check
     assert trainer["event"] == "trainer" and "NCCL check skipped" in result.stderr
     assert trainer["argv"] == ["--nnodes", "1", "--nproc-per-node", "1", "--node-rank", "0", "--master-addr",
-                               "10.0.0.10", "--rdzv-conf", "timeout=1800", "--master-port", "29500",
+                               "10.0.0.10", "--master-port", "29500", "--rdzv-conf", "timeout=1800",
                                "train.py", "--lr", "3e-4"]
+    assert "3e-4" not in result.stderr, "the launcher logs no trainer arguments (they may hold secrets)"
     assert trainer["usr1_ignored"], "torchrun must not die of the checkpoint signal"
     assert trainer["env"]["MY_VAR"] == "x y" and trainer["env"]["TRAINSTACK_CHECKPOINT_DIR"] == str(tmp_path / "ckpt")
     assert trainer["cwd"] == str(tmp_path / "work")

@@ -139,7 +139,7 @@ def test_oss_needs_no_internet_egress():
     everything = "\n".join(files.values())
     assert "ossutil" not in everything and "alicdn" not in everything and "gosspublic" not in everything
     assert urls_in(everything) == {"http://mirrors.cloud.aliyuncs.com/pypi/simple/", "http://100.100.100.200",
-                                   "https://ecs-vpc.%s.aliyuncs.com"}
+                                   "https://ecs-vpc.%s.aliyuncs.com", "https://kms-vpc.%s.aliyuncs.com"}
     env = env_of(files["/etc/trainstack/node.env"])
     assert env["OSS_SDK_SPEC"] == "alibabacloud-oss-v2==1.4.1"
     assert env["OSS_VENV"] == "/opt/trainstack/oss-venv"
@@ -179,15 +179,15 @@ def test_driver_auto_install_follows_the_image_plan():
 
 
 def test_job_settings_and_max_runtime():
-    plan = single_gpu_lora_plan(job=JobPlan(command="torchrun --nproc-per-node 2 --max-restarts 3 train.py --lr 1e-4",
+    plan = single_gpu_lora_plan(job=JobPlan(command="torchrun --nproc-per-node 1 --max-restarts 3 train.py --lr 1e-4",
                                             method="lora", precision="bf16", max_runtime_hours=1.5,
                                             env={"HF_HOME": "/mnt/data/hf"}))
     env = env_of(render_script(plan, "node.env"))
-    assert env["MAX_RUNTIME_SECONDS"] == str(math.ceil(1.5 * 3600))
+    assert env["MAX_RUNTIME_SECONDS"] == str(math.ceil(1.5 * 3600)) and env["LAUNCHER"] == "torchrun"
     job = render_script(plan, "job.env")
-    assert "TORCHRUN_USER_OPTS=(--max-restarts 3)" in job
-    assert "TRAINER_ARGS=(train.py --lr 1e-4)" in job
-    assert "--nproc-per-node 2" in job.splitlines()[2]  # noted as replaced by the Plan
+    assert ("LAUNCH_ARGV=(torchrun --nnodes 1 --nproc-per-node 1 --node-rank 0 --master-addr 10.0.0.10 "
+            "--master-port 29500 --rdzv-conf timeout=1800 --max-restarts 3 train.py --lr 1e-4)") in job
+    assert "nproc" not in "".join(line for line in job.splitlines() if line.startswith("#"))  # no comment echoes it
     assert env_of(job)["HF_HOME"] == "/mnt/data/hf"
     assert env_of(render_script(single_gpu_lora_plan(), "node.env"))["MAX_RUNTIME_SECONDS"] == ""
 
@@ -234,7 +234,9 @@ def test_ranks_differ_only_in_their_rank():
     plan = multi_node_erdma_plan(nodes=3)
     a, b = (written_files(render_user_data(plan, r, cpfs_mount_address=CPFS)) for r in (0, 1))
     differing = {path for path in a if a[path] != b[path]}
-    assert differing == {"/etc/trainstack/node.env", "/etc/systemd/system/trainstack-job.service"}
+    # job.env holds the launch command, which carries the node's rank
+    assert differing == {"/etc/trainstack/node.env", "/etc/trainstack/job.env",
+                         "/etc/systemd/system/trainstack-job.service"}
 
 
 def test_options_change_versions_and_are_validated():

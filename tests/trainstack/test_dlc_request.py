@@ -62,7 +62,10 @@ def test_single_gpu_public_resource_job_exact_body():
         "JobSpecs": [{"Type": "Worker", "PodCount": 1, "EcsSpec": "ecs.gn7i-c8g1.2xlarge", "Image": IMAGE,
                       **EMPTY_SPEC_LISTS}],
         "JobType": "PyTorchJob",
-        "UserCommand": "python train.py --lora",
+        # python under torchrun, with PAI's pod topology (WORLD_SIZE pods, RANK = pod index)
+        "UserCommand": ('torchrun --nnodes "${WORLD_SIZE:-1}" --nproc-per-node 1 --node-rank "${RANK:-0}" '
+                        '--master-addr "${MASTER_ADDR:-127.0.0.1}" --master-port "${MASTER_PORT:-29500}" '
+                        "--rdzv-conf timeout=1800 train.py --lora"),
         "UserVpc": USER_VPC,
         "WorkspaceId": "ws-123",
     }
@@ -83,7 +86,10 @@ def test_multi_worker_quota_job_with_rdma_exact_body():
         "JobType": "PyTorchJob",
         "ResourceId": "quotaabc123",
         "Settings": {"EnableRDMA": True},
-        "UserCommand": "torchrun --nnodes 4 --nproc-per-node 8 train.py",
+        # the user's --nnodes 4 --nproc-per-node 8 agree with the plan: trainstack writes its own
+        "UserCommand": ('torchrun --nnodes "${WORLD_SIZE:-1}" --nproc-per-node 8 --node-rank "${RANK:-0}" '
+                        '--master-addr "${MASTER_ADDR:-127.0.0.1}" --master-port "${MASTER_PORT:-29500}" '
+                        "--rdzv-conf timeout=1800 train.py"),
         "UserVpc": USER_VPC,
         "WorkspaceId": "ws-123",
     }

@@ -1,11 +1,10 @@
 """Node bootstrap: the cloud-init user data that turns a fresh ECS GPU instance into a node of
 the training job (driver, eRDMA, storage, launcher, spot watcher), rendered from the Plan by
-pure code. See docs/bootstrap.md."""
+pure code. See docs/bootstrap.md. How job.command is launched: :mod:`trainstack.launchers`."""
 
-from .command import TrainerCommand, parse_command
 from .render import (
-    USER_DATA_LIMIT, BootstrapOptions, NodeFile, render_files, render_script, render_user_data,
+    USER_DATA_LIMIT, BootstrapOptions, NodeFile, check_job, render_files, render_script, render_user_data,
 )
 
-__all__ = ["USER_DATA_LIMIT", "BootstrapOptions", "NodeFile", "TrainerCommand", "parse_command",
-           "render_files", "render_script", "render_user_data"]
+__all__ = ["USER_DATA_LIMIT", "BootstrapOptions", "NodeFile", "check_job", "render_files", "render_script",
+           "render_user_data"]

@@ -3,17 +3,19 @@
 Pure and deterministic: the same Plan, rank and options give the same text (no clock, no
 randomness), so a preview shows no diff unless the Plan changed. The scripts are static
 files under ``templates/``; every value that comes from the Plan or a profile is written,
-shell-quoted, to ``/etc/trainstack/node.env`` and ``job.env``, which the scripts source.
-No profile value is ever spliced into script text, so none can break or inject into it.
+shell-quoted by the one quoting path of :mod:`trainstack.launchers.words`, to
+``/etc/trainstack/node.env`` and ``job.env``, which the scripts source. No profile value is ever
+spliced into script text or a comment, so none can break or inject into it
+(tests/bootstrap/test_bootstrap_properties.py renders arbitrary text and sources the files).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import gzip
 import math
 import re
-import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Optional
@@ -22,10 +24,15 @@ from urllib.parse import urlsplit
 import yaml
 
 from trainstack.catalog.limits import service_limits
+from trainstack.errors import Problem
+from trainstack.launchers import Launch, LaunchError, render_launch, topology_from_plan
+from trainstack.launchers.command import parse as parse_launcher
+from trainstack.launchers.words import assignment, bash_array, lit
 from trainstack.plan import Plan
 
-from .command import parse_command
-from .locations import classify_code_uri, cpfs_source
+from .compact import compact
+from .locations import classify_code_uri, cpfs_source, shown_uri
+from .reserved import reserved_problems
 
 TEMPLATES = Path(__file__).with_name("templates")
 #: ECS accepts at most this much user data before Base64 encoding (data/service_limits.yaml)
@@ -36,6 +43,12 @@ ERDMA_INSTALLER_URL = "http://mirrors.cloud.aliyuncs.com/erdma/erdma_installer-{
 OSS_VENV = "/opt/trainstack/oss-venv"
 #: The hostfile and MASTER_ADDR of a self-healing pool's single node (its IP is known only at boot)
 POOL_NODE_ADDRESS = "127.0.0.1"
+ETC = "/etc/trainstack"
+DEEPSPEED_HOSTFILE = f"{ETC}/deepspeed-hostfile"
+#: the arrays job.env defines for the launch script
+LAUNCH_ARRAY, SECRETS_ARRAY = "LAUNCH_ARGV", "JOB_SECRETS"
+#: stands in for the CPFS export address, known only at deploy time, when only names are checked
+_CPFS_PLACEHOLDER = "cpfs-placeholder.invalid:/share"
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -122,7 +135,7 @@ def _template(name: str) -> str:
 
 
 def _static(name: str, path: str, permissions: str = "0755") -> NodeFile:
-    return NodeFile(name, path, _template(name), permissions, static=True)
+    return NodeFile(name, path, compact(name, _template(name)), permissions, static=True)
 
 
 def _fill(text: str, **values: object) -> str:
@@ -135,12 +148,7 @@ def _fill(text: str, **values: object) -> str:
 
 
 def _env_lines(pairs: Iterable[tuple[str, object]], export: bool = False) -> str:
-    prefix = "export " if export else ""
-    return "".join(f"{prefix}{k}={shlex.quote('' if v is None else str(v))}\n" for k, v in pairs)
-
-
-def _bash_array(name: str, words: Iterable[str]) -> str:
-    return f"{name}=({' '.join(shlex.quote(w) for w in words)})\n"
+    return "".join(assignment(k, lit("" if v is None else v), export=export) for k, v in pairs)
 
 
 def _flag(value: bool) -> int:
@@ -167,9 +175,9 @@ class _Node:
             raise ValueError(f"the node bootstrap is for ECS nodes; this plan targets {plan.target!r}")
         if not 0 <= rank < plan.nodes:
             raise ValueError(f"node_rank {rank} is outside 0..{plan.nodes - 1}")
-        if not _NAME.match(plan.name):
+        if not _NAME.fullmatch(plan.name):
             raise ValueError(f"plan name {plan.name!r} is not DNS-safe")
-        if bad := [k for k in plan.job.env if not _ENV_NAME.match(k)]:
+        if bad := [k for k in (*plan.job.env, *plan.job.secrets) if not _ENV_NAME.fullmatch(k)]:
             raise ValueError(f"job.env names are not shell variable names: {bad}")
         storage = plan.storage
         if storage.cpfs and not cpfs_address:
@@ -182,15 +190,36 @@ class _Node:
             # stopped at job end (it runs until `pulumi destroy`; docs/provisioning.md)
             opts = replace(opts, stop_on="never", poweroff_fallback=False)
         self.plan, self.rank, self.opts = plan, rank, opts
-        self.command = parse_command(plan.job.command)
-        if bad := [k for k in self.command.env if not _ENV_NAME.match(k)]:
-            raise ValueError(f"job.command sets invalid variable names: {bad}")
         self.code = classify_code_uri(plan.job.code_uri)
         self.cpfs = cpfs_source(cpfs_address) if storage.cpfs and cpfs_address else None
         self.ips = [POOL_NODE_ADDRESS] if plan.spot_pool is not None else plan.node_private_ips()
         self.nproc = _nproc_per_node(plan)
         self.oss_checkpoints = storage.checkpoint == "oss"
         self.uses_oss = self.oss_checkpoints or self.code.uses_oss
+        self.topology = topology_from_plan(plan, opts.master_port, opts.rdzv_timeout_seconds, hosts=tuple(self.ips))
+
+    def render_launch(self) -> Launch:
+        return render_launch(self.plan.job.command, self.topology, self.rank, deepspeed_hostfile=DEEPSPEED_HOSTFILE,
+                             gradient_accumulation_steps=getattr(self.plan.job, "gradient_accumulation_steps", None))
+
+    @functools.cached_property
+    def launch(self) -> Launch:
+        """This node's launch of job.command (LaunchError: it cannot work on this plan)."""
+        launch = self.render_launch()
+        if problems := self.job_problems(launch):
+            raise LaunchError(problems)
+        return launch
+
+    def job_problems(self, launch: Optional[Launch] = None) -> list[Problem]:
+        """job.env, job.secrets and the command's NAME=value words that would override a
+        variable of trainstack's own node files, its launchers or the shell."""
+        names = {"job.env": list(self.plan.job.env), "job.secrets": list(self.plan.job.secrets)}
+        if launch is not None:
+            names["job.command"] = [k for k, _ in launch.user_env]
+        return reserved_problems(names, self.node_env_names())
+
+    def node_env_names(self) -> set[str]:
+        return {name for name, _ in self.node_env_pairs()} | {LAUNCH_ARRAY, SECRETS_ARRAY}
 
     def steps(self) -> list[_Step]:
         p, steps = self.plan, []
@@ -210,7 +239,7 @@ class _Node:
             steps.append(_Step("65-oss.sh", "setup_oss", "OSS SDK"))
         return steps
 
-    def node_env(self) -> str:
+    def node_env_pairs(self) -> list[tuple[str, object]]:
         p, o, s = self.plan, self.opts, self.plan.storage
         region_endpoint = f"oss-{p.region}-internal.aliyuncs.com"  # VPC-internal: no egress needed
         oss_endpoint = s.oss.internal_endpoint if s.oss else region_endpoint
@@ -224,6 +253,7 @@ class _Node:
             ("CHECKPOINT_KIND", s.checkpoint), ("CHECKPOINT_DIR", s.checkpoint_path),
             ("OSS_ENDPOINT", oss_endpoint),
             ("CODE_KIND", self.code.kind), ("CODE_URI", self.code.uri), ("CODE_REF", self.code.ref),
+            ("CODE_URI_SHOWN", shown_uri(self.code.uri)), ("LAUNCHER", self.plan_launcher()),
             ("CODE_ARCHIVE", self.code.archive), ("INSTALL_REQUIREMENTS", _flag(o.install_requirements)),
             ("MAX_RUNTIME_SECONDS",
              math.ceil(p.job.max_runtime_hours * 3600) if p.job.max_runtime_hours else ""),
@@ -255,20 +285,31 @@ class _Node:
             pairs += [("OSS_VENV", OSS_VENV), ("OSS_SDK_SPEC", o.oss_sdk_spec)]
         if self.code.uses_oss:
             pairs.append(("CODE_OSS_ENDPOINT", region_endpoint))
+        return pairs
+
+    def plan_launcher(self) -> str:
+        parsed = parse_launcher(self.plan.job.command)
+        return "unknown" if isinstance(parsed, list) else parsed.tool  # unknown: a render refuses it
+
+    def node_env(self) -> str:
+        p, pairs = self.plan, self.node_env_pairs()
         return ("# shellcheck shell=bash disable=SC2034\n"
                 f"# trainstack node settings for {p.name}, node {self.rank} of {p.nodes}, rendered from the "
                 "Plan.\n# Sourced by the trainstack scripts. Every value is shell-quoted.\n"
                 + _env_lines(pairs))
 
     def job_env(self) -> str:
-        cmd = self.command
+        """The trainer's environment and launch command. Sourced only in the subshell that
+        starts the trainer (and the NCCL check), after node.env: it cannot change the scripts."""
+        launch = self.launch
         text = ("# shellcheck shell=bash disable=SC2034\n"
-                "# trainstack job settings: job.env and job.command, shell-quoted, never evaluated.\n")
-        if cmd.dropped:
-            text += f"# the Plan's topology replaces these torchrun options of job.command: {' '.join(cmd.dropped)}\n"
-        text += _env_lines(sorted({**cmd.env, **self.plan.job.env}.items()), export=True)
-        return text + _bash_array("TORCHRUN_USER_OPTS", cmd.torchrun_options) + _bash_array(
-            "TRAINER_ARGS", cmd.program)
+                f"# trainstack job settings ({launch.tool}): job.env, job.command and the names of job.secrets,\n"
+                "# shell-quoted, never evaluated. Secret values are read from KMS at job start, never written.\n")
+        user = {**dict(launch.user_env), **self.plan.job.env}
+        text += _env_lines(sorted(user.items()), export=True)
+        text += "".join(assignment(name, word, export=True) for name, word in launch.env)
+        secrets = [lit(f"{name}={ref.kms_secret}") for name, ref in sorted(self.plan.job.secrets.items())]
+        return text + bash_array(SECRETS_ARRAY, secrets) + bash_array(LAUNCH_ARRAY, launch.argv)
 
     def node_setup(self) -> str:
         steps = self.steps()
@@ -298,11 +339,14 @@ class _Node:
     def files(self) -> list[NodeFile]:
         p = self.plan
         hostfile = "".join(f"{ip}\n" for ip in self.ips)
-        files = [
-            NodeFile("node.env", "/etc/trainstack/node.env", self.node_env()),
-            NodeFile("job.env", "/etc/trainstack/job.env", self.job_env(), "0600"),
-            NodeFile("hostfile", "/etc/trainstack/hostfile", hostfile, packed=len(hostfile) > HOSTFILE_PACK_OVER),
+        files = [  # node.env may hold credentials in CODE_URI, job.env the command line: root only
+            NodeFile("node.env", f"{ETC}/node.env", self.node_env(), "0600"),
+            NodeFile("job.env", f"{ETC}/job.env", self.job_env(), "0600"),
+            NodeFile("hostfile", f"{ETC}/hostfile", hostfile, packed=len(hostfile) > HOSTFILE_PACK_OVER),
         ]
+        if self.launch.hostfile is not None:
+            files.append(NodeFile("deepspeed-hostfile", DEEPSPEED_HOSTFILE, self.launch.hostfile,
+                                  packed=len(self.launch.hostfile) > HOSTFILE_PACK_OVER))
         if p.network.nccl_env:
             bad = [k for k in p.network.nccl_env if not _ENV_NAME.match(k)]
             if bad:
@@ -332,6 +376,16 @@ class _Node:
         return [["systemctl", "daemon-reload"],
                 ["systemctl", "enable", "trainstack-setup.service", *started],
                 ["systemctl", "start", "--no-block", *started]]
+
+
+def check_job(plan: Plan, options: Optional[BootstrapOptions] = None) -> list[Problem]:
+    """What the node bootstrap would refuse about job.command, job.env and job.secrets, found
+    without rendering (``trainstack validate`` runs it; the render raises the same problems)."""
+    from trainstack.launchers import check_command
+
+    node = _Node(plan, 0, _CPFS_PLACEHOLDER if plan.storage.cpfs else None, options or BootstrapOptions())
+    problems = check_command(plan.job.command, node.topology)
+    return problems + node.job_problems(None if problems else node.render_launch())
 
 
 def render_files(plan: Plan, node_rank: int, cpfs_mount_address: Optional[str] = None,

@@ -123,7 +123,8 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
 def job_plan(profile: TrainingProfile, nproc_per_node: int) -> JobPlan:
     """What runs on the nodes (or pods), as the profile states it."""
     t, j = profile.training, profile.job
-    return JobPlan(command=j.command, code_uri=j.code_uri, env=dict(j.env), max_runtime_hours=j.max_runtime_hours,
+    return JobPlan(command=j.command, code_uri=j.code_uri, env=dict(j.env),
+                   secrets={k: v.model_dump() for k, v in j.secrets.items()}, max_runtime_hours=j.max_runtime_hours,
                    nproc_per_node=nproc_per_node, method=t.method, precision=t.precision, zero_stage=t.zero_stage,
                    gradient_checkpointing=t.gradient_checkpointing, micro_batch_size=t.micro_batch_size,
                    sequence_length=t.sequence_length)

@@ -1,9 +1,13 @@
 #!/bin/bash
 # trainstack-launch: fetch the job's code, check the GPU fabric with one NCCL all-reduce,
-# run job.command under torchrun, then stop this instance so it stops billing.
+# launch job.command with its launcher (torchrun, accelerate, deepspeed, ...: LAUNCH_ARGV in
+# job.env), then stop this instance so it stops billing.
 # Run by trainstack-job.service once trainstack-setup.service has prepared the node.
 # Exit codes: the trainer's own, or 10 NCCL check failed, 11 code fetch failed,
-# 12 node setup failed, 13 checkpoint restore from OSS failed, 124 max runtime reached.
+# 12 node setup failed, 13 checkpoint restore from OSS failed, 14 a job secret could not be
+# read from KMS (the trainer never started), 124 max runtime reached.
+# job.env (the job's environment, launch command and secret names) is sourced only in the
+# subshells that start the NCCL check and the trainer: nothing in it can change this script.
 set -uo pipefail # not -e: every way out must pass through finish (checkpoint upload, stop)
 
 ETC=${TRAINSTACK_ETC:-/etc/trainstack}
@@ -17,8 +21,6 @@ if [ -f "$ETC/nccl.env" ]; then
   # shellcheck source=/dev/null
   . "$ETC/nccl.env"
 fi
-# shellcheck source=/dev/null
-. "$ETC/job.env" # job.env last: the job's own variables win
 
 PIDFILE=$RUN/trainer.pid
 SPOT_MARKER=$RUN/spot-termination-time
@@ -41,6 +43,8 @@ oss() {
   "${TRAINSTACK_OSS_PYTHON:-$OSS_VENV/bin/python}" "$LIB/trainstack_agent.py" oss --region "$REGION" --endpoint "$endpoint" "$@"
 }
 signal_trainer() { agent signal-trainer "$1" --pidfile "$PIDFILE"; }
+# shellcheck source=/dev/null
+load_job_env() { . "$ETC/job.env"; } # in a subshell only: the job's variables reach the job alone
 pip_install() { "$(command -v python || command -v python3)" -m pip install --index-url "$PIP_INDEX_URL" --trusted-host "$PIP_TRUSTED_HOST" "$@"; }
 
 stop_billing() {
@@ -130,7 +134,7 @@ fetch_code() {
     mv "$new" "$new.x" && mv "$new.x/$top" "$new" && rm -rf "$new.x"
   fi
   rm -rf "$WORKDIR" && mv "$new" "$WORKDIR" || return 1
-  log "code from $CODE_URI is in $WORKDIR"
+  log "code from $CODE_URI_SHOWN is in $WORKDIR"
   if [ "$INSTALL_REQUIREMENTS" = 1 ] && [ -f "$WORKDIR/requirements.txt" ]; then
     log "installing $WORKDIR/requirements.txt"
     pip_install -r "$WORKDIR/requirements.txt" || return 1
@@ -154,9 +158,12 @@ nccl_check() {
     return 0
   fi
   log "NCCL all-reduce check across $world GPUs on $NNODES node(s)"
-  NCCL_DEBUG=INFO TRAINSTACK_NCCL_CHECK_TIMEOUT=$NCCL_CHECK_TIMEOUT_SECONDS \
-    timeout "$((RDZV_TIMEOUT_SECONDS + NCCL_CHECK_TIMEOUT_SECONDS))" \
-    "${TORCHRUN[@]}" --master-port "$((MASTER_PORT + 1))" "$LIB/nccl_check.py" 2>&1 | tee "$out"
+  (
+    load_job_env # the job's NCCL settings apply to the check too
+    NCCL_DEBUG=INFO TRAINSTACK_NCCL_CHECK_TIMEOUT=$NCCL_CHECK_TIMEOUT_SECONDS \
+      exec timeout "$((RDZV_TIMEOUT_SECONDS + NCCL_CHECK_TIMEOUT_SECONDS))" \
+      "${TORCHRUN[@]}" --master-port "$((MASTER_PORT + 1))" "$LIB/nccl_check.py"
+  ) 2>&1 | tee "$out"
   st=${PIPESTATUS[0]}
   if [ "$st" -ne 0 ]; then
     log "FATAL: NCCL all-reduce check failed (exit $st, 124 = timed out): the GPU fabric between the nodes is broken; see $out"
@@ -193,11 +200,18 @@ deadline_watchdog() {
 run_trainer() {
   local pid st rc=0 watchdog=""
   cd "$WORKDIR" || return 1
-  log "running: ${TORCHRUN[*]} --master-port $MASTER_PORT ${TORCHRUN_USER_OPTS[*]-} ${TRAINER_ARGS[*]}"
-  # torchrun inherits an ignored checkpoint signal (it would die of it); the ranks install a handler
+  # its arguments are not logged: they may hold tokens (they are in $ETC/job.env, mode 0600)
+  log "starting the trainer with $LAUNCHER (node $NODE_RANK of $NNODES)"
+  # the launcher inherits an ignored checkpoint signal (it would die of it); the ranks install a
+  # handler. Every process of the job carries TRAINSTACK_TRAINER_PID, so the agent finds them all.
   (
     trap '' "$CHECKPOINT_SIGNAL"
-    exec "${TORCHRUN[@]}" --master-port "$MASTER_PORT" ${TORCHRUN_USER_OPTS[@]+"${TORCHRUN_USER_OPTS[@]}"} "${TRAINER_ARGS[@]}"
+    load_job_env
+    export TRAINSTACK_TRAINER_PID=$BASHPID
+    if [ "${#JOB_SECRETS[@]}" -gt 0 ]; then
+      exec python3 "$LIB/trainstack_agent.py" exec --region "$REGION" "${JOB_SECRETS[@]/#/--secret=}" -- "${LAUNCH_ARGV[@]}"
+    fi
+    exec "${LAUNCH_ARGV[@]}"
   ) &
   pid=$!
   echo "$pid" >"$PIDFILE"
@@ -216,6 +230,7 @@ run_trainer() {
     [ "$TRAPPED" = 1 ] || break
   done
   if [ -n "$watchdog" ]; then kill "$watchdog" 2>/dev/null; fi
+  agent reap --root "$pid" --timeout "$KILL_AFTER_SECONDS" # what a dying launcher left running
   trap - TERM INT "$CHECKPOINT_SIGNAL"
   return "$rc"
 }
@@ -238,7 +253,7 @@ main() {
     [ "$now" -lt "$DEADLINE" ] || { log "max runtime already used up"; finish 124; }
   fi
   rm -f "$RUN/deadline-reached"
-  fetch_code || { log "FATAL: cannot fetch job.code_uri $CODE_URI"; finish 11; }
+  fetch_code || { log "FATAL: cannot fetch job.code_uri $CODE_URI_SHOWN"; finish 11; }
   restore_checkpoints || { log "FATAL: cannot restore checkpoints from $OSS_CHECKPOINT_URI"; finish 13; }
   nccl_check || finish 10
   run_trainer

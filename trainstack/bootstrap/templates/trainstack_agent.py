@@ -13,7 +13,13 @@ before any Python environment of the job exists; only the ``oss`` commands impor
   (Alibaba's SDK from the VPC PyPI mirror: no internet egress) on the internal endpoint:
   ``download URI FILE``, ``download-dir URI DIR``, ``restore URI DIR --state F`` (into an
   empty DIR), ``upload-dir DIR URI --state F`` (new or changed files; never deletes).
-- ``signal-trainer SIG``: deliver a signal to the trainer recorded in a pid file.
+- ``signal-trainer SIG``: deliver a signal to the trainer recorded in a pid file: the
+  checkpoint signal to its rank processes, SIGTERM/SIGINT to its launcher processes.
+- ``exec --region R --secret NAME=SECRET ... -- COMMAND``: read each job secret from KMS
+  Secrets Manager (GetSecretValue, signed with the RAM role's STS credentials), put it in
+  this process's environment only and exec COMMAND; values are never logged or written.
+- ``reap --root PID --timeout S``: after the trainer exits, wait for processes it left
+  behind (a launcher that died before its torchrun) and kill what is left after S seconds.
 """
 
 import base64
@@ -155,10 +161,21 @@ def sign_rpc(params, secret, method="GET"):
     return base64.b64encode(digest).decode()
 
 
+ECS_API_VERSION = "2014-05-26"
+#: KMS 2016-01-20, the RPC-style API of GetSecretValue (same signature as ECS):
+#: https://www.alibabacloud.com/help/en/kms/key-management-service/developer-reference/api-kms-2016-01-20-getsecretvalue
+KMS_API_VERSION = "2016-01-20"
+
+
 def ecs_call(action, params, creds, endpoint, timeout=15.0):
+    return rpc_call("ECS", ECS_API_VERSION, action, params, creds, endpoint, timeout)
+
+
+def rpc_call(service, api_version, action, params, creds, endpoint, timeout=15.0):
+    """One signed RPC call (signature version 1.0); RuntimeError with the API's code on failure."""
     query = dict(params)
     query.update({
-        "Action": action, "Version": "2014-05-26", "Format": "JSON",
+        "Action": action, "Version": api_version, "Format": "JSON",
         "AccessKeyId": creds["AccessKeyId"], "SignatureMethod": "HMAC-SHA1",
         "SignatureVersion": "1.0", "SignatureNonce": str(uuid.uuid4()),
         "Timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -178,7 +195,7 @@ def ecs_call(action, params, creds, endpoint, timeout=15.0):
             detail = "%s: %s" % (err.get("Code"), err.get("Message"))
         except ValueError:
             detail = body[:300]
-        raise RuntimeError("ECS %s failed (HTTP %s) %s" % (action, exc.code, detail))
+        raise RuntimeError("%s %s failed (HTTP %s) %s" % (service, action, exc.code, detail))
 
 
 def stop_instance(mode="StopCharging", region=None, attempts=3):
@@ -201,6 +218,88 @@ def stop_instance(mode="StopCharging", region=None, attempts=3):
             if attempt < attempts:
                 time.sleep(delay * attempt)
     return 1
+
+
+# --- job secrets (KMS Secrets Manager) ------------------------------------------------------
+
+def kms_endpoint(region):
+    """KMS's VPC endpoint of the region (no internet egress needed): kms-vpc.<region>.aliyuncs.com
+    (KMS request syntax: https://www.alibabacloud.com/help/doc-detail/69006.htm; HTTPS only)."""
+    return os.environ.get("TRAINSTACK_KMS_ENDPOINT") or "https://kms-vpc.%s.aliyuncs.com" % region
+
+
+def secret_value(answer, secret):
+    """The text of a GetSecretValue answer (SecretDataType text, or binary as base64)."""
+    data = answer.get("SecretData")
+    if data is None:
+        raise ValueError("KMS answered without SecretData for secret %s" % secret)
+    if answer.get("SecretDataType") == "binary":
+        try:
+            data = base64.b64decode(data).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            raise ValueError("secret %s is binary and not UTF-8 text: an environment variable cannot hold it" % secret)
+    if "\0" in data:
+        raise ValueError("secret %s contains a NUL character: an environment variable cannot hold it" % secret)
+    return data
+
+
+def fetch_secrets(pairs, region, metadata=None, attempts=3):
+    """{env name: value} for [(env name, KMS secret name)]; logs names only, never values."""
+    md = metadata or Metadata()
+    endpoint = kms_endpoint(region)
+    delay = float(os.environ.get("TRAINSTACK_RETRY_SECONDS", "5"))
+    values = {}
+    for name, secret in pairs:
+        for attempt in range(1, attempts + 1):
+            try:
+                creds = md.ram_credentials(wait=None if attempt == 1 else 0)
+                answer = rpc_call("KMS", KMS_API_VERSION, "GetSecretValue", {"SecretName": secret}, creds, endpoint)
+                values[name] = secret_value(answer, secret)
+                log("job secret %s read from KMS secret %s" % (name, secret))
+                break
+            except ValueError:
+                raise
+            except (MetadataError, RuntimeError, URLError, OSError) as exc:
+                log("KMS secret %s for %s, attempt %d/%d: %s" % (secret, name, attempt, attempts, exc))
+                if attempt == attempts:
+                    raise RuntimeError("cannot read KMS secret %s for %s" % (secret, name))
+                time.sleep(delay * attempt)
+    return values
+
+
+EXIT_SECRETS = 14
+
+
+def exec_main(argv, execvpe=os.execvpe):
+    """``exec --region R [--secret NAME=SECRET ...] -- COMMAND...``: exec COMMAND with the job
+    secrets added to its environment (and so to its children's only)."""
+    region, pairs, i = None, [], 0
+    while i < len(argv) and argv[i] != "--":
+        if argv[i] == "--region" and i + 1 < len(argv):
+            region, i = argv[i + 1], i + 2
+        elif argv[i].startswith("--secret="):
+            name, sep, secret = argv[i][len("--secret="):].partition("=")
+            if not sep or not name or not secret:
+                log("exec: --secret=NAME=SECRET expected")
+                return 2
+            pairs.append((name, secret))
+            i += 1
+        else:
+            log("exec: unexpected argument %r" % argv[i])
+            return 2
+    command = argv[i + 1:]
+    if not command:
+        log("usage: exec --region R [--secret=NAME=SECRET ...] -- COMMAND...")
+        return 2
+    env = dict(os.environ)
+    if pairs:
+        try:
+            env.update(fetch_secrets(pairs, region or Metadata().require("meta-data/region-id")))
+        except (MetadataError, RuntimeError, ValueError) as exc:
+            log("FATAL: %s; the trainer was not started" % exc)
+            return EXIT_SECRETS
+    execvpe(command[0], command, env)
+    return 127
 
 
 # --- code archives ---------------------------------------------------------------------
@@ -453,19 +552,68 @@ def children_of(pid):
     return sorted(kids)
 
 
+#: the launch script exports it with the trainer's pid; every process the trainer starts inherits it
+MARKER = "TRAINSTACK_TRAINER_PID"
+
+
+def proc_info(pid):
+    """(parent pid, environment) of a process, or None when it is gone or unreadable."""
+    try:
+        with open("/proc/%d/stat" % pid) as fh:
+            ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        with open("/proc/%d/environ" % pid, "rb") as fh:
+            raw = fh.read()
+    except (OSError, IndexError, ValueError):
+        return None
+    env = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    return ppid, env
+
+
+def job_processes(root):
+    """{pid: (ppid, is a rank)} of every process carrying the trainer's marker (the whole job,
+    orphans included), or None when none does (a trainer started without the marker)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        info = proc_info(int(entry))
+        if info and info[1].get(MARKER) == str(root):
+            found[int(entry)] = (info[0], "LOCAL_RANK" in info[1])
+    return found or None
+
+
+def trainer_targets(root, signum):
+    """Who gets ``signum``. A rank is a process whose environment has LOCAL_RANK (torchrun,
+    Accelerate and DeepSpeed set it per worker) and whose parent has none; the checkpoint signal
+    goes to the ranks, which trap it (the launchers in between ignore it: inherited SIG_IGN),
+    or, when there are none (a script run once per node), to the root and its children.
+    SIGTERM/SIGINT go to every launcher process (no LOCAL_RANK): torchrun stops its ranks
+    itself, and a launcher that would die of it (llamafactory-cli, swift, a shell script) does
+    not leave its torchrun running. Without marked processes: the root and its children."""
+    tree = job_processes(root)
+    if tree is None:
+        return [root] + ([] if signum in (signal.SIGTERM, signal.SIGINT) else children_of(root))
+    if signum in (signal.SIGTERM, signal.SIGINT):
+        return sorted(pid for pid, (_, rank) in tree.items() if not rank)
+    if signum == signal.SIGKILL:
+        return sorted(tree)
+    ranks = sorted(pid for pid, (ppid, rank) in tree.items() if rank and not tree.get(ppid, (0, False))[1])
+    return ranks or [root] + children_of(root)  # no launcher set LOCAL_RANK: the program itself
+
+
 def signal_trainer(pidfile, signum):
-    """Signal the trainer: torchrun (the pid in ``pidfile``) and its direct children, the rank
-    processes, which torchrun starts in their own sessions so a process-group signal would
-    miss them. SIGTERM/SIGINT go to torchrun only: it stops its workers itself.
-    Returns the pids signalled ([] when no trainer runs)."""
+    """Signal the trainer recorded in ``pidfile`` (see trainer_targets). Returns the pids
+    signalled ([] when no trainer runs)."""
     try:
         with open(pidfile) as fh:
             root = int(fh.read().strip())
     except (OSError, ValueError):
         return []
-    targets = [root]
-    if signum not in (signal.SIGTERM, signal.SIGINT):
-        targets += children_of(root)
+    targets = trainer_targets(root, signum)
     sent = []
     for pid in targets:
         try:
@@ -474,6 +622,25 @@ def signal_trainer(pidfile, signum):
         except ProcessLookupError:
             pass
     return sent
+
+
+def reap(root, timeout, poll=0.2):
+    """Wait up to ``timeout`` s for the processes the trainer ``root`` left behind, then
+    SIGKILL the rest; returns how many were killed."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if not job_processes(root):
+            return 0
+        time.sleep(poll)
+    left = sorted(job_processes(root) or ())
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if left:
+        log("killed %d process(es) the trainer left running: %s" % (len(left), left))
+    return len(left)
 
 
 def atomic_write(path, text):
@@ -488,9 +655,14 @@ def atomic_write(path, text):
     os.rename(tmp, path)
 
 
+USAGE = ("usage: meta PATH | stop-instance [--region R] | extract ARCHIVE DIR | oss --region R --endpoint E CMD "
+         "| signal-trainer SIG [--pidfile F] | exec --region R [--secret=NAME=SECRET ...] -- COMMAND "
+         "| reap --root PID [--timeout S]")
+
+
 def main(argv):
     if not argv or argv[0] in ("-h", "--help"):
-        sys.stdout.write(__doc__)
+        sys.stdout.write((__doc__ or USAGE) + "\n")  # the node's copy has no docstrings
         return 0
     cmd, rest = argv[0], argv[1:]
     try:
@@ -505,6 +677,12 @@ def main(argv):
         if cmd == "extract" and len(rest) == 2:
             log("%s: %d members extracted into %s" % (rest[0], safe_extract(rest[0], rest[1]), rest[1]))
             return 0
+        if cmd == "exec":
+            return exec_main(rest)
+        if cmd == "reap" and "--root" in rest:
+            timeout = float(rest[rest.index("--timeout") + 1]) if "--timeout" in rest else 30.0
+            reap(int(rest[rest.index("--root") + 1]), timeout)
+            return 0
         if cmd == "signal-trainer" and rest:
             pidfile = rest[rest.index("--pidfile") + 1] if "--pidfile" in rest else DEFAULT_PIDFILE
             sent = signal_trainer(pidfile, signal_number(rest[0]))
@@ -513,8 +691,7 @@ def main(argv):
     except (MetadataError, ValueError, OSError, tarfile.TarError, zipfile.BadZipfile) as exc:
         log(str(exc))
         return 1
-    log("usage: meta PATH | stop-instance [--region R] | extract ARCHIVE DIR | oss --region R --endpoint E CMD "
-        "| signal-trainer SIG [--pidfile F]")
+    log(USAGE)
     return 2
 
 

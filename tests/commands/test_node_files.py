@@ -1,0 +1,41 @@
+"""`trainstack node-files` writes what a node receives, exactly as rendered, with its modes."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+
+from trainstack import cli
+from trainstack.bootstrap import render_files
+from trainstack.commands.node_files import CPFS_PLACEHOLDER
+
+
+def test_a_stack_nodes_files_are_written_at_their_node_paths_with_their_modes(tmp_path, capsys):
+    out = tmp_path / "node1"
+    assert cli.main(["node-files", "--stack", "llama3-70b-full", "--rank", "1", "--out", str(out)]) == 0
+    job = out / "etc/trainstack/job.env"
+    assert stat.S_IMODE(job.stat().st_mode) == 0o600 and stat.S_IMODE((out / "etc/trainstack/node.env").stat().st_mode) == 0o600
+    assert stat.S_IMODE((out / "usr/local/bin/trainstack-launch").stat().st_mode) == 0o755
+    assert "--node-rank 1" in job.read_text() and (out / "user-data.yaml").read_text().startswith("#cloud-config")
+    for script in ("usr/local/bin/trainstack-launch", "usr/local/sbin/trainstack-node-setup"):
+        assert subprocess.run(["bash", "-n", str(out / script)]).returncode == 0
+    from trainstack.preview.planner import resolve_config
+    from trainstack.preview.sources import find_project, stack_config
+
+    project = find_project()
+    plan = resolve_config(stack_config(project, "llama3-70b-full")[0], project)
+    expected = {f.path: f.content for f in render_files(plan, 1, cpfs_mount_address=CPFS_PLACEHOLDER)}
+    assert {p: (out / p.lstrip("/")).read_text() for p in expected} == expected
+
+
+def test_nothing_is_overwritten_and_a_dlc_plan_writes_the_pods_command(tmp_path, capsys):
+    out = tmp_path / "d"
+    out.mkdir()
+    (out / "mine").write_text("keep")
+    assert cli.main(["node-files", "--stack", "llama3-8b-lora", "--out", str(out)]) == 2
+    assert (out / "mine").read_text() == "keep" and sorted(p.name for p in out.iterdir()) == ["mine"]
+    dlc = tmp_path / "dlc"
+    assert cli.main(["node-files", "--stack", "qwen-7b-dlc", "--out", str(dlc)]) == 0
+    assert '--node-rank "${RANK:-0}"' in (dlc / "pai-dlc/user-command.sh").read_text()
+    assert cli.main(["node-files", "--stack", "llama3-8b-lora", "--rank", "5", "--out", str(tmp_path / "x")]) == 2
+    assert "nodes 0..0" in capsys.readouterr().err

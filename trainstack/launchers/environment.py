@@ -1,0 +1,61 @@
+"""Tools that read the topology from the environment and start torchrun themselves:
+LLaMA-Factory (``llamafactory-cli train``: NNODES, NODE_RANK, NPROC_PER_NODE, MASTER_ADDR,
+MASTER_PORT, FORCE_TORCHRUN=1; data/llamafactory.yaml), ms-swift (``swift sft|pt|rlhf``: the
+same names, data/swift.yaml), and any other program or script, which runs ONCE per node with
+those five variables (what launch scripts that call torchrun themselves expect; ``torchrun
+--no-python ./run.sh`` runs a script once per GPU instead).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..errors import Problem
+from .base import Command, Context, Launch, problem
+from .options import data
+from .topology import NodeValues
+from .words import Word, lit
+
+
+def topology_env(node: NodeValues) -> list[tuple[str, Word]]:
+    return [("NNODES", node.nnodes), ("NODE_RANK", node.node_rank), ("NPROC_PER_NODE", node.nproc_per_node),
+            ("MASTER_ADDR", node.master_addr), ("MASTER_PORT", node.master_port)]
+
+
+def check(cmd: Command, ctx: Context) -> list[Problem]:
+    problems: list[Problem] = []
+    if cmd.tool == "llamafactory":
+        if cmd.head[-1] != "train":
+            problems.append(problem(f"`{cmd.head[0]} {cmd.head[-1]}` is not a training run",
+                                    f"use `{cmd.head[0]} train CONFIG.yaml`", cmd.head[-1]))
+        if data("llamafactory")["splits_arguments_on_whitespace"] and any(
+                any(c.isspace() for c in a) for a in cmd.args):
+            problems.append(problem(
+                "an argument of llamafactory-cli train contains whitespace, and LLaMA-Factory rebuilds its torchrun "
+                "command by splitting on whitespace, so it would reach the trainer as several arguments",
+                "put the value in the YAML config file instead"))
+        if not cmd.args:
+            problems.append(problem("llamafactory-cli train needs a config file", "add CONFIG.yaml"))
+    if cmd.tool == "swift":
+        allowed = data("swift")["subcommands"]
+        if cmd.head[-1] not in allowed:
+            problems.append(problem(f"`swift {cmd.head[-1]}` is not a training run trainstack launches",
+                                    f"use one of: {', '.join('swift ' + s for s in allowed)}", cmd.head[-1]))
+    if cmd.tool == "script" and ctx.known and ctx.topology.nnodes > 1:
+        name = cmd.head[-1].rsplit("/", 1)[-1]
+        if name in data("torchtitan")["single_node_scripts"] or any(
+                a.rsplit("/", 1)[-1] in data("torchtitan")["single_node_scripts"] for a in cmd.args[:1]):
+            problems.append(problem(
+                "torchtitan's run_train.sh starts a single-node rendezvous (--rdzv_endpoint=localhost:0), so it "
+                f"cannot span the plan's {ctx.topology.nnodes} nodes",
+                "run `torchrun -m torchtitan.train --job.config_file CONFIG.toml`; trainstack adds the topology"))
+    return problems
+
+
+def render(cmd: Command, ctx: Context, rank: Optional[int]) -> Launch:
+    node = ctx.values(rank)
+    env = topology_env(node)
+    if cmd.tool == "llamafactory":
+        env.insert(0, ("FORCE_TORCHRUN", lit(1)))  # also with one GPU per node: always one launch path
+    argv = tuple(lit(w) for w in cmd.head + cmd.args)
+    return Launch(tool=cmd.tool, argv=argv, env=tuple(env))

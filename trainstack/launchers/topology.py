@@ -1,0 +1,89 @@
+"""The plan's process layout in the one shape every launcher reads.
+
+ECS nodes know everything when their user data is rendered (node count, this node's rank, node
+0's fixed private IP), so their values are literal. A PAI-DLC pod learns its place only at run
+time from the variables PAI sets in every PyTorchJob pod: ``MASTER_ADDR``, ``MASTER_PORT``,
+``WORLD_SIZE`` (the number of pods, i.e. NODES, not processes) and ``RANK`` (the pod's index)
+(https://www.alibabacloud.com/help/en/pai/general-environment-variables); :meth:`Topology.node`
+maps them explicitly onto node count and node rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Optional
+
+from .words import Ref, Word, joined, lit
+
+#: PAI-DLC's PyTorchJob variables (data/pai-dlc.yaml)
+DLC_NODE_COUNT, DLC_NODE_RANK, DLC_MASTER_ADDR, DLC_MASTER_PORT = "WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"
+DEFAULT_MASTER_PORT = 29500
+
+
+@dataclass(frozen=True)
+class NodeValues:
+    """How one node writes the topology: literal text (ECS) or run-time references (DLC)."""
+
+    nnodes: Word
+    node_rank: Word
+    nproc_per_node: Word
+    master_addr: Word
+    master_port: Word
+
+    @property
+    def endpoint(self) -> Word:
+        return joined(*self.master_addr, ":", *self.master_port)
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Nodes x processes per node, where node 0 listens, and on which platform."""
+
+    nnodes: int
+    nproc_per_node: int
+    platform: Literal["ecs", "dlc"] = "ecs"
+    hosts: tuple[str, ...] = field(default=())  # ECS: each node's private address, by rank
+    master_port: int = DEFAULT_MASTER_PORT
+    rdzv_timeout_seconds: int = 1800
+
+    def __post_init__(self) -> None:
+        if self.nnodes < 1 or self.nproc_per_node < 1:
+            raise ValueError("a topology needs at least one node and one process per node")
+        if self.platform == "ecs" and len(self.hosts) != self.nnodes:
+            raise ValueError(f"an ECS topology names every node's address ({self.nnodes}), got {len(self.hosts)}")
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.nproc_per_node
+
+    @property
+    def master_addr(self) -> Optional[str]:
+        """Node 0's address when known before run time (ECS), else None."""
+        return self.hosts[0] if self.hosts else None
+
+    def node(self, rank: Optional[int] = None) -> NodeValues:
+        """The values for node ``rank`` (ECS) or for whichever pod runs the command (DLC)."""
+        if self.platform == "dlc":
+            # defaults: a one-pod job, should PAI leave the variables unset for it
+            return NodeValues(nnodes=(Ref(DLC_NODE_COUNT, "1"),), node_rank=(Ref(DLC_NODE_RANK, "0"),),
+                              nproc_per_node=lit(self.nproc_per_node),
+                              master_addr=(Ref(DLC_MASTER_ADDR, "127.0.0.1"),),
+                              master_port=(Ref(DLC_MASTER_PORT, str(self.master_port)),))
+        if rank is None or not 0 <= rank < self.nnodes:
+            raise ValueError(f"node rank {rank} is outside 0..{self.nnodes - 1}")
+        return NodeValues(nnodes=lit(self.nnodes), node_rank=lit(rank), nproc_per_node=lit(self.nproc_per_node),
+                          master_addr=lit(self.hosts[0]), master_port=lit(self.master_port))
+
+
+def topology_from_plan(plan, master_port: int = DEFAULT_MASTER_PORT, rdzv_timeout_seconds: int = 1800,
+                       hosts: Optional[tuple[str, ...]] = None) -> Topology:
+    """The topology of a resolved Plan (``hosts``: the ECS node addresses, if not the plan's)."""
+    if plan.target == "dlc":
+        pods = plan.dlc.pod_count if plan.dlc else plan.nodes
+        per_pod = plan.dlc.gpus_per_pod if plan.dlc else plan.gpus_per_node
+        return Topology(nnodes=pods, nproc_per_node=per_pod, platform="dlc", master_port=master_port,
+                        rdzv_timeout_seconds=rdzv_timeout_seconds)
+    nproc = plan.job.nproc_per_node if "nproc_per_node" in plan.job.model_fields_set else plan.gpus_per_node
+    return Topology(nnodes=plan.nodes, nproc_per_node=nproc, platform="ecs",
+                    hosts=tuple(hosts if hosts is not None else plan.node_private_ips()),
+                    master_port=master_port, rdzv_timeout_seconds=rdzv_timeout_seconds)

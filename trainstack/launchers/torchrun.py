@@ -1,0 +1,92 @@
+"""torchrun, and the commands that become torchrun: ``python script.py`` (one process per
+GPU under torchrun, which runs the script with the same interpreter) and ``tune run``
+(torchtune copies torchrun's options into its own parser, data/tune.yaml).
+
+torchrun gets the topology as its documented flags (data/torchrun.yaml): ``--nnodes``,
+``--nproc-per-node``, ``--node-rank``, ``--master-addr``, ``--master-port`` with the default
+static rendezvous, plus ``--rdzv-conf timeout=...`` unless the user gives ``--rdzv-conf``.
+``tune run`` forces ``--standalone`` unless it sees ``--rdzv-endpoint``, so it gets
+``--rdzv-endpoint node0:port`` instead of the address and port flags.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..errors import Problem
+from .base import Command, Context, Launch, problem
+from .managed import Forbidden, option_words, split_options
+from .options import facts, scan
+from .words import Word, lit
+
+ROLES = {"--nnodes": "nnodes", "--nproc-per-node": "nproc", "--node-rank": "node_rank",
+         "--master-addr": "master_addr", "--master-port": "master_port", "--rdzv-backend": "rdzv_backend",
+         "--rdzv-endpoint": "endpoint", "--standalone": "standalone"}
+FORBIDDEN: dict[str, Forbidden] = {}
+#: python's own options that take a value (the rest take none); ``python -c`` cannot be launched
+PYTHON_WITH_VALUE = {"-W", "-X", "-Q"}
+
+
+def _python_program(args: tuple[str, ...]) -> tuple[Optional[tuple[str, ...]], list[Problem]]:
+    """``python [opts] script ARGS`` -> (torchrun's words for it, problems)."""
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "-":
+        opt = args[i]
+        if opt == "-m":
+            if i + 1 >= len(args):
+                return None, [problem("`python -m` names no module", "name the module: python -m pkg.train")]
+            return ("-m", *args[i + 1:]), []
+        if opt.startswith("-c"):
+            return None, [problem("`python -c` cannot be launched on every GPU", "put the code in a script")]
+        i += 2 if opt in PYTHON_WITH_VALUE else 1
+    if i >= len(args):
+        return None, [problem("the command runs python without a script", "name the training script")]
+    return args[i:], []
+
+
+def _words(cmd: Command) -> tuple[Optional[tuple[str, ...]], list[Problem]]:
+    """The words after the torchrun-like head (for python: the equivalent torchrun words)."""
+    if cmd.tool == "python":
+        return _python_program(cmd.args)
+    return cmd.args, []
+
+
+def _label(cmd: Command) -> str:
+    return "tune run" if cmd.tool == "tune" else "torchrun"
+
+
+def check(cmd: Command, ctx: Context) -> list[Problem]:
+    words, problems = _words(cmd)
+    if words is None:
+        return problems
+    found = scan(words, facts("torchrun"))
+    more, _ = split_options(found, ROLES, FORBIDDEN, ctx, _label(cmd))
+    problems += more
+    if not found.program and not found.missing_value:
+        problems.append(problem(f"the command runs {_label(cmd)} without a script", "name the training script"))
+    if cmd.tool == "tune" and found.program and "--config" not in found.program[1:]:
+        problems.append(problem("`tune run` needs --config after the recipe (torchtune refuses to start without it)",
+                                "add --config CONFIG after the recipe name"))
+    return problems
+
+
+def render(cmd: Command, ctx: Context, rank: Optional[int]) -> Launch:
+    topo = ctx.topology
+    assert topo is not None
+    node = ctx.values(rank)
+    words, _ = _words(cmd)
+    assert words is not None
+    found = scan(words, facts("torchrun"))
+    _, kept = split_options(found, ROLES, FORBIDDEN, ctx, _label(cmd))
+    head = ("torchrun",) if cmd.tool == "python" else cmd.head
+    argv: list[Word] = [lit(w) for w in head]
+    argv += [lit("--nnodes"), node.nnodes, lit("--nproc-per-node"), node.nproc_per_node,
+             lit("--node-rank"), node.node_rank]
+    if cmd.tool == "tune":
+        argv += [lit("--rdzv-endpoint"), node.endpoint]
+    else:
+        argv += [lit("--master-addr"), node.master_addr, lit("--master-port"), node.master_port]
+    if not found.find("--rdzv-conf"):
+        argv += [lit("--rdzv-conf"), lit(f"timeout={topo.rdzv_timeout_seconds}")]
+    argv += [lit(w) for w in option_words(kept)] + [lit(w) for w in found.program]
+    return Launch(tool=cmd.tool, argv=tuple(argv))
