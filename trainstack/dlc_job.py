@@ -148,7 +148,7 @@ def job_inputs(plan: Plan) -> dict[str, Any]:
         "job_type": d.job_type,
         "image": d.image,
         # the launcher in PAI's PyTorchJob form: WORLD_SIZE/RANK (pods) -> node count/node rank
-        "command": dlc_command(d.command, topology_from_plan(plan)),
+        "command": dlc_command(d.command, topology_from_plan(plan), plan.job.gradient_accumulation_steps),
         "envs": _str_envs(envs),
         "pod_count": d.pod_count,
         "gpus_per_pod": d.gpus_per_pod,

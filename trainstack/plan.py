@@ -193,6 +193,7 @@ class JobPlan(_Frozen):
     gradient_checkpointing: Union[bool, Literal["selective"]] = False
     micro_batch_size: int = 1
     sequence_length: int = 2048
+    gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per optimizer step (per rank)")
 
 
 class Candidate(_Frozen):

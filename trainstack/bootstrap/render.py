@@ -200,7 +200,7 @@ class _Node:
 
     def render_launch(self) -> Launch:
         return render_launch(self.plan.job.command, self.topology, self.rank, deepspeed_hostfile=DEEPSPEED_HOSTFILE,
-                             gradient_accumulation_steps=getattr(self.plan.job, "gradient_accumulation_steps", None))
+                             gradient_accumulation_steps=self.plan.job.gradient_accumulation_steps)
 
     @functools.cached_property
     def launch(self) -> Launch:

@@ -194,7 +194,7 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
                                  memory_margin_gib=round(gpu_model.usable_gib - mem.required_gib_per_gpu, 2),
                                  tokens_per_second=chosen.tokens_per_second, estimated_hours=chosen.estimated_hours),
         storage=storage, network=plan_network(profile, None, chosen.nodes, spot), image=plan_image(profile, None),
-        job=job_plan(profile, chosen.gpus_per_node),
+        job=job_plan(profile, chosen.gpus_per_node, gpus),
         dlc=dlc, tags=dict(profile.tags), labels=tuple(dict.fromkeys(labels)),
         reasons=(f"PAI-DLC: {'quota ' + quota if quota else 'public resources'}, {chosen.nodes} pod(s) x "
                  f"{chosen.gpus_per_node} {gpu_model.name}",),

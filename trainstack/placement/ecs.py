@@ -115,19 +115,19 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
             tokens_per_second_per_gpu=None if best.tokens_per_second is None else round(best.tokens_per_second / gpus, 1),
             estimated_hours=best.estimated_hours, on_demand_hourly_cny=_times(quote.on_demand_cny_per_hour, best.nodes),
             spot_hourly_cny=_times(quote.spot_cny_per_hour, best.nodes)),
-        storage=storage, network=network, image=image, job=job_plan(profile, best.gpus_per_node),
+        storage=storage, network=network, image=image, job=job_plan(profile, best.gpus_per_node, gpus),
         spot_pool=spot_pool, tags=dict(profile.tags), labels=tuple(dict.fromkeys(labels)), reasons=tuple(reasons),
         alternatives=tuple(alternatives), rejected=tuple(rejected), catalog_date=catalog.newest_price_date)
 
 
-def job_plan(profile: TrainingProfile, nproc_per_node: int) -> JobPlan:
+def job_plan(profile: TrainingProfile, nproc_per_node: int, total_gpus: int) -> JobPlan:
     """What runs on the nodes (or pods), as the profile states it."""
     t, j = profile.training, profile.job
     return JobPlan(command=j.command, code_uri=j.code_uri, env=dict(j.env),
                    secrets={k: v.model_dump() for k, v in j.secrets.items()}, max_runtime_hours=j.max_runtime_hours,
                    nproc_per_node=nproc_per_node, method=t.method, precision=t.precision, zero_stage=t.zero_stage,
                    gradient_checkpointing=t.gradient_checkpointing, micro_batch_size=t.micro_batch_size,
-                   sequence_length=t.sequence_length)
+                   sequence_length=t.sequence_length, gradient_accumulation_steps=t.accumulation_steps(total_gpus))
 
 
 def _times(v: Optional[float], n: int) -> Optional[float]:
