@@ -2,8 +2,16 @@
 
 - Trust: only the ECS service may assume the role (instance RAM role, credentials from the
   metadata service, which the nodes only answer with IMDSv2 tokens).
-- OSS: read/write on the checkpoint bucket; read-only on the dataset bucket and the code bucket
-  when the profile points at ``oss://`` URIs. Nothing else.
+- OSS, by prefix of the stack bucket (trainstack.layout.storage.BUCKET_PREFIXES): read-only on
+  ``job/`` (the job settings channel: the deployer writes it, a node can never change what another
+  node runs), read/write on ``status/`` (node status), read/write on ``checkpoints/`` when checkpoints
+  are on OSS, listing only under those two prefixes (``oss:Prefix``); read-only on the dataset and
+  code buckets when the profile points at ``oss://`` URIs. Nothing else.
+- ECS ``ListTagResources`` (Resource ``*``: the API has no resource-level authorization,
+  ecs.list_tag_resources.resource_level_authorization): the node reads the SHA-256 of its job
+  settings from its own ``trainstack:job-settings`` tag (instance tags are not in the metadata
+  service: ecs.instance_metadata.tags_available). Reading tags reveals no secret: trainstack never
+  puts one in a tag.
 - KMS: ``kms:GetSecretValue`` on exactly the secrets named in ``job.secrets`` (and
   ``kms:Decrypt`` on the keys named beside them), so the node reads them at job start
   (docs/bootstrap.md "Job secrets"); no statement at all without job secrets.
@@ -24,6 +32,7 @@ from urllib.parse import urlparse
 import pulumi
 import pulumi_alicloud as alicloud
 
+from trainstack.layout.lifecycle import ram_policy_rotate_strategy
 from trainstack.plan import Plan
 
 from trainstack.tags import base_tags
@@ -35,7 +44,13 @@ ECS_TRUST_POLICY = {
 }
 CHECKPOINT_ACTIONS = ["oss:ListObjects", "oss:GetObject", "oss:PutObject", "oss:DeleteObject",
                       "oss:AbortMultipartUpload", "oss:ListParts", "oss:GetBucketInfo"]
+#: object actions on the checkpoints/ prefix (multipart uploads above 64 MiB)
+CHECKPOINT_OBJECT_ACTIONS = ["oss:GetObject", "oss:PutObject", "oss:DeleteObject", "oss:AbortMultipartUpload",
+                             "oss:ListParts"]
+STATUS_ACTIONS = ["oss:GetObject", "oss:PutObject"]
+JOB_SETTINGS_ACTIONS = ["oss:GetObject"]
 READ_ACTIONS = ["oss:ListObjects", "oss:GetObject", "oss:GetBucketInfo"]
+TAG_READ_ACTIONS = ["ecs:ListTagResources"]
 STOP_ACTIONS = ["ecs:StopInstance", "ecs:StopInstances"]
 #: RAM action of KMS GetSecretValue; a secret encrypted with the user's own key also needs
 #: kms:Decrypt on that key (GetSecretValue API reference; KMS RAM resource formats
@@ -60,11 +75,35 @@ def _bucket_arns(bucket: str) -> list[str]:
     return [f"acs:oss:*:*:{bucket}", f"acs:oss:*:*:{bucket}/*"]
 
 
+def stack_bucket_statements(plan: Plan) -> list[dict]:
+    """The node's rights on the stack bucket, prefix by prefix (ECS nodes)."""
+    oss = plan.storage.oss
+    if oss is None:
+        return []
+    b = oss.bucket
+    statements = [
+        {"Effect": "Allow", "Action": JOB_SETTINGS_ACTIONS, "Resource": [f"acs:oss:*:*:{b}/{oss.job_prefix}*"]},
+        {"Effect": "Allow", "Action": STATUS_ACTIONS, "Resource": [f"acs:oss:*:*:{b}/{oss.status_prefix}*"]},
+    ]
+    listed = [f"{oss.status_prefix}*"]
+    if plan.storage.checkpoint == "oss":
+        statements.append({"Effect": "Allow", "Action": CHECKPOINT_OBJECT_ACTIONS,
+                           "Resource": [f"acs:oss:*:*:{b}/{oss.prefix}*"]})
+        listed.insert(0, f"{oss.prefix}*")
+    statements.append({"Effect": "Allow", "Action": ["oss:ListObjects"], "Resource": [f"acs:oss:*:*:{b}"],
+                       "Condition": {"StringLike": {"oss:Prefix": listed}}})
+    statements.append({"Effect": "Allow", "Action": ["oss:GetBucketInfo"], "Resource": [f"acs:oss:*:*:{b}"]})
+    return statements
+
+
 def oss_policy_document(plan: Plan) -> Optional[dict]:
-    """Read/write on the checkpoint bucket, read-only on dataset and code buckets; None if no OSS."""
+    """The stack bucket by prefix (ECS), or read/write on the checkpoint bucket (DLC); read-only on
+    dataset and code buckets; None if no OSS."""
     statements = []
     ckpt = plan.storage.oss.bucket if plan.storage.oss else None
-    if ckpt:
+    if ckpt and plan.target == "ecs":
+        statements += stack_bucket_statements(plan)
+    elif ckpt:
         statements.append({"Effect": "Allow", "Action": CHECKPOINT_ACTIONS, "Resource": _bucket_arns(ckpt)})
     readonly = sorted({b for b in (oss_bucket_of(plan.storage.dataset_uri), oss_bucket_of(plan.job.code_uri))
                        if b and b != ckpt})
@@ -96,6 +135,11 @@ def stop_policy_document(region: str, instance_ids: Sequence[str]) -> dict:
         "Resource": [f"acs:ecs:{region}:*:instance/{i}" for i in instance_ids]}]}
 
 
+def tag_read_policy_document() -> dict:
+    """ListTagResources: the node reads its own job-settings tag (no resource-level authorization)."""
+    return {"Version": "1", "Statement": [{"Effect": "Allow", "Action": TAG_READ_ACTIONS, "Resource": "*"}]}
+
+
 class NodeRole(pulumi.ComponentResource):
     """ram.Role trusted by ECS + the OSS policy attached to it. Instances attach it themselves."""
 
@@ -111,13 +155,14 @@ class NodeRole(pulumi.ComponentResource):
             f"{name}-role", role_name=self.role_name, assume_role_policy_document=json.dumps(ECS_TRUST_POLICY),
             description=f"trainstack {plan.name}: GPU nodes (OSS checkpoints, stop own instances)",
             max_session_duration=3600, tags=base_tags(plan), opts=child)
+        rotate = ram_policy_rotate_strategy()
         self.oss_policy = self.oss_attachment = None
         doc = oss_policy_document(plan)
         if doc is not None:
             self.oss_policy = alicloud.ram.Policy(
                 f"{name}-oss", policy_name=f"{plan.name[:52]}-oss-access", policy_document=json.dumps(doc),
-                description=f"trainstack {plan.name}: checkpoint bucket read/write, datasets read-only",
-                tags=base_tags(plan), opts=child)
+                description=f"trainstack {plan.name}: stack bucket by prefix, datasets read-only",
+                rotate_strategy=rotate, tags=base_tags(plan), opts=child)
             self.oss_attachment = alicloud.ram.RolePolicyAttachment(
                 f"{name}-oss", role_name=self.role.role_name, policy_name=self.oss_policy.policy_name,
                 policy_type="Custom", opts=child)
@@ -127,13 +172,24 @@ class NodeRole(pulumi.ComponentResource):
             self.kms_policy = alicloud.ram.Policy(
                 f"{name}-kms", policy_name=f"{plan.name[:49]}-job-secrets", policy_document=json.dumps(kms_doc),
                 description=f"trainstack {plan.name}: read the job's secrets from KMS at job start",
-                tags=base_tags(plan), opts=child)
+                rotate_strategy=rotate, tags=base_tags(plan), opts=child)
             self.kms_attachment = alicloud.ram.RolePolicyAttachment(
                 f"{name}-kms", role_name=self.role.role_name, policy_name=self.kms_policy.policy_name,
+                policy_type="Custom", opts=child)
+        self.tag_policy = self.tag_attachment = None
+        if plan.target == "ecs":
+            self.tag_policy = alicloud.ram.Policy(
+                f"{name}-tags", policy_name=f"{plan.name[:50]}-read-tags",
+                policy_document=json.dumps(tag_read_policy_document()),
+                description=f"trainstack {plan.name}: a node reads its job-settings tag (ListTagResources)",
+                rotate_strategy=rotate, tags=base_tags(plan), opts=child)
+            self.tag_attachment = alicloud.ram.RolePolicyAttachment(
+                f"{name}-tags", role_name=self.role.role_name, policy_name=self.tag_policy.policy_name,
                 policy_type="Custom", opts=child)
         self.register_outputs({"role_name": self.role.role_name})
 
     @property
     def ready(self) -> list[pulumi.Resource]:
         """What must exist before an instance uses the role."""
-        return [r for r in (self.role, self.oss_attachment, self.kms_attachment) if r is not None]
+        return [r for r in (self.role, self.oss_attachment, self.kms_attachment, self.tag_attachment)
+                if r is not None]

@@ -1,6 +1,12 @@
-"""Network: VPC, vSwitch in the plan's zone, the cluster security group and (optional) NAT egress.
+"""Network: VPC, vSwitches in the plan's zone, the cluster security group and (optional) NAT egress.
 
-Translates ``plan.network`` into resources; decides nothing the Plan has not already decided.
+Translates ``plan.network`` into resources; decides nothing the Plan has not already decided
+(trainstack.layout.network: the address plan; trainstack.layout.lifecycle: what is retained).
+
+- the node vSwitch holds only the nodes' fixed primary IPs; the ERI vSwitch the secondary ERIs;
+  the services vSwitch CPFS, its protocol service and the NAT gateway (random allocations);
+- with a retained CPFS the VPC and the services vSwitch are protected and retained too (a file
+  system cannot outlive its VPC), so `pulumi destroy` leaves them and completes.
 
 - All traffic between the cluster's own nodes (NCCL, rendezvous, eRDMA) is allowed by one rule
   whose source is the cluster's security group itself (never a CIDR).
@@ -20,6 +26,7 @@ import pulumi_alicloud as alicloud
 
 from trainstack.catalog.limits import service_limits
 from trainstack.errors import CloudApiError
+from trainstack.layout.lifecycle import network_lifecycle, services_vswitch_lifecycle
 from trainstack.plan import Plan
 
 from trainstack.tags import base_tags
@@ -58,6 +65,8 @@ class Network(pulumi.ComponentResource):
 
     vpc: alicloud.vpc.Network
     vswitch: alicloud.vpc.Switch
+    eri_vswitch: Optional[alicloud.vpc.Switch]
+    services_vswitch: Optional[alicloud.vpc.Switch]
     security_group: alicloud.ecs.SecurityGroup
     nat_gateway: Optional[alicloud.vpc.NatGateway]
 
@@ -68,12 +77,28 @@ class Network(pulumi.ComponentResource):
         tags = base_tags(plan, role="network")
         self.zone = zone
 
+        keep = network_lifecycle(plan)
         self.vpc = alicloud.vpc.Network(
             f"{name}-vpc", vpc_name=f"{plan.name}-vpc", cidr_block=net.vpc_cidr,
-            description=f"trainstack {plan.name}", tags=tags, opts=child)
+            description=f"trainstack {plan.name}", tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, protect=keep.protect, retain_on_delete=keep.retain_on_delete))
         self.vswitch = alicloud.vpc.Switch(
             f"{name}-vswitch", vswitch_name=f"{plan.name}-{zone}", vpc_id=self.vpc.id,
-            cidr_block=net.vswitch_cidr, zone_id=zone, tags=tags, opts=child)
+            cidr_block=net.vswitch_cidr, zone_id=zone, tags=tags,
+            description="trainstack nodes: fixed primary IPs only", opts=child)
+        self.eri_vswitch = self.services_vswitch = None
+        if net.eri_vswitch_cidr:
+            self.eri_vswitch = alicloud.vpc.Switch(
+                f"{name}-eri-vswitch", vswitch_name=f"{plan.name}-eri-{zone}", vpc_id=self.vpc.id,
+                cidr_block=net.eri_vswitch_cidr, zone_id=zone, tags=tags,
+                description="trainstack secondary ERIs (addresses allocated at random)", opts=child)
+        if net.services_vswitch_cidr:
+            skeep = services_vswitch_lifecycle(plan)
+            self.services_vswitch = alicloud.vpc.Switch(
+                f"{name}-services-vswitch", vswitch_name=f"{plan.name}-services-{zone}", vpc_id=self.vpc.id,
+                cidr_block=net.services_vswitch_cidr, zone_id=zone, tags=tags,
+                description="trainstack CPFS, its protocol service and NAT (addresses allocated at random)",
+                opts=pulumi.ResourceOptions(parent=self, protect=skeep.protect, retain_on_delete=skeep.retain_on_delete))
         self.security_group = alicloud.ecs.SecurityGroup(
             f"{name}-sg", security_group_name=f"{plan.name}-cluster", vpc_id=self.vpc.id,
             security_group_type="normal", inner_access_policy="Accept",
@@ -98,7 +123,8 @@ class Network(pulumi.ComponentResource):
         if net.internet_egress:
             self.nat_gateway = alicloud.vpc.NatGateway(
                 f"{name}-nat", nat_gateway_name=f"{plan.name}-nat", vpc_id=self.vpc.id,
-                vswitch_id=self.vswitch.id, nat_type=str(service_limits().value("vpc.nat_gateway.type")), network_type="internet",
+                vswitch_id=self.services_vswitch.id if self.services_vswitch else self.vswitch.id,
+                nat_type=str(service_limits().value("vpc.nat_gateway.type")), network_type="internet",
                 payment_type="PayAsYouGo", internet_charge_type="PayByLcu", tags=tags, opts=child)
             self.eip = alicloud.ecs.EipAddress(
                 f"{name}-nat-eip", address_name=f"{plan.name}-nat", payment_type="PayAsYouGo",
@@ -114,6 +140,7 @@ class Network(pulumi.ComponentResource):
 
         self.register_outputs({
             "vpc_id": self.vpc.id, "vswitch_id": self.vswitch.id,
+            "services_vswitch_id": self.services_vswitch.id if self.services_vswitch else None,
             "security_group_id": self.security_group.id, "zone": zone,
             "internet_egress": net.internet_egress,
         })

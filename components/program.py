@@ -9,6 +9,8 @@ Stack config (``stacks/Pulumi.<stack>.yaml``):
 - ``trainstack:zone`` (optional): pin the zone (overrides the profile's ``zone``).
 - ``trainstack:autoReleaseAt`` (optional): hard deadline, UTC ``YYYY-MM-DDTHH:MM:SSZ``; ECS
   releases the nodes then (checkpoint storage is separate and survives).
+- ``trainstack:storageGeneration`` (optional, default 1): part of the stack bucket's name; raise it
+  to deploy the stack again next to a bucket an earlier ``pulumi destroy`` retained.
 - ``alicloud:region`` (optional): must equal the profile's region if set.
 """
 
@@ -53,12 +55,28 @@ def make_provider(region: str, name: Optional[str] = None) -> alicloud.Provider:
     return alicloud.Provider(name or f"alicloud-{region}", region=region, **args)
 
 
+def storage_generation(value: Optional[str]) -> int:
+    """``trainstack:storageGeneration``: a whole number from 1 (bad input: a clear error)."""
+    if value is None or value == "":
+        return 1
+    try:
+        generation = int(str(value), 10)
+    except ValueError:
+        generation = 0
+    if not 1 <= generation <= 9999:
+        raise InputError(f"trainstack:storageGeneration {value!r} is not a whole number from 1 to 9999",
+                         hint="`pulumi config set trainstack:storageGeneration 2` for a new stack bucket next to a "
+                              "retained one")
+    return generation
+
+
 def build(plan: Plan, *, provider: Optional[pulumi.ProviderResource] = None,
-          auto_release_time: Optional[str] = None, export: bool = True) -> tuple[TrainingStack, dict[str, Any]]:
+          auto_release_time: Optional[str] = None, export: bool = True,
+          generation: int = 1) -> tuple[TrainingStack, dict[str, Any]]:
     """Declare the stack for a Plan under an explicit provider for the plan's region."""
     provider = provider or make_provider(plan.region)
     stack = TrainingStack(plan.name, plan, opts=pulumi.ResourceOptions(provider=provider),
-                          auto_release_time=auto_release_time)
+                          auto_release_time=auto_release_time, storage_generation=generation)
     if export:
         for key, value in stack.outputs.items():
             pulumi.export(key, value)
@@ -73,8 +91,9 @@ def run_program(plan_loader: Optional[PlanLoader] = None, root: Union[str, Path]
     profile = load_profile_with_overrides(path, zone=cfg.get("zone"))
     check_region(profile, pulumi.Config("alicloud").get("region"))
     auto_release_time = check_auto_release_time(cfg.get("autoReleaseAt"))
+    generation = storage_generation(cfg.get("storageGeneration"))
     plan = plan_loader(profile) if plan_loader else planned(profile, file=str(path))
     if plan.region != profile.region:
         raise InputError(f"the plan is for {plan.region}, the profile for {profile.region}")
-    _, outputs = build(plan, auto_release_time=auto_release_time)
+    _, outputs = build(plan, auto_release_time=auto_release_time, generation=generation)
     return outputs

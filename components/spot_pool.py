@@ -19,7 +19,9 @@ source):
   the bootstrap uses IMDSv2 tokens anyway), encrypted ESSD system and data disks, the node RAM
   role by name (``role_name``: attached at launch), the same bootstrap as node 0 of the instance
   path, and the training-node tags of ``trainstack/tags.py`` (``trainstack:role=training``,
-  ``trainstack:zone``, ``trainstack:gpu-model``, ``trainstack:gpus-per-node``, rank 0).
+  ``trainstack:zone``, ``trainstack:gpu-model``, ``trainstack:gpus-per-node``, rank 0, and
+  ``trainstack:job-settings``: the running node keeps the settings it was launched with, since a
+  changed configuration reaches only the next node ESS launches).
   ``active`` + ``enable`` put the group in service; ``force_delete`` lets ``pulumi destroy`` delete
   this last configuration together with its group.
 
@@ -53,7 +55,7 @@ class SpotPool(pulumi.ComponentResource):
     def __init__(self, name: str, plan: Plan, network: Network, image_id: pulumi.Input[str],
                  user_data: pulumi.Input[str], role_name: pulumi.Input[str],
                  opts: Optional[pulumi.ResourceOptions] = None, *,
-                 depends_on: Sequence[pulumi.Resource] = ()):
+                 depends_on: Sequence[pulumi.Resource] = (), job_settings_digest: pulumi.Input[str] = None):
         super().__init__("trainstack:index:SpotPool", name, None, opts)
         pool, st = plan.spot_pool, plan.storage
         assert pool is not None and plan.zone is not None, "TrainingStack fills in the zone"
@@ -85,7 +87,7 @@ class SpotPool(pulumi.ComponentResource):
             system_disk_performance_level=st.system_disk_performance_level,
             system_disk_size=st.system_disk_gib, system_disk_encrypted=True, system_disk_name=f"{node_name}-system",
             role_name=role_name, user_data=user_data,
-            tags=node_tags(plan, zone, 0),
+            tags=node_tags(plan, zone, 0, job_settings_digest),
             active=True, enable=True, force_delete=True,
         )
         disk = st.data_disk

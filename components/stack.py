@@ -6,7 +6,12 @@ ECS plans: Network + Storage + Image + Cluster, or, when the plan has ``spot_poo
 has; for DLC that is the OSS bucket) + ``components.dlc.DlcTraining``, and no ECS nodes.
 
 When the plan leaves the zone to deploy time, it is looked up once here (plain invoke) and every
-component, tag and the bootstrap see that one plain value (``plan.zone`` is filled in).
+component, tag and the bootstrap see that one plain value (``plan.zone`` is filled in). So is the
+stack bucket's name: its stack-unique part comes from the account (``get_caller_identity``), the
+Pulumi project and stack and ``trainstack:storageGeneration`` (trainstack.layout.storage).
+
+ECS stacks write the job settings channel (components/job_settings.py) before the nodes, whose
+``trainstack:job-settings`` tag carries its digest.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import pulumi
+import pulumi_alicloud as alicloud
 
+from trainstack.layout.storage import StackIdentity, stack_bucket_name
 from trainstack.plan import Plan
 from trainstack.rules import check_plan
 from trainstack.stack_config import check_auto_release_time
@@ -22,6 +29,7 @@ from trainstack.stack_config import check_auto_release_time
 from .cluster import Cluster, user_data
 from .identity import NodeRole
 from .image import ImageChoice, choose_image
+from .job_settings import JobSettingsObject
 from .network import Network, resolve_zone
 from .spot_pool import SpotPool
 from .storage import Storage
@@ -39,35 +47,43 @@ class TrainingStack(pulumi.ComponentResource):
     dlc: Any
 
     def __init__(self, name: str, plan: Plan, opts: Optional[pulumi.ResourceOptions] = None, *,
-                 auto_release_time: Optional[str] = None):
+                 auto_release_time: Optional[str] = None, storage_generation: int = 1):
         check_plan(plan)  # the rule book: a plan it accepts never fails in the components below
         super().__init__("trainstack:index:TrainingStack", name, None, opts)
         lookups = pulumi.InvokeOptions(parent=self)
         zone = resolve_zone(plan, lookups)
         if plan.zone != zone:
             plan = plan.model_copy(update={"zone": zone})
+        plan = with_stack_bucket(plan, stack_identity(plan, lookups, storage_generation))
         self.plan, self.zone = plan, zone
         child = pulumi.ResourceOptions(parent=self)
 
         self.network = Network(f"{name}-network", plan, zone, opts=child)
+        services = self.network.services_vswitch.id if self.network.services_vswitch else None
         self.storage = Storage(f"{name}-storage", plan, zone, vpc_id=self.network.vpc.id,
-                               vswitch_id=self.network.vswitch.id, opts=child)
-        self.image = self.cluster = self.spot_pool = self.dlc = None
+                               services_vswitch_id=services, opts=child)
+        self.image = self.cluster = self.spot_pool = self.dlc = self.job_settings = None
         self.nodes = []
+        if plan.target == "ecs":
+            assert self.storage.bucket is not None
+            self.job_settings = JobSettingsObject(f"{name}-job-settings", plan, self.storage.bucket.bucket,
+                                                  self.storage.cpfs_mount_address, opts=child)
         if plan.target == "ecs" and plan.spot_pool is not None:
             self.image = choose_image(plan, lookups)
             if check_auto_release_time(auto_release_time):
                 pulumi.log.warn(f"{plan.name}: trainstack:autoReleaseAt does not apply to a self-healing spot pool "
                                 "(ESS would replace the released node); destroy the stack instead", resource=self)
             identity = NodeRole(f"{name}-pool-identity", plan, opts=child)
+            assert self.job_settings is not None
             self.spot_pool = SpotPool(
                 f"{name}-pool", plan, self.network, self.image.image_id,
-                user_data(plan, 0, self.storage.cpfs_mount_address), identity.role.role_name, opts=child,
-                depends_on=identity.ready)
+                user_data(plan, 0), identity.role.role_name, opts=child,
+                depends_on=[*identity.ready, self.job_settings.object], job_settings_digest=self.job_settings.digest)
         elif plan.target == "ecs":
+            assert self.job_settings is not None
             self.image = choose_image(plan, lookups)
             self.cluster = Cluster(f"{name}-cluster", plan, zone, self.network, self.storage, self.image.image_id,
-                                   auto_release_time=auto_release_time, opts=child)
+                                   self.job_settings, auto_release_time=auto_release_time, opts=child)
             self.nodes = self.cluster.nodes
         else:
             from components.dlc import DlcTraining  # written alongside; only DLC stacks need it
@@ -78,6 +94,24 @@ class TrainingStack(pulumi.ComponentResource):
 
         self.outputs = stack_outputs(self)
         self.register_outputs(self.outputs)
+
+
+def stack_identity(plan: Plan, opts: pulumi.InvokeOptions, generation: int) -> StackIdentity:
+    """Who deploys this stack (plain values at program time: an invoke and the Pulumi context)."""
+    account = None
+    if plan.storage.oss is not None and plan.storage.oss.name_from_stack:
+        account = getattr(alicloud.get_caller_identity(opts=opts), "account_id", None) or None
+    return StackIdentity(region=plan.region, account_id=account, project=pulumi.get_project(),
+                         stack=pulumi.get_stack(), generation=generation)
+
+
+def with_stack_bucket(plan: Plan, identity: StackIdentity) -> Plan:
+    """The plan with its stack bucket's deploy-time name."""
+    oss = plan.storage.oss
+    if oss is None or not oss.name_from_stack:
+        return plan
+    oss = oss.model_copy(update={"bucket": stack_bucket_name(plan.name, identity)})
+    return plan.model_copy(update={"storage": plan.storage.model_copy(update={"oss": oss})})
 
 
 def stack_outputs(stack: TrainingStack) -> dict[str, Any]:
@@ -109,4 +143,6 @@ def stack_outputs(stack: TrainingStack) -> dict[str, Any]:
     }
     if stack.spot_pool is not None:
         out["scaling_group_id"] = stack.spot_pool.group.id
+    if stack.job_settings is not None:
+        out["job_settings_digest"] = stack.job_settings.digest
     return out

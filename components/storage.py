@@ -1,10 +1,20 @@
-"""Storage: the OSS checkpoint bucket, CPFS (with its NFS protocol service) and checkpoint ESSDs.
+"""Storage: the stack bucket, CPFS (with its NFS protocol service), the nodes' data and checkpoint disks.
 
-Translates ``plan.storage``. Everything that holds checkpoints is created with
-``protect`` and ``retain_on_delete`` while ``storage.retain_on_destroy`` is true (the default), so
-``pulumi destroy`` never deletes trained results (docs/provisioning.md says how to release them
-on purpose). Node-local data disks are declared on the instances (components/cluster.py); only
-ESSDs that hold checkpoints are standalone disks here, so they can outlive their instance.
+Translates ``plan.storage``; the lifecycle decisions are trainstack.layout.lifecycle's.
+
+- **The stack bucket** (every ECS plan): private, versioned, encrypted, public access blocked, with the
+  prefixes of trainstack.layout.storage.BUCKET_PREFIXES (``job/``, ``status/``, ``checkpoints/``).
+  When it holds checkpoints it is protected and retained (``storage.retain_on_destroy``); otherwise
+  ``pulumi destroy`` deletes it with what the nodes wrote under ``status/`` (``force_destroy``).
+- **CPFS** sits in the services vSwitch (never the cluster's), protected and retained when it holds
+  checkpoints. Its protocol service leaves ``protocol_throughput`` to CPFS (ForceNew: a throughput
+  tied to the capacity would replace the service on every resize) and, when it must be replaced
+  (a new vSwitch), is deleted first: a file system allows one protocol service
+  (cpfs.protocol_service.max_per_file_system).
+- **Data disks** (dataset cache and scratch) and **checkpoint disks** are standalone ESSDs, one per
+  node, attached by the cluster (``EcsDiskAttachment``): a size change grows them in place
+  (ResizeDisk, ``type="online"``: ecs.disk.resize_online) and a replaced node gets them back.
+  Checkpoint disks are protected and retained; data disks are deleted with the stack.
 """
 
 from __future__ import annotations
@@ -14,32 +24,37 @@ from typing import Optional
 import pulumi
 import pulumi_alicloud as alicloud
 
-from trainstack.plan import Plan
+from trainstack.catalog.limits import service_limits
+from trainstack.layout.lifecycle import protocol_service_lifecycle, retained
+from trainstack.plan import DataDiskPlan, Plan
 from trainstack.rules import checkpoint_disks_planned
 
 from .cpfs_export import CpfsExportAddress
 from trainstack.tags import MAX_BUCKET_TAGS, ROLE_CHECKPOINT, base_tags, within_limit
 
 CPFS_ACCESS_GROUP = "DEFAULT_VPC_GROUP_NAME"
+#: ResizeDisk type that grows a disk under a running node (data/service_limits.yaml)
+RESIZE_ONLINE = str(service_limits().value("ecs.disk.resize_online"))
 
 
 def checkpoint_options(plan: Plan, parent: pulumi.Resource) -> pulumi.ResourceOptions:
     """Options for anything that holds checkpoints (the contract policies and docs rely on)."""
-    keep = plan.storage.retain_on_destroy
-    return pulumi.ResourceOptions(parent=parent, protect=keep, retain_on_delete=keep)
+    keep = retained(plan)
+    return pulumi.ResourceOptions(parent=parent, protect=keep.protect, retain_on_delete=keep.retain_on_delete)
 
 
 class Storage(pulumi.ComponentResource):
-    """OSS bucket (+ private ACL, public-access block), CPFS + protocol service, checkpoint ESSDs."""
+    """Stack bucket (+ private ACL, public-access block), CPFS + protocol service, per-node disks."""
 
     bucket: Optional[alicloud.oss.Bucket]
     cpfs: Optional[alicloud.nas.FileSystem]
     protocol_service: Optional[alicloud.nas.ProtocolService]
     protocol_mount_target: Optional[alicloud.nas.ProtocolMountTarget]
+    data_disks: list[alicloud.ecs.EcsDisk]
     checkpoint_disks: list[alicloud.ecs.EcsDisk]
 
-    def __init__(self, name: str, plan: Plan, zone: str, vpc_id: pulumi.Input[str], vswitch_id: pulumi.Input[str],
-                 opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, plan: Plan, zone: str, vpc_id: pulumi.Input[str],
+                 services_vswitch_id: Optional[pulumi.Input[str]], opts: Optional[pulumi.ResourceOptions] = None):
         super().__init__("trainstack:index:Storage", name, None, opts)
         st = plan.storage
         child = pulumi.ResourceOptions(parent=self)
@@ -50,20 +65,23 @@ class Storage(pulumi.ComponentResource):
 
         self.cpfs = self.protocol_service = self.protocol_mount_target = self.cpfs_address = None
         if st.cpfs is not None and plan.target == "ecs":
-            self._cpfs(name, plan, zone, vpc_id, vswitch_id, child)
+            assert services_vswitch_id is not None, "the rule book gives CPFS its services vSwitch"
+            self._cpfs(name, plan, zone, vpc_id, services_vswitch_id, child)
 
-        self.checkpoint_disks = []
+        self.data_disks, self.checkpoint_disks = [], []
+        standalone = plan.target == "ecs" and plan.spot_pool is None  # ESS makes a pool node's disks itself
+        for rank, node in enumerate(plan.node_names() if standalone else []):
+            if st.data_disk is not None:
+                self.data_disks.append(self._disk(f"{name}-data-disk-{rank}", f"{node}-data", plan, zone, st.data_disk,
+                                                  f"dataset cache of node {rank}", child))
         if checkpoint_disks_planned(plan):
-            disk = st.data_disk
+            disk = st.checkpoint_disk
             assert disk is not None
             for rank, node in enumerate(plan.node_names()):
-                self.checkpoint_disks.append(alicloud.ecs.EcsDisk(
-                    f"{name}-ckpt-disk-{rank}", disk_name=f"{node}-checkpoints", zone_id=zone,
-                    category=disk.category, performance_level=disk.performance_level, size=disk.size_gib,
-                    encrypted=True, delete_with_instance=False, payment_type="PayAsYouGo",
-                    description=f"trainstack {plan.name}: checkpoints of node {rank}",
-                    tags=base_tags(plan, role=ROLE_CHECKPOINT, zone=zone),
-                    opts=checkpoint_options(plan, self)))
+                self.checkpoint_disks.append(self._disk(
+                    f"{name}-ckpt-disk-{rank}", f"{node}-checkpoints", plan, zone, disk,
+                    f"checkpoints of node {rank}", checkpoint_options(plan, self),
+                    tags=base_tags(plan, role=ROLE_CHECKPOINT, zone=zone)))
 
         self.mount_points = mount_points(plan)
         self.register_outputs({
@@ -72,20 +90,31 @@ class Storage(pulumi.ComponentResource):
             "mount_points": self.mount_points,
         })
 
+    @staticmethod
+    def _disk(resource: str, disk_name: str, plan: Plan, zone: str, disk: DataDiskPlan, what: str,
+              opts: pulumi.ResourceOptions, tags: Optional[dict] = None) -> alicloud.ecs.EcsDisk:
+        return alicloud.ecs.EcsDisk(
+            resource, disk_name=disk_name, zone_id=zone, category=disk.category,
+            performance_level=disk.performance_level, size=disk.size_gib, type=RESIZE_ONLINE,
+            encrypted=True, delete_with_instance=False, payment_type="PayAsYouGo",
+            description=f"trainstack {plan.name}: {what}", tags=tags or base_tags(plan, zone=zone), opts=opts)
+
     def _bucket(self, name: str, plan: Plan) -> None:
         oss = plan.storage.oss
         assert oss is not None
-        # The bucket is the checkpoint store (or the archive of CPFS / ESSD checkpoints): always kept.
+        holds = plan.storage.checkpoint == "oss" or plan.target == "dlc"
+        opts = checkpoint_options(plan, self) if holds else pulumi.ResourceOptions(parent=self)
         self.bucket = alicloud.oss.Bucket(
-            f"{name}-bucket", bucket=oss.bucket, storage_class="Standard", force_destroy=False,
+            f"{name}-bucket", bucket=oss.bucket, storage_class="Standard", force_destroy=not holds,
             versioning=alicloud.oss.BucketVersioningArgs(status="Enabled") if oss.versioning else None,
             server_side_encryption_rule=alicloud.oss.BucketServerSideEncryptionRuleArgs(
                 sse_algorithm=oss.server_side_encryption),
-            tags=within_limit(base_tags(plan, role=ROLE_CHECKPOINT), MAX_BUCKET_TAGS, "an OSS bucket"),
-            opts=checkpoint_options(plan, self))
-        keep = plan.storage.retain_on_destroy
+            tags=within_limit(base_tags(plan, role=ROLE_CHECKPOINT if holds else "stack"), MAX_BUCKET_TAGS,
+                              "an OSS bucket"),
+            opts=opts)
+        keep = bool(holds and plan.storage.retain_on_destroy)
         # Settings of a retained bucket stay as they are when the stack is destroyed.
-        side = pulumi.ResourceOptions(parent=self.bucket, retain_on_delete=keep)
+        side = pulumi.ResourceOptions(parent=self.bucket, retain_on_delete=keep, protect=keep)
         self.bucket_acl = alicloud.oss.BucketAcl(f"{name}-bucket-acl", bucket=self.bucket.bucket, acl="private",
                                                  opts=side)
         self.public_access_block = alicloud.oss.BucketPublicAccessBlock(
@@ -105,10 +134,10 @@ class Storage(pulumi.ComponentResource):
         if cpfs.protocol_service:
             # Children of the Storage component, not of the (protected) file system: they do not
             # hold data, so `pulumi destroy --exclude-protected` removes them (and their cost).
-            in_fs = child
+            svc = protocol_service_lifecycle(plan)
+            in_fs = pulumi.ResourceOptions(parent=self, delete_before_replace=svc.delete_before_replace)
             self.protocol_service = alicloud.nas.ProtocolService(
                 f"{name}-cpfs-nfs", file_system_id=self.cpfs.id, protocol_type="NFS", protocol_spec="General",
-                protocol_throughput=int(cpfs.throughput_mbps) if cpfs.throughput_mbps else None,
                 vpc_id=vpc_id, vswitch_id=vswitch_id, description=f"{plan.name} NFS access", opts=in_fs)
             self.protocol_mount_target = alicloud.nas.ProtocolMountTarget(
                 f"{name}-cpfs-export", file_system_id=self.cpfs.id,
@@ -132,8 +161,13 @@ def mount_points(plan: Plan) -> dict[str, str]:
     out = {"checkpoints": st.checkpoint_path}
     if st.data_disk is not None and plan.target == "ecs":
         out["data_disk"] = st.data_disk.mount_path
+    if st.checkpoint_disk is not None and plan.target == "ecs":
+        out["checkpoint_disk"] = st.checkpoint_disk.mount_path
     if st.cpfs is not None and plan.target == "ecs":
         out["cpfs"] = st.cpfs.mount_path
     if st.oss is not None:
         out["oss"] = f"oss://{st.oss.bucket}/{st.oss.prefix}"
+        if plan.target == "ecs":
+            out["job_settings"] = f"oss://{st.oss.bucket}/{st.oss.job_settings_key}"
+            out["status"] = f"oss://{st.oss.bucket}/{st.oss.status_prefix}"
     return out

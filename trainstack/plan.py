@@ -60,13 +60,18 @@ class EstimateSummary(_Frozen):
 
 
 class DataDiskPlan(_Frozen):
+    """A standalone ESSD attached to one node (``EcsDisk`` + ``EcsDiskAttachment``): its size grows
+    in place (ResizeDisk online) and it outlives a replaced node, which gets it attached again."""
+
     category: Literal["cloud_essd", "cloud_auto"] = "cloud_essd"
     performance_level: Literal["PL0", "PL1", "PL2", "PL3"] = "PL1"
     size_gib: int
     encrypted: bool = True
-    delete_with_instance: bool = True
+    delete_with_instance: bool = False
     mount_path: str = "/mnt/data"
     holds_checkpoints: bool = False
+    label: str = Field("trainstack-data", pattern=r"^[a-z0-9-]{1,16}$",
+                       description="ext4 label: how the node finds the disk again after it has grown")
 
 
 class CpfsPlan(_Frozen):
@@ -78,18 +83,33 @@ class CpfsPlan(_Frozen):
 
 
 class OssPlan(_Frozen):
+    """The stack bucket (every ECS plan has one; DLC plans when checkpoints are on OSS), one bucket
+    with documented prefixes (``trainstack.layout.storage.BUCKET_PREFIXES``): ``job/`` (the job
+    settings the deployer writes; nodes read only), ``status/`` (node status the nodes write),
+    ``checkpoints/`` (checkpoints when ``storage.checkpoint`` is oss)."""
+
     bucket: str
     versioning: bool = True
     server_side_encryption: Literal["AES256", "KMS"] = "AES256"
     internal_endpoint: str
     prefix: str = "checkpoints/"
+    job_prefix: str = "job/"
+    status_prefix: str = "status/"
+    name_from_stack: bool = Field(
+        True, description="The name's last part is derived at deploy time from the account, Pulumi project and "
+                          "stack (and trainstack:storageGeneration), so it is unique per stack")
+
+    @property
+    def job_settings_key(self) -> str:
+        return f"{self.job_prefix}settings.json"
 
 
 class StoragePlan(_Frozen):
     system_disk_gib: int = 200
     system_disk_category: str = "cloud_essd"
     system_disk_performance_level: Literal["PL0", "PL1", "PL2", "PL3"] = "PL1"
-    data_disk: Optional[DataDiskPlan] = None
+    data_disk: Optional[DataDiskPlan] = Field(None, description="Dataset cache and scratch (not retained)")
+    checkpoint_disk: Optional[DataDiskPlan] = Field(None, description="Checkpoints on ESSD (retained)")
     cpfs: Optional[CpfsPlan] = None
     oss: Optional[OssPlan] = None
     checkpoint: Literal["cpfs", "oss", "essd"]
@@ -101,11 +121,21 @@ class StoragePlan(_Frozen):
 
 
 class NetworkPlan(_Frozen):
+    """``vswitch_cidr`` holds the nodes' fixed primary IPs and nothing that allocates addresses at
+    random; ``eri_vswitch_cidr`` (secondary ERIs) and ``services_vswitch_cidr`` (CPFS and its protocol
+    service, the NAT gateway) take the random allocations (trainstack.layout.network)."""
+
     vpc_cidr: str
     vswitch_cidr: str
+    eri_vswitch_cidr: Optional[str] = None
+    services_vswitch_cidr: Optional[str] = None
     rdma: Literal["erdma", "roce", "none"] = "none"
     eri_per_node: int = 0
-    queue_pair_number: Optional[int] = None
+    queue_pair_number: Optional[int] = Field(
+        None, description="Queue pairs of EACH ERI (the type's maximum split evenly); None on an eRDMA plan: "
+                          "read from DescribeInstanceTypes at deploy time")
+    queue_pair_number_max: Optional[int] = Field(None, description="The type's maximum, when the catalog knows it")
+    jumbo_frames: bool = Field(False, description="Only where the family's jumbo-frame support is sourced")
     deployment_set: Optional[Literal["LowLatency"]] = None
     deployment_set_groups: int = 0
     mtu: int = 1500
@@ -245,6 +275,8 @@ class Plan(_Frozen):
     total_gpus: int = Field(ge=1)
     spot: bool = False
     spot_price_limit: Optional[float] = None
+    spot_price_limit_source: Optional[Literal["on-demand price", "profile"]] = Field(
+        None, description="on-demand price: picked by trainstack (kept after creation); profile: stated, managed")
     spot_strategy: Literal["NoSpot", "SpotWithPriceLimit"] = "NoSpot"
     spot_interruption_behavior: Literal["Terminate", "Stop"] = "Terminate"
     spot_duration_hours: int = Field(1, ge=0, le=6)

@@ -4,10 +4,13 @@
 two halves), so they agree: a profile ``validate`` accepts never fails ``plan`` with exit 2, and a
 plan the rule book accepts never fails in component code. Two kinds of rules:
 
-* profile rules that need the catalog (:func:`profile_problems`): names the catalog must know;
+* profile rules that need the catalog (:func:`profile_problems`): names the catalog must know, and
+  the names trainstack derives from ``name`` (host names, instance names) within Alibaba's rules;
 * plan rules that need the resolution (:func:`plan_problems`): ESSD sizes, tag counts, the
   self-healing pool, deployment-set groups, the launch (``job.command`` on the plan's topology,
-  reserved job variable names), the DLC job request, and the node bootstrap (user-data size).
+  reserved job variable names), the DLC job request, the node bootstrap (user-data size), and the
+  day-two rules (:func:`day_two_problems`: MTU and jumbo frames from sourced family facts, queue
+  pairs on every ERI, vSwitches that keep random allocations away from fixed node IPs).
 
 Infeasibility is not a rule violation: it stays exit 3 from ``resolve``/``plan``.
 Components only translate a checked Plan into resources.
@@ -18,7 +21,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Optional
 
+import ipaddress
+import re
+
 from .catalog import Catalog, load_catalog
+from .catalog.limits import service_limits
 from .errors import InputError, Problem, did_you_mean
 from .plan import ESSD_MAX_GIB, ESSD_MIN_GIB, Plan
 from .profile import TrainingProfile
@@ -41,7 +48,7 @@ def profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem
     from .launchers import check_command
     from .launchers.dlc import secrets_problems
 
-    problems = check_command(profile.job.command, None)
+    problems = check_command(profile.job.command, None) + name_problems(profile)
     if profile.resources.target == "dlc":
         problems += secrets_problems(profile.job.secrets)
     if profile.region not in catalog.regions():
@@ -66,6 +73,39 @@ def profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem
         except InputError as exc:
             problems.extend(exc.problems)
     return problems
+
+
+def derived_names(profile: TrainingProfile) -> dict[str, str]:
+    """The longest ECS names trainstack derives from ``name`` (the last node of ``resources.max_nodes``)."""
+    last = f"{profile.name}-node-{profile.resources.max_nodes - 1}"
+    return {"host name": last, "instance name": last}
+
+
+def name_problems(profile: TrainingProfile) -> list[Problem]:
+    """``name`` against the rules of every ECS name derived from it: host names (2 to 64 characters,
+    no two of '.' '-' in a row: ecs.host_name.linux.*) and instance names (at most 128)."""
+    if profile.resources.target == "dlc":
+        return []
+    limits = service_limits()
+    rules = {"host name": (re.compile(str(limits.value("ecs.host_name.linux.pattern"))),
+                           int(limits.number("ecs.host_name.linux.max_chars"))),
+             "instance name": (None, int(limits.number("ecs.instance_name.max_chars")))}
+    out = []
+    for what, name in derived_names(profile).items():
+        pattern, longest = rules[what]
+        if len(name) > longest:
+            room = longest - (len(name) - len(profile.name))
+            out.append(Problem(path="name", given=profile.name, has_given=True,
+                               message=f"the {what} of node {profile.resources.max_nodes - 1} ({name!r}) is {len(name)} "
+                                       f"characters; ECS takes at most {longest}",
+                               allowed=f"a name of at most {room} characters with resources.max_nodes "
+                                       f"{profile.resources.max_nodes}"))
+        elif pattern is not None and not pattern.fullmatch(name):
+            out.append(Problem(path="name", given=profile.name, has_given=True,
+                               message=f"the {what} {name!r} breaks ECS's rule (no '--', '.-' or '..'; letters, "
+                                       "digits, '.' and '-')",
+                               allowed="a name without two hyphens in a row"))
+    return out
 
 
 def profile_warnings(profile: TrainingProfile, catalog: Catalog) -> list[Problem]:
@@ -120,12 +160,15 @@ def _disks(plan: Plan) -> list[Optional[Problem]]:
     if st.data_disk is not None:
         out.append(essd_problem("data disk", st.data_disk.category, st.data_disk.performance_level,
                                 st.data_disk.size_gib, path="storage.dataset_gib"))
+    if st.checkpoint_disk is not None:
+        out.append(essd_problem("checkpoint disk", st.checkpoint_disk.category, st.checkpoint_disk.performance_level,
+                                st.checkpoint_disk.size_gib, path="storage.checkpoint_gib"))
     return out
 
 
 def checkpoint_disks_planned(plan: Plan) -> bool:
-    disk = plan.storage.data_disk
-    return plan.target == "ecs" and disk is not None and (disk.holds_checkpoints or plan.storage.checkpoint == "essd")
+    """Checkpoints on standalone, retained ESSDs (one per node)."""
+    return plan.target == "ecs" and plan.storage.checkpoint_disk is not None
 
 
 def _spot_pool(plan: Plan) -> list[Optional[Problem]]:
@@ -154,7 +197,8 @@ def _tags(plan: Plan) -> list[Optional[Problem]]:
                                allowed=exc.hint))
 
     if plan.target == "ecs":
-        count(lambda: node_tags(plan, plan.zone or "zone-unknown", max(0, plan.nodes - 1)), MAX_TAGS, "a GPU node")
+        count(lambda: node_tags(plan, plan.zone or "zone-unknown", max(0, plan.nodes - 1), "0" * 64), MAX_TAGS,
+              "a GPU node")
     else:
         count(lambda: base_tags(plan), MAX_TAGS, "a trainstack resource")
     if plan.storage.oss is not None:
@@ -212,9 +256,8 @@ def bootstrap_problem(plan: Plan, rank: int) -> Optional[Problem]:
     from .bootstrap import render_user_data
     from .launchers import LaunchError
 
-    address = CPFS_ADDRESS_PLACEHOLDER if plan.storage.cpfs is not None else None
     try:
-        render_user_data(plan, rank, cpfs_mount_address=address)
+        render_user_data(plan, rank)
     except LaunchError:
         return None  # reported by _launch
     except ValueError as exc:
@@ -233,8 +276,51 @@ def _bootstrap(plan: Plan) -> list[Optional[Problem]]:
     return [bootstrap_problem(plan, rank) for rank in sorted({0, plan.nodes - 1})]
 
 
+def day_two_problems(plan: Plan) -> list[Optional[Problem]]:
+    """What would hurt the second `pulumi up`: a wrong MTU, jumbo frames without a sourced fact, an ERI
+    that could take the type's every queue pair, vSwitches that let random allocations near fixed IPs."""
+    if plan.target != "ecs":
+        return []
+    from .layout.lifecycle import fixed_ips, node_lifecycle
+    from .layout.network import MAX_ERIS_PER_NODE, mtu_for, queue_pairs_per_eri
+
+    net, out = plan.network, []
+    family = load_catalog().instance(plan.instance_type or "").family if plan.instance_type else None
+    if net.jumbo_frames and not (family and family.jumbo_frames):
+        out.append(Problem(path="network", message=f"jumbo frames on {plan.instance_type}: no source documents them "
+                                                    f"for family {family.name if family else '?'}"))
+    if net.mtu != mtu_for(net.rdma, net.jumbo_frames):
+        out.append(Problem(path="network", message=f"MTU {net.mtu} is not the documented MTU for rdma {net.rdma} "
+                                                    f"{'with' if net.jumbo_frames else 'without'} jumbo frames "
+                                                    f"({mtu_for(net.rdma, net.jumbo_frames)})"))
+    if net.rdma == "erdma" and net.eri_per_node > MAX_ERIS_PER_NODE:
+        out.append(Problem(path="network", message=f"{net.eri_per_node} ERIs per node: at most {MAX_ERIS_PER_NODE} can "
+                                                    "get a queue pair number"))
+    if net.rdma == "erdma" and net.queue_pair_number_max:
+        if net.queue_pair_number != queue_pairs_per_eri(net.queue_pair_number_max, max(1, net.eri_per_node)):
+            out.append(Problem(path="network", message=f"queue pairs per ERI {net.queue_pair_number} are not the type's "
+                                                        f"{net.queue_pair_number_max} split over {net.eri_per_node}"))
+    if fixed_ips(plan) and not node_lifecycle(plan).delete_before_replace:
+        out.append(Problem(path="network", message="fixed-IP nodes must be replaced delete-before-replace"))
+    blocks = {"node": net.vswitch_cidr, "ERI": net.eri_vswitch_cidr, "services": net.services_vswitch_cidr}
+    vpc = ipaddress.ip_network(net.vpc_cidr)
+    present = {k: ipaddress.ip_network(v) for k, v in blocks.items() if v}
+    for k, block in present.items():
+        if not block.subnet_of(vpc):
+            out.append(Problem(path="network", message=f"the {k} vSwitch {block} is outside the VPC {vpc}"))
+        for other, b2 in present.items():
+            if other < k and block.overlaps(b2):
+                out.append(Problem(path="network", message=f"the {k} and {other} vSwitches overlap ({block}, {b2})"))
+    if net.rdma == "erdma" and net.eri_per_node >= 2 and not net.eri_vswitch_cidr:
+        out.append(Problem(path="network", message="secondary ERIs need their own vSwitch (random addresses)"))
+    needs_services = plan.storage.cpfs is not None or net.internet_egress
+    if needs_services and not net.services_vswitch_cidr:
+        out.append(Problem(path="network", message="CPFS and the NAT gateway need the services vSwitch"))
+    return out
+
+
 PLAN_RULES: tuple[Callable[[Plan], list[Optional[Problem]]], ...] = (
-    _disks, _spot_pool, _tags, _deployment_sets, _launch, _dlc, _bootstrap)
+    _disks, _spot_pool, _tags, _deployment_sets, _launch, _dlc, _bootstrap, day_two_problems)
 
 
 def plan_problems(plan: Plan) -> list[Problem]:

@@ -7,7 +7,7 @@ to its profile. The profile cannot set ``trainstack:`` keys (the profile validat
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from trainstack.catalog.limits import service_limits
 from trainstack.errors import InputError
@@ -35,13 +35,20 @@ def base_tags(plan: Plan, role: Optional[str] = None, zone: Optional[str] = None
     return tags
 
 
-def node_tags(plan: Plan, zone: str, rank: int) -> dict[str, str]:
-    """Training-node tags; GPU model and count are plain values policies can read at preview."""
-    tags = base_tags(plan, role=ROLE_TRAINING, zone=zone)
+#: The SHA-256 of the job settings document the node trusts (trainstack.bootstrap.render.JOB_SETTINGS_TAG).
+JOB_SETTINGS = "trainstack:job-settings"
+
+
+def node_tags(plan: Plan, zone: str, rank: int, job_settings_digest: Any = None) -> dict[str, Any]:
+    """Training-node tags; GPU model and count are plain values policies can read at preview.
+    ``job_settings_digest`` (a string or a deploy-time Output) adds the job settings tag."""
+    tags: dict[str, Any] = base_tags(plan, role=ROLE_TRAINING, zone=zone)
     tags["trainstack:node-rank"] = str(rank)
     tags["trainstack:gpus-per-node"] = str(plan.gpus_per_node)
     if plan.gpu_model:
         tags["trainstack:gpu-model"] = plan.gpu_model
+    if job_settings_digest is not None:
+        tags[JOB_SETTINGS] = job_settings_digest
     return within_limit(tags, MAX_TAGS, "a GPU node")
 
 

@@ -1,12 +1,22 @@
-"""Render a training node's cloud-init user data from the Plan.
+"""Render a training node's files from the Plan: its cloud-init user data and its job settings.
 
 Pure and deterministic: the same Plan, rank and options give the same text (no clock, no
 randomness), so a preview shows no diff unless the Plan changed. The scripts are static
 files under ``templates/``; every value that comes from the Plan or a profile is written,
-shell-quoted by the one quoting path of :mod:`trainstack.launchers.words`, to
-``/etc/trainstack/node.env`` and ``job.env``, which the scripts source. No profile value is ever
-spliced into script text or a comment, so none can break or inject into it
+shell-quoted by the one quoting path of :mod:`trainstack.launchers.words`, to files under
+``/etc/trainstack`` which the scripts source. No profile value is ever spliced into script text
+or a comment, so none can break or inject into it
 (tests/bootstrap/test_bootstrap_properties.py renders arbitrary text and sources the files).
+
+Two ways onto the node (docs/bootstrap.md, docs/day-two.md):
+
+* **user data** (cloud-init, first boot only; the instances ignore later changes of it):
+  the scripts, the units and ``node.env``, which holds only what a node keeps for life (its
+  name, rank, region, driver versions, disks, the job settings channel's location);
+* **the job settings channel** (:data:`CHANNEL_FILES`: ``settings.env``, ``job.env``, ``hostfile``,
+  ``deepspeed-hostfile``): one document for all ranks (:func:`render_job_settings`) that
+  ``pulumi up`` writes to ``job/settings.json`` in the stack bucket and whose SHA-256 it tags on
+  every node; the launcher reads and verifies it at every job start.
 """
 
 from __future__ import annotations
@@ -30,6 +40,9 @@ from trainstack.launchers.command import parse as parse_launcher
 from trainstack.launchers.words import assignment, bash_array, lit
 from trainstack.plan import Plan
 
+import hashlib
+import json
+
 from .compact import compact
 from .locations import classify_code_uri, cpfs_source, shown_uri
 from .reserved import reserved_problems
@@ -49,6 +62,15 @@ DEEPSPEED_HOSTFILE = f"{ETC}/deepspeed-hostfile"
 LAUNCH_ARRAY, SECRETS_ARRAY = "LAUNCH_ARGV", "JOB_SECRETS"
 #: stands in for the CPFS export address, known only at deploy time, when only names are checked
 _CPFS_PLACEHOLDER = "cpfs-placeholder.invalid:/share"
+#: Files the job settings channel carries (the node writes exactly these names, nothing else).
+CHANNEL_FILES = ("settings.env", "job.env", "hostfile", "deepspeed-hostfile")
+#: Per-rank channel files; the others are the same on every node.
+RANK_FILES = ("job.env",)
+#: The instance tag that carries the SHA-256 of the job settings document (the node trusts it: only
+#: the deployer can tag instances; the node role may read tags, never write them).
+JOB_SETTINGS_TAG = "trainstack:job-settings"
+JOB_SETTINGS_KIND = "trainstack-job-settings"
+JOB_SETTINGS_SCHEMA = 1
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -124,6 +146,7 @@ class NodeFile:
     permissions: str = "0644"
     static: bool = False  # script text from templates/, no Plan values inside
     packed: bool = False  # travels gz+b64 although it holds Plan values (a long hostfile)
+    channel: bool = False  # travels through the job settings channel, not user data
 
     @property
     def is_shell(self) -> bool:
@@ -180,10 +203,8 @@ class _Node:
         if bad := [k for k in (*plan.job.env, *plan.job.secrets) if not _ENV_NAME.fullmatch(k)]:
             raise ValueError(f"job.env names are not shell variable names: {bad}")
         storage = plan.storage
-        if storage.cpfs and not cpfs_address:
-            raise ValueError("the plan mounts CPFS: pass cpfs_mount_address (the protocol mount target)")
-        if storage.checkpoint == "oss" and storage.oss is None:
-            raise ValueError("checkpoints go to OSS but the plan has no OSS bucket")
+        if storage.oss is None:
+            raise ValueError("an ECS plan needs its stack bucket (the job settings channel lives there)")
         if plan.spot_pool is not None:
             # a self-healing pool node is replaced by ESS with a new private IP, and ESS health checks
             # replace a stopped node: the 1-node job rendezvous on loopback, and the node is never
@@ -195,7 +216,6 @@ class _Node:
         self.ips = [POOL_NODE_ADDRESS] if plan.spot_pool is not None else plan.node_private_ips()
         self.nproc = _nproc_per_node(plan)
         self.oss_checkpoints = storage.checkpoint == "oss"
-        self.uses_oss = self.oss_checkpoints or self.code.uses_oss
         self.topology = topology_from_plan(plan, opts.master_port, opts.rdzv_timeout_seconds, hosts=tuple(self.ips))
 
     def render_launch(self) -> Launch:
@@ -219,73 +239,86 @@ class _Node:
         return reserved_problems(names, self.node_env_names())
 
     def node_env_names(self) -> set[str]:
-        return {name for name, _ in self.node_env_pairs()} | {LAUNCH_ARRAY, SECRETS_ARRAY}
+        pairs = self.node_env_pairs() + self.settings_env_pairs(check=False)
+        return {name for name, _ in pairs} | {LAUNCH_ARRAY, SECRETS_ARRAY}
 
     def steps(self) -> list[_Step]:
+        """What setup does at every boot. Everything a later job-settings change may need (git, an NFS
+        client, the OSS SDK) is installed on every node, so a running node can follow the change."""
         p, steps = self.plan, []
         if p.storage.data_disk:
             steps.append(_Step("10-data-disk.sh", "setup_data_disk", "data disk"))
-        if self.cpfs:
-            steps.append(_Step("20-cpfs.sh", "setup_cpfs", "CPFS"))
+        if p.storage.checkpoint_disk:
+            steps.append(_Step("10-data-disk.sh", "setup_checkpoint_disk", "checkpoint disk"))
+        steps.append(_Step("20-cpfs.sh", "setup_nfs_client", "NFS client"))
         steps.append(_Step("30-gpu-driver.sh", "setup_gpu_driver", "GPU driver"))
         if p.network.rdma == "erdma":
             steps.append(_Step("40-erdma.sh", "setup_erdma", "eRDMA"))
         if p.network.mtu != 1500:
             steps.append(_Step("45-mtu.sh", "setup_mtu", f"MTU {p.network.mtu}"))
-        if self.code.kind == "git":
-            steps.append(_Step("55-git.sh", "setup_git", "git"))
+        steps.append(_Step("55-git.sh", "setup_git", "git"))
         steps.append(_Step("60-python.sh", "setup_python", "PyTorch"))
-        if self.uses_oss:
-            steps.append(_Step("65-oss.sh", "setup_oss", "OSS SDK"))
+        steps.append(_Step("65-oss.sh", "setup_oss", "OSS SDK"))
         return steps
 
     def node_env_pairs(self) -> list[tuple[str, object]]:
+        """``node.env``: what the node keeps for its whole life (user data, first boot only)."""
         p, o, s = self.plan, self.opts, self.plan.storage
-        region_endpoint = f"oss-{p.region}-internal.aliyuncs.com"  # VPC-internal: no egress needed
-        oss_endpoint = s.oss.internal_endpoint if s.oss else region_endpoint
+        oss = s.oss
+        assert oss is not None
         pairs: list[tuple[str, object]] = [
-            ("NAME", p.name), ("REGION", p.region),
-            ("NODE_RANK", self.rank), ("NNODES", p.nodes), ("NPROC_PER_NODE", self.nproc),
-            ("GPUS_PER_NODE", p.gpus_per_node), ("MASTER_ADDR", self.ips[0]), ("MASTER_PORT", o.master_port),
+            ("NAME", p.name), ("REGION", p.region), ("NODE_RANK", self.rank),
+            ("GPUS_PER_NODE", p.gpus_per_node), ("MASTER_PORT", o.master_port),
             ("RDMA", p.network.rdma), ("REQUIRE_RDMA", _flag(o.require_rdma)),
             ("RDZV_TIMEOUT_SECONDS", o.rdzv_timeout_seconds),
             ("NCCL_CHECK_TIMEOUT_SECONDS", o.nccl_check_timeout_seconds),
-            ("CHECKPOINT_KIND", s.checkpoint), ("CHECKPOINT_DIR", s.checkpoint_path),
-            ("OSS_ENDPOINT", oss_endpoint),
-            ("CODE_KIND", self.code.kind), ("CODE_URI", self.code.uri), ("CODE_REF", self.code.ref),
-            ("CODE_URI_SHOWN", shown_uri(self.code.uri)), ("LAUNCHER", self.plan_launcher()),
-            ("CODE_ARCHIVE", self.code.archive), ("INSTALL_REQUIREMENTS", _flag(o.install_requirements)),
-            ("MAX_RUNTIME_SECONDS",
-             math.ceil(p.job.max_runtime_hours * 3600) if p.job.max_runtime_hours else ""),
+            ("OSS_ENDPOINT", oss.internal_endpoint), ("STACK_BUCKET", oss.bucket),
+            ("JOB_SETTINGS_URI", f"oss://{oss.bucket}/{oss.job_settings_key}"),
+            ("JOB_SETTINGS_TAG", JOB_SETTINGS_TAG), ("INSTALL_REQUIREMENTS", _flag(o.install_requirements)),
             ("CHECKPOINT_SIGNAL", o.checkpoint_signal), ("CHECKPOINT_GRACE_SECONDS", o.checkpoint_grace_seconds),
-            ("KILL_AFTER_SECONDS", o.kill_after_seconds),
+            ("KILL_AFTER_SECONDS", o.kill_after_seconds), ("CKPT_SYNC_SECONDS", o.ckpt_sync_seconds),
             ("STOP_ON", o.stop_on), ("POWEROFF_FALLBACK", _flag(o.poweroff_fallback)),
             ("VENV", "/opt/trainstack/venv"), ("TORCH_SPEC", o.torch_spec),
             ("PIP_INDEX_URL", o.pip_index_url), ("PIP_TRUSTED_HOST", urlsplit(o.pip_index_url).hostname),
             ("AUTO_INSTALL_DRIVER", _flag(p.image.auto_install_driver)),
             ("AUTO_INSTALL_SCRIPT", o.auto_install_script), ("DRIVER_VERSION", o.driver_version),
             ("CUDA_VERSION", o.cuda_version), ("CUDNN_VERSION", o.cudnn_version),
-            ("DRIVER_WAIT_SECONDS", o.driver_wait_seconds),
+            ("DRIVER_WAIT_SECONDS", o.driver_wait_seconds), ("DATA_DISK_WAIT_SECONDS", o.data_disk_wait_seconds),
         ]
-        if s.data_disk:
-            pairs += [("DATA_DISK_GIB", s.data_disk.size_gib), ("DATA_DISK_MOUNT", s.data_disk.mount_path),
-                      ("DATA_DISK_WAIT_SECONDS", o.data_disk_wait_seconds)]
-        if self.cpfs and s.cpfs:
-            pairs += [("CPFS_SOURCE", self.cpfs), ("CPFS_MOUNT", s.cpfs.mount_path)]
-        if self.oss_checkpoints and s.oss:
-            prefix = s.oss.prefix if s.oss.prefix.endswith("/") else s.oss.prefix + "/"
-            pairs += [("OSS_CHECKPOINT_URI", f"oss://{s.oss.bucket}/{prefix.lstrip('/')}"),
-                      ("CKPT_SYNC_SECONDS", o.ckpt_sync_seconds)]
+        for prefix, disk in (("DATA_DISK", s.data_disk), ("CHECKPOINT_DISK", s.checkpoint_disk)):
+            if disk:  # found by its exact size at first boot, by its label ever after (it may have grown)
+                pairs += [(f"{prefix}_GIB", disk.size_gib), (f"{prefix}_MOUNT", disk.mount_path),
+                          (f"{prefix}_LABEL", disk.label)]
         if p.network.rdma == "erdma":
             pairs += [("ERDMA_VERSION", o.erdma_version),
                       ("ERDMA_INSTALLER_URL", ERDMA_INSTALLER_URL.format(version=o.erdma_version))]
         if p.network.mtu != 1500:
             pairs.append(("MTU", p.network.mtu))
-        if self.uses_oss:
-            pairs += [("OSS_VENV", OSS_VENV), ("OSS_SDK_SPEC", o.oss_sdk_spec)]
-        if self.code.uses_oss:
-            pairs.append(("CODE_OSS_ENDPOINT", region_endpoint))
+        pairs += [("OSS_VENV", OSS_VENV), ("OSS_SDK_SPEC", o.oss_sdk_spec)]
         return pairs
+
+    def settings_env_pairs(self, check: bool = True) -> list[tuple[str, object]]:
+        """``settings.env``: the job's topology and settings (job settings channel, every job start).
+        ``check``: refuse a CPFS plan without its mount address (off when only names are needed)."""
+        p, s = self.plan, self.plan.storage
+        if s.cpfs and not self.cpfs and check:
+            raise ValueError("the plan mounts CPFS: pass cpfs_mount_address (the protocol mount target)")
+        region_endpoint = f"oss-{p.region}-internal.aliyuncs.com"  # VPC-internal: no egress needed
+        oss_uri = ""
+        if self.oss_checkpoints and s.oss:
+            prefix = s.oss.prefix if s.oss.prefix.endswith("/") else s.oss.prefix + "/"
+            oss_uri = f"oss://{s.oss.bucket}/{prefix.lstrip('/')}"
+        return [
+            ("NNODES", p.nodes), ("NPROC_PER_NODE", self.nproc), ("MASTER_ADDR", self.ips[0]),
+            ("LAUNCHER", self.plan_launcher()),
+            ("CHECKPOINT_KIND", s.checkpoint), ("CHECKPOINT_DIR", s.checkpoint_path), ("OSS_CHECKPOINT_URI", oss_uri),
+            ("CODE_KIND", self.code.kind), ("CODE_URI", self.code.uri), ("CODE_REF", self.code.ref),
+            ("CODE_URI_SHOWN", shown_uri(self.code.uri)), ("CODE_ARCHIVE", self.code.archive),
+            ("CODE_OSS_ENDPOINT", region_endpoint),
+            ("MAX_RUNTIME_SECONDS",
+             math.ceil(p.job.max_runtime_hours * 3600) if p.job.max_runtime_hours else ""),
+            ("CPFS_SOURCE", self.cpfs or ""), ("CPFS_MOUNT", s.cpfs.mount_path if s.cpfs else ""),
+        ]
 
     def plan_launcher(self) -> str:
         parsed = parse_launcher(self.plan.job.command)
@@ -294,9 +327,15 @@ class _Node:
     def node_env(self) -> str:
         p, pairs = self.plan, self.node_env_pairs()
         return ("# shellcheck shell=bash disable=SC2034\n"
-                f"# trainstack node settings for {p.name}, node {self.rank} of {p.nodes}, rendered from the "
-                "Plan.\n# Sourced by the trainstack scripts. Every value is shell-quoted.\n"
+                f"# trainstack node settings for {p.name}, node {self.rank}, rendered from the Plan at creation.\n"
+                "# Sourced by the trainstack scripts. Every value is shell-quoted. Job settings: settings.env.\n"
                 + _env_lines(pairs))
+
+    def settings_env(self) -> str:
+        return ("# shellcheck shell=bash disable=SC2034\n"
+                f"# trainstack job settings for {self.plan.name} (the job settings channel, read at every job "
+                "start).\n# Sourced by the trainstack scripts after node.env. Every value is shell-quoted.\n"
+                + _env_lines(self.settings_env_pairs()))
 
     def job_env(self) -> str:
         """The trainer's environment and launch command. Sourced only in the subshell that
@@ -325,28 +364,21 @@ class _Node:
              {"SETUP_WHAT": what, "SETUP_TIMEOUT": o.setup_timeout_seconds}),
             ("trainstack-setup-failed.service", {}),
             ("trainstack-job.service",
-             {"NAME": p.name, "RANK": self.rank, "NNODES": p.nodes,
+             {"NAME": p.name, "RANK": self.rank,
               "STOP_TIMEOUT": o.checkpoint_grace_seconds + o.kill_after_seconds + 30}),
+            ("trainstack-ckpt-sync.service", {}),  # idles unless the job settings put checkpoints on OSS
         ]
         if p.spot:
             units.append(("trainstack-spot-watcher.service",
                           {"POLL": f"{o.spot_poll_seconds:g}", "SIGNAL": o.checkpoint_signal}))
-        if self.oss_checkpoints:
-            units.append(("trainstack-ckpt-sync.service", {}))
         return [NodeFile(name, f"/etc/systemd/system/{name}", _fill(_template(f"systemd/{name}"), **values))
                 for name, values in units]
 
-    def files(self) -> list[NodeFile]:
+    def files(self, channel: bool = True) -> list[NodeFile]:
+        """Every file of this node; ``channel=False``: only the user data's (no CPFS address needed)."""
         p = self.plan
-        hostfile = "".join(f"{ip}\n" for ip in self.ips)
-        files = [  # node.env may hold credentials in CODE_URI, job.env the command line: root only
-            NodeFile("node.env", f"{ETC}/node.env", self.node_env(), "0600"),
-            NodeFile("job.env", f"{ETC}/job.env", self.job_env(), "0600"),
-            NodeFile("hostfile", f"{ETC}/hostfile", hostfile, packed=len(hostfile) > HOSTFILE_PACK_OVER),
-        ]
-        if self.launch.hostfile is not None:
-            files.append(NodeFile("deepspeed-hostfile", DEEPSPEED_HOSTFILE, self.launch.hostfile,
-                                  packed=len(self.launch.hostfile) > HOSTFILE_PACK_OVER))
+        files = [NodeFile("node.env", f"{ETC}/node.env", self.node_env(), "0600")]
+        files += self.channel_files() if channel else []
         if p.network.nccl_env:
             bad = [k for k in p.network.nccl_env if not _ENV_NAME.match(k)]
             if bad:
@@ -367,12 +399,23 @@ class _Node:
             files.append(_static("spot-watcher.py", "/usr/local/lib/trainstack/spot-watcher.py"))
         return files + self.units()
 
+    def channel_files(self) -> list[NodeFile]:
+        """The job settings channel's files for this rank (settings.env and job.env may hold
+        credentials in CODE_URI and the command line: root only)."""
+        hostfile = "".join(f"{ip}\n" for ip in self.ips)
+        files = [
+            NodeFile("settings.env", f"{ETC}/settings.env", self.settings_env(), "0600", channel=True),
+            NodeFile("job.env", f"{ETC}/job.env", self.job_env(), "0600", channel=True),
+            NodeFile("hostfile", f"{ETC}/hostfile", hostfile, channel=True),
+        ]
+        if self.launch.hostfile is not None:
+            files.append(NodeFile("deepspeed-hostfile", DEEPSPEED_HOSTFILE, self.launch.hostfile, channel=True))
+        return files
+
     def runcmd(self) -> list[list[str]]:
-        started = ["trainstack-job.service"]
+        started = ["trainstack-job.service", "trainstack-ckpt-sync.service"]
         if self.plan.spot:
             started.append("trainstack-spot-watcher.service")
-        if self.oss_checkpoints:
-            started.append("trainstack-ckpt-sync.service")
         return [["systemctl", "daemon-reload"],
                 ["systemctl", "enable", "trainstack-setup.service", *started],
                 ["systemctl", "start", "--no-block", *started]]
@@ -390,8 +433,37 @@ def check_job(plan: Plan, options: Optional[BootstrapOptions] = None) -> list[Pr
 
 def render_files(plan: Plan, node_rank: int, cpfs_mount_address: Optional[str] = None,
                  options: Optional[BootstrapOptions] = None) -> list[NodeFile]:
-    """Every file the bootstrap writes on node ``node_rank``, in write order."""
+    """Every file node ``node_rank`` ends up with, in write order: the user data's and the job
+    settings channel's (``NodeFile.channel``)."""
     return _Node(plan, node_rank, cpfs_mount_address, options or BootstrapOptions()).files()
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """The job settings document of a plan (``job/settings.json``) and its SHA-256 (the node tag)."""
+
+    document: str
+    digest: str
+
+
+def render_job_settings(plan: Plan, cpfs_mount_address: Optional[str] = None,
+                        options: Optional[BootstrapOptions] = None) -> JobSettings:
+    """One JSON document for every rank: ``shared`` files (the same on every node) and ``ranks[i]``
+    (``job.env``: the launch line of rank i). Deterministic: sorted keys, no clock."""
+    opts = options or BootstrapOptions()
+    shared: dict[str, str] = {}
+    ranks: list[dict[str, str]] = []
+    for rank in range(plan.nodes):
+        files = {f.name: f.content for f in _Node(plan, rank, cpfs_mount_address, opts).channel_files()}
+        ranks.append({k: files.pop(k) for k in RANK_FILES})
+        if rank == 0:
+            shared = files
+        elif files != shared:  # a rank-specific file outside RANK_FILES would be a render bug
+            raise AssertionError(f"rank {rank}: {sorted(k for k in files if files[k] != shared.get(k))} differ")
+    doc = {"kind": JOB_SETTINGS_KIND, "schema_version": JOB_SETTINGS_SCHEMA, "name": plan.name,
+           "nodes": plan.nodes, "shared": shared, "ranks": ranks}
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return JobSettings(document=text, digest=hashlib.sha256(text.encode("utf-8")).hexdigest())
 
 
 def render_script(plan: Plan, name: str, node_rank: int = 0, cpfs_mount_address: Optional[str] = None,
@@ -430,12 +502,14 @@ def render_user_data(plan: Plan, node_rank: int, cpfs_mount_address: Optional[st
                      options: Optional[BootstrapOptions] = None) -> str:
     """The complete ``#cloud-config`` document for ECS UserData of node ``node_rank``.
 
-    ``cpfs_mount_address`` is the CPFS protocol mount target (``<domain>[:/export]``), known only
-    at deploy time: pass the Output-applied string. Required when the plan mounts CPFS."""
+    Only what a node keeps for life: nothing here depends on the job settings, the node count or the
+    CPFS address (``cpfs_mount_address`` is accepted for symmetry and only checked), so the
+    instances can ignore later changes of it."""
     node = _Node(plan, node_rank, cpfs_mount_address, options or BootstrapOptions())
-    doc = {"write_files": [_write_file(f) for f in node.files()], "runcmd": node.runcmd()}
-    text = (f"#cloud-config\n# trainstack bootstrap: {plan.name}, node {node_rank} of {plan.nodes} "
-            "(rendered from the Plan; edit the profile, not this)\n"
+    node.launch  # refuses a job.command that cannot run on this plan, as the channel's render would
+    doc = {"write_files": [_write_file(f) for f in node.files(channel=False)], "runcmd": node.runcmd()}
+    text = (f"#cloud-config\n# trainstack bootstrap: {plan.name}, node {node_rank} "
+            "(rendered from the Plan at creation; job settings come from the job settings channel)\n"
             + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=1_000_000, allow_unicode=True))
     if len(text.encode("utf-8")) > USER_DATA_LIMIT:
         raise ValueError(f"user data is {len(text.encode('utf-8'))} bytes; ECS accepts {USER_DATA_LIMIT}: shorten "

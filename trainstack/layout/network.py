@@ -1,10 +1,26 @@
-"""Network around a placement: VPC and vSwitch, RDMA interfaces, MTU, NCCL environment, deployment sets."""
+"""Network around a placement: VPC and vSwitches, RDMA interfaces, MTU, NCCL environment, deployment sets.
+
+Address plan (day two: a replaced node must get its fixed IP back, and nothing else may hold it):
+
+* the **node vSwitch** (``vswitch_cidr``) carries only the nodes' fixed primary IPs (host 10, 11, ...);
+* the **ERI vSwitch** (``eri_vswitch_cidr``, eRDMA plans with a second ERI) carries the secondary
+  ERIs, whose addresses Alibaba allocates at random;
+* the **services vSwitch** (``services_vswitch_cidr``) carries CPFS, its protocol service (up to 32
+  random addresses, data/service_limits.yaml cpfs.protocol_service.vswitch_addresses) and the NAT
+  gateway (one random address, vpc.nat_gateway.vswitch_addresses). A retained CPFS then pins the
+  services vSwitch, never the cluster's.
+
+Every block derives from the VPC CIDR and fixed preferred sizes only (never from the node count), so
+adding a node or a service never moves a vSwitch (``cidr_block`` is ForceNew).
+vSwitch CIDR reservations were the alternative; Alibaba documents them for IP prefixes only
+(vpc.vswitch.cidr_reservation.kind), so trainstack does not rely on a fixed IP inside one.
+"""
 
 from __future__ import annotations
 
 import ipaddress
 import math
-from typing import Optional
+from typing import Iterable, Optional
 
 from ..catalog.limits import service_limits
 from ..catalog.models import ResolvedInstance
@@ -12,28 +28,95 @@ from ..errors import InputError
 from ..plan import DEPLOYMENT_SET_MAX, NetworkPlan, Plan
 from ..profile import TrainingProfile
 
+_LIMITS = service_limits()
 #: NCCL over eRDMA as PAI-DLC configures it on eRDMA types (data/service_limits.yaml, [PAI-ERDMA]).
-ERDMA_NCCL_ENV: dict[str, str] = dict(service_limits().value("pai.erdma.nccl_env"))  # type: ignore[arg-type]
+ERDMA_NCCL_ENV: dict[str, str] = dict(_LIMITS.value("pai.erdma.nccl_env"))  # type: ignore[arg-type]
+MTU_DEFAULT = int(_LIMITS.number("ecs.mtu.default"))
+MTU_ERDMA_JUMBO = int(_LIMITS.number("ecs.erdma_gpu.mtu_with_jumbo_ll128"))
+MTU_ERDMA_NO_JUMBO = int(_LIMITS.number("ecs.erdma_gpu.mtu_otherwise"))
+RESERVED_PER_VSWITCH = int(_LIMITS.number("vpc.vswitch.reserved_addresses"))
+PROTOCOL_SERVICE_ADDRESSES = int(_LIMITS.number("cpfs.protocol_service.vswitch_addresses"))
+NAT_ADDRESSES = int(_LIMITS.number("vpc.nat_gateway.vswitch_addresses"))
+VSWITCH_MASK_MAX = int(_LIMITS.number("vpc.vswitch.mask_max"))
+#: ERIs an instance declares itself: the primary ENI and one ``network_interfaces`` block. Further
+#: ERIs would be ``alicloud_ecs_network_interface``, which has no queue_pair_number in the provider
+#: source the facts are read from, so they could not get one (an ERI without it takes the type's
+#: whole maximum and blocks the others: ecs.eri.queue_pairs_shared_per_instance).
+MAX_ERIS_PER_NODE = 2
+#: Preferred sizes: the node and ERI vSwitches a /20 (4,092 addresses), the services vSwitch a /24.
+NODE_PREFIX, ERI_PREFIX, SERVICES_PREFIX = 20, 20, 24
+#: Addresses the services vSwitch must offer at least: protocol service + NAT + the file system's own.
+SERVICES_MIN_ADDRESSES = PROTOCOL_SERVICE_ADDRESSES + NAT_ADDRESSES + 8
 
 
 def default_vswitch_cidr(vpc_cidr: str) -> str:
     """The first /20 of the VPC (4,091 usable hosts), or the whole VPC when it is smaller."""
     net = ipaddress.ip_network(vpc_cidr)
-    return str(next(net.subnets(new_prefix=20))) if net.prefixlen < 20 else str(net)
+    return str(next(net.subnets(new_prefix=NODE_PREFIX))) if net.prefixlen < NODE_PREFIX else str(net)
 
 
-def plan_network(profile: TrainingProfile, inst: Optional[ResolvedInstance], nodes: int, spot: bool) -> NetworkPlan:
+def free_block(vpc_cidr: str, taken: Iterable[str], prefix: int, min_addresses: int) -> Optional[str]:
+    """The first block of ``vpc_cidr`` at ``prefix`` (or, when none is free, the first smaller one that
+    still offers ``min_addresses`` usable addresses) overlapping none of ``taken``."""
+    vpc = ipaddress.ip_network(vpc_cidr)
+    used = [ipaddress.ip_network(t) for t in taken]
+    for p in range(max(prefix, vpc.prefixlen), VSWITCH_MASK_MAX + 1):
+        if 2 ** (32 - p) - RESERVED_PER_VSWITCH < min_addresses:
+            break
+        for block in vpc.subnets(new_prefix=p) if p > vpc.prefixlen else [vpc]:
+            if not any(block.overlaps(u) for u in used):
+                return str(block)
+    return None
+
+
+def queue_pairs_per_eri(max_queue_pairs: int, eris: int) -> int:
+    """Each ERI's queue pairs: the type's maximum split evenly (all ERIs of an instance share it;
+    ecs.eri.queue_pairs_shared_per_instance). Also used at deploy time on the value DescribeInstanceTypes
+    returns when the catalog does not know it."""
+    if eris < 1 or max_queue_pairs < eris:
+        raise ValueError(f"{max_queue_pairs} queue pairs cannot be split over {eris} ERI(s)")
+    return max_queue_pairs // eris
+
+
+def mtu_for(rdma: str, jumbo_frames: bool) -> int:
+    """MTU 8500 only with sourced jumbo frames; 1400 on eRDMA without them (a wrong MTU corrupts NCCL
+    traffic [ERDMA-GPU]); 1500 otherwise (ecs.mtu.default)."""
+    if rdma == "erdma":
+        return MTU_ERDMA_JUMBO if jumbo_frames else MTU_ERDMA_NO_JUMBO
+    return MTU_DEFAULT
+
+
+def plan_network(profile: TrainingProfile, inst: Optional[ResolvedInstance], nodes: int, spot: bool,
+                 services: bool = False) -> NetworkPlan:
+    """``services``: the plan has CPFS (ECS) and so needs the services vSwitch; NAT egress does too."""
     n = profile.network
     notes: list[str] = []
-    rdma, eri, mtu, env = "none", 0, 1500, {}
+    rdma, eri, jumbo, env = "none", 0, False, {}
+    qp_max = qp = None
     dset, groups = None, 0
     if inst is not None and nodes > 1:
         rdma = inst.rdma if inst.rdma in ("erdma", "roce") else "none"
         if rdma == "erdma":
             eri = max(1, inst.type.eri_count or 1)
-            mtu = 8500
+            if eri > MAX_ERIS_PER_NODE:
+                notes.append(f"{MAX_ERIS_PER_NODE} of the type's {eri} ERIs: further ERIs could not get a queue pair "
+                             "number in pulumi-alicloud 4.0 (alicloud_ecs_network_interface has none)")
+                eri = MAX_ERIS_PER_NODE
+            jumbo = bool(inst.family.jumbo_frames)
             env = dict(ERDMA_NCCL_ENV)
-            notes.append("eRDMA with jumbo frames (MTU 8500) as Alibaba advises for NCCL LL128 [ERDMA-GPU]")
+            qp_max = inst.type.queue_pair_number_max
+            if qp_max:
+                qp = queue_pairs_per_eri(qp_max, eri)
+                notes.append(f"{qp} queue pairs per ERI: the type's {qp_max} split over {eri} ERI(s)")
+            else:
+                notes.append(f"queue pairs per ERI: the type's maximum (DescribeInstanceTypes QueuePairNumber) split "
+                             f"over {eri} ERI(s), read once at deploy time (the catalog does not know it)")
+            if jumbo:
+                notes.append(f"eRDMA with jumbo frames (MTU {MTU_ERDMA_JUMBO}): family {inst.family.name} documents "
+                             "them, and Alibaba advises 8500 for NCCL LL128 [ERDMA-GPU]")
+            else:
+                notes.append(f"eRDMA without jumbo frames (MTU {MTU_ERDMA_NO_JUMBO}): jumbo frames are not documented "
+                             f"for family {inst.family.name} [ECS-MTU][ERDMA-GPU]")
         elif rdma == "roce":
             env = {"NCCL_SOCKET_IFNAME": "eth0"}
             notes.append("RoCE NCCL device names are not in the catalog (unverified): NCCL autodetects them")
@@ -47,11 +130,28 @@ def plan_network(profile: TrainingProfile, inst: Optional[ResolvedInstance], nod
         else:
             notes.append(f"no deployment set: LowLatency support of family {inst.family.name} is unverified "
                          "offline; nodes share one zone and vSwitch")
+    node_cidr = n.vswitch_cidr or default_vswitch_cidr(n.vpc_cidr)
+    eri_cidr = services_cidr = None
+    if eri >= 2:
+        eri_cidr = _block(n.vpc_cidr, [node_cidr], ERI_PREFIX, profile.resources.max_nodes * (eri - 1), "ERI")
+    if services or n.internet_egress:
+        taken = [node_cidr] + ([eri_cidr] if eri_cidr else [])
+        services_cidr = _block(n.vpc_cidr, taken, SERVICES_PREFIX, SERVICES_MIN_ADDRESSES, "services")
     return NetworkPlan(
-        vpc_cidr=n.vpc_cidr, vswitch_cidr=n.vswitch_cidr or default_vswitch_cidr(n.vpc_cidr), rdma=rdma,
-        eri_per_node=eri, deployment_set=dset, deployment_set_groups=groups, mtu=mtu,
+        vpc_cidr=n.vpc_cidr, vswitch_cidr=node_cidr, eri_vswitch_cidr=eri_cidr, services_vswitch_cidr=services_cidr,
+        rdma=rdma, eri_per_node=eri, queue_pair_number=qp, queue_pair_number_max=qp_max, jumbo_frames=jumbo,
+        deployment_set=dset, deployment_set_groups=groups, mtu=mtu_for(rdma, jumbo),
         internet_egress=n.internet_egress, ssh_cidrs=tuple(profile.access.ssh_cidrs),
         key_pair=profile.access.key_pair, nccl_env=env, notes=tuple(notes))
+
+
+def _block(vpc: str, taken: list[str], prefix: int, need: int, what: str) -> str:
+    found = free_block(vpc, taken, prefix, need)
+    if found is None:
+        raise InputError(f"network.vpc_cidr {vpc} has no room for the {what} vSwitch next to {', '.join(taken)} "
+                         f"(needs {need} addresses): use a larger VPC such as a /16",
+                         hint="trainstack keeps random address allocations out of the node vSwitch (docs/day-two.md)")
+    return found
 
 
 def deployment_set_layout(plan: Plan) -> list[int]:

@@ -1,13 +1,27 @@
-"""Storage around a placement: the node's data disk, CPFS, the OSS checkpoint bucket.
+"""Storage around a placement: the node's data and checkpoint disks, CPFS, the stack bucket.
 
 Pure rules over the profile and the chosen instance, each documented, so the same inputs always
 give the same layout.
+
+The stack bucket: every ECS plan has one OSS bucket (also when checkpoints are on CPFS or ESSD),
+with these prefixes (:data:`BUCKET_PREFIXES`), which the node role's policy grants separately:
+
+* ``job/``: the job settings channel (``job/settings.json``, written by ``pulumi up`` as a managed
+  object; nodes may only read it; trainstack.bootstrap.settings);
+* ``status/``: node status and heartbeats, written by the nodes (the status command reads them);
+* ``checkpoints/``: checkpoints when ``storage.checkpoint`` is oss (read/write for the nodes).
+
+Its name is ``<profile name>-<10 hex>``, the hex a digest of the account, the Pulumi project and
+stack, the region and ``trainstack:storageGeneration`` (:func:`stack_bucket_name`), filled in at
+deploy time: two teams deploying the same sample profile never collide, and a redeploy next to a
+bucket retained by an earlier ``pulumi destroy`` takes a new generation.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
 from typing import Optional
 
 from ..architecture import Architecture
@@ -37,10 +51,44 @@ def checkpoint_gib(arch: Architecture, method: str, trainable_params: Optional[i
     return CHECKPOINTS_KEPT * one / GIB
 
 
-def bucket_name(profile: TrainingProfile) -> str:
-    """A DNS-safe, globally-unique-enough OSS bucket name that stays stable across runs."""
-    digest = hashlib.sha256(f"{profile.name}/{profile.region}".encode()).hexdigest()[:6]
-    return f"{profile.name[:48]}-ckpt-{digest}"
+#: The stack bucket's prefixes and who writes them (the node role's OSS policy follows this table).
+BUCKET_PREFIXES: dict[str, str] = {
+    "job/": "job settings: written by `pulumi up` (a managed object), read-only for the nodes",
+    "status/": "node status and heartbeats: written by the nodes",
+    "checkpoints/": "checkpoints (storage.checkpoint: oss): read and written by the nodes",
+}
+BUCKET_NAME_DIGEST_CHARS = 10
+_BUCKET_MAX = int(service_limits().number("oss.bucket_name.max_chars"))
+
+
+@dataclass(frozen=True)
+class StackIdentity:
+    """Who deploys the stack: the parts that make a bucket name unique per stack. Unknown parts (an
+    offline ``trainstack resolve``) are left out; the program fills them in at deploy time."""
+
+    region: str
+    account_id: Optional[str] = None
+    project: Optional[str] = None
+    stack: Optional[str] = None
+    generation: int = 1
+
+
+def stack_bucket_name(name: str, identity: StackIdentity) -> str:
+    """``<name>-<digest>``: at most 63 characters, lowercase letters, digits and '-', starting with the
+    profile name's letter and ending in a hex digit (oss.bucket_name.pattern)."""
+    parts = (identity.account_id or "-", identity.project or "-", identity.stack or "-", identity.region,
+             str(identity.generation))
+    digest = hashlib.sha256("/".join(parts).encode()).hexdigest()[:BUCKET_NAME_DIGEST_CHARS]
+    return f"{name[:_BUCKET_MAX - BUCKET_NAME_DIGEST_CHARS - 1]}-{digest}"
+
+
+def bucket_name(profile: TrainingProfile, identity: Optional[StackIdentity] = None) -> str:
+    """The stack bucket's name for ``profile`` (before deploy time: without account and stack)."""
+    return stack_bucket_name(profile.name, identity or StackIdentity(region=profile.region))
+
+
+def stack_bucket(profile: TrainingProfile) -> OssPlan:
+    return OssPlan(bucket=bucket_name(profile), internal_endpoint=f"oss-{profile.region}-internal.aliyuncs.com")
 
 
 def essd_for(size_gib: float) -> DataDiskPlan:
@@ -54,21 +102,28 @@ def essd_for(size_gib: float) -> DataDiskPlan:
     return DataDiskPlan(performance_level=level, size_gib=size)
 
 
+CHECKPOINT_MOUNT = "/mnt/checkpoints"
+
+
 def plan_storage(profile: TrainingProfile, inst: ResolvedInstance, nodes: int, spot: bool,
-                 trainable_params: Optional[int]) -> StoragePlan:
+                 trainable_params: Optional[int], stack_bucket_always: bool = True) -> StoragePlan:
+    """``stack_bucket_always``: ECS plans always get the stack bucket (the job settings channel and
+    node status live there); a DLC plan only when its checkpoints are on OSS."""
     s = profile.storage
     notes: list[str] = []
     ckpt_gib = s.checkpoint_gib or checkpoint_gib(profile.architecture, profile.training.method, trainable_params)
-    local_gib = s.dataset_gib * 1.2 + SCRATCH_GIB + (ckpt_gib if s.checkpoint == "essd" else 0)
+    local_gib = s.dataset_gib * 1.2 + SCRATCH_GIB
     disk = essd_for(local_gib)
     if local_gib > ESSD_MAX_GIB:
         notes.append(f"{local_gib:,.0f} GiB of local data exceeds the largest ESSD ({ESSD_MAX_GIB:,} GiB): the disk is a "
                      "cache; stream the dataset from storage.dataset_uri (OSS or CPFS)")
-    cpfs = oss = None
+    cpfs = ckpt_disk = None
+    oss = stack_bucket(profile) if stack_bucket_always or s.checkpoint == "oss" else None
     if s.checkpoint == "essd":
-        path = f"{disk.mount_path}/checkpoints"
-        # a disk holding checkpoints always outlives its instance (a standalone, retained EcsDisk)
-        disk = disk.model_copy(update={"holds_checkpoints": True, "delete_with_instance": False})
+        path = CHECKPOINT_MOUNT
+        # its own disk, apart from the dataset cache: it outlives every instance (standalone, retained)
+        ckpt_disk = essd_for(ckpt_gib * 1.2).model_copy(update={
+            "holds_checkpoints": True, "mount_path": CHECKPOINT_MOUNT, "label": "trainstack-ckpt"})
         if spot:
             notes.append("spot: the checkpoint disk is kept when an instance is reclaimed; re-attach it to the "
                          "replacement node")
@@ -82,12 +137,11 @@ def plan_storage(profile: TrainingProfile, inst: ResolvedInstance, nodes: int, s
         cpfs = CpfsPlan(capacity_gib=cap, storage_type=tier, throughput_mbps=mbps_per_tib * cap / 1024)
         path = f"{cpfs.mount_path}/checkpoints"
     else:
-        oss = OssPlan(bucket=bucket_name(profile),
-                      internal_endpoint=f"oss-{profile.region}-internal.aliyuncs.com")
-        path = "/mnt/checkpoints"
+        path = CHECKPOINT_MOUNT
     if spot and s.checkpoint != "essd":
         notes.append(f"spot: checkpoints go to {s.checkpoint} ({path}), which outlives any instance")
     return StoragePlan(
-        system_disk_gib=SYSTEM_DISK_GIB, data_disk=disk, cpfs=cpfs, oss=oss, checkpoint=s.checkpoint,
+        system_disk_gib=SYSTEM_DISK_GIB, data_disk=disk, checkpoint_disk=ckpt_disk, cpfs=cpfs, oss=oss,
+        checkpoint=s.checkpoint,
         checkpoint_path=path, dataset_uri=s.dataset_uri, dataset_gib=s.dataset_gib,
         retain_on_destroy=s.retain_on_destroy, notes=tuple(notes))

@@ -74,9 +74,13 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
     gpus = best.nodes * best.gpus_per_node
     mem = sizing.memory_estimate(profile.architecture, t, gpus)
     quote = catalog.quote(profile.region, inst.name)
-    limit = spot_price_limit(quote.on_demand_cny_per_hour) if best.spot and quote.on_demand_cny_per_hour else None
+    stated = profile.resources.spot_price_limit
+    limit = None
+    if best.spot:
+        limit = spot_price_limit(stated) if stated else (
+            spot_price_limit(quote.on_demand_cny_per_hour) if quote.on_demand_cny_per_hour else None)
     storage = plan_storage(profile, inst, best.nodes, best.spot, mem.trainable_params)
-    network = plan_network(profile, inst, best.nodes, best.spot)
+    network = plan_network(profile, inst, best.nodes, best.spot, services=storage.cpfs is not None)
     image = plan_image(profile, inst)
     spot_pool, pool_labels = plan_spot_pool(profile, best.nodes, best.spot, limit)
     reasons = [
@@ -95,7 +99,9 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
                       f"{', '.join(known_zones)}): check its name before `pulumi up` (`trainstack preflight`)")
     if best.spot:
         labels.append(f"spot hours include a {SPOT_RESTART_ALLOWANCE - 1:.0%} allowance for interruptions and restarts")
-        labels.append(f"spot price limit {limit} CNY/h = the on-demand price (never pay more than on-demand)")
+        labels.append(f"spot price limit {limit} CNY/h, stated by the profile (resources.spot_price_limit)" if stated
+                      else f"spot price limit {limit} CNY/h = the on-demand price (never pay more than on-demand; "
+                           "kept after creation, so a catalog refresh never replaces running spot nodes)")
     if t.tokens is None:
         labels.append("training.tokens not set: no hours or total cost; ranked by hourly cost")
     labels.append("costs are GPU instances only: disks, CPFS, OSS, NAT and traffic are billed on top")
@@ -105,6 +111,7 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
         name=profile.name, region=profile.region, zone=best.zone, target="ecs", instance_type=inst.name,
         gpu_model=best.gpu_model, nodes=best.nodes, gpus_per_node=best.gpus_per_node, total_gpus=gpus,
         spot=best.spot, spot_price_limit=limit, spot_strategy="SpotWithPriceLimit" if best.spot else "NoSpot",
+        spot_price_limit_source=(("profile" if stated else "on-demand price") if limit is not None else None),
         hourly_cost_cny=best.hourly_cost_cny, estimated_hours=best.estimated_hours,
         total_cost_cny=best.total_cost_cny, objective=profile.resources.objective,
         estimate=EstimateSummary(

@@ -7,10 +7,13 @@ What the mock engine answers when the program asks the cloud something:
   region, so every component sees one consistent zone;
 * image lookups (``alicloud:ecs/getImages``) return :data:`FAKE_IMAGE_ID`, which is visibly not a
   real image: the real one is looked up by family at deploy time;
+* the caller identity (``alicloud:index/getCallerIdentity``) answers :data:`FAKE_ACCOUNT_ID`, the
+  stand-in account the stack bucket's name is derived from offline;
 * anything else gets an empty result, and the recording marks it unanswered.
 
 Deploy-time values the program needs to go on (a CPFS export's NFS domain, read from the NAS API
-by a dynamic resource) get ``.invalid`` stand-ins (RFC 2606: never a real host).
+by a dynamic resource) get ``.invalid`` stand-ins (RFC 2606: never a real host); queue pairs an ERI
+gets from DescribeInstanceTypes at deploy time get the stand-in :data:`FAKE_QUEUE_PAIRS` per ERI.
 
 New resources get deterministic ids shaped like the real ones (``i-``, ``vpc-``, ...) with an
 ``offline`` infix, and their inputs echoed back as outputs plus the few computed properties the
@@ -23,6 +26,9 @@ import hashlib
 from typing import Any, Callable, Optional, Sequence
 
 FAKE_IMAGE_ID = "m-offline-preview"
+FAKE_ACCOUNT_ID = "offline-preview-account"
+#: A stand-in, labelled in the plan's notes: the real figure is DescribeInstanceTypes' at deploy time.
+FAKE_QUEUE_PAIRS = 0
 DYNAMIC = "pulumi-python:dynamic:Resource"
 FAKE_IMAGE_NAME = "offline preview: not a real image (looked up by family at deploy time)"
 
@@ -64,6 +70,7 @@ class OfflineCloud:
             "alicloud:nas/getZones:getZones": self._nas_zones,
             "alicloud:ecs/getImages:getImages": self._images,
             "alicloud:ecs/getInstanceTypes:getInstanceTypes": self._instance_types,
+            "alicloud:index/getCallerIdentity:getCallerIdentity": self._caller_identity,
         }
 
     # ---- invokes ---------------------------------------------------------------------------
@@ -95,6 +102,10 @@ class OfflineCloud:
                  "architecture": "x86_64", "osType": "linux", "status": "Available",
                  "imageOwnerAlias": args.get("owners") or "system"}
         return {"id": self.region, "ids": [FAKE_IMAGE_ID], "images": [image]}
+
+    def _caller_identity(self, args: dict) -> dict:
+        return {"id": FAKE_ACCOUNT_ID, "accountId": FAKE_ACCOUNT_ID, "identityType": "offline-preview",
+                "arn": f"acs:ram::{FAKE_ACCOUNT_ID}:root"}
 
     def _instance_types(self, args: dict) -> dict:
         itype = args.get("instanceType")
@@ -139,6 +150,8 @@ class OfflineCloud:
         kind = inputs.get("kind")
         if kind == "cpfs-export-address":  # the NFS domain is read from the NAS API at deploy time
             return {"domain": f"{inputs.get('export_id')}.{self.region}.cpfs.offline-preview.invalid"}
+        if kind == "ecs-queue-pairs":  # DescribeInstanceTypes QueuePairNumber, read at deploy time
+            return {"max": FAKE_QUEUE_PAIRS, "per_eri": FAKE_QUEUE_PAIRS}
         if kind == "pai-dlc-job":
             return {"job_id": f"dlc-offline{_digest(rid)}", "status": "offline preview"}
         return {}

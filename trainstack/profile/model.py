@@ -271,6 +271,10 @@ class ResourcesSpec(_Strict):
     self_healing: bool = Field(
         False, description="Spot only: run the node in an ESS scaling group that replaces a reclaimed spot "
                            "node (1-node plans; checkpoints on oss or cpfs)")
+    spot_price_limit: Optional[float] = Field(
+        None, gt=0, le=100_000, description="Spot only: the most to pay per node, CNY/h (default: the on-demand "
+                                            "price, kept after creation; a stated limit is managed and changing it "
+                                            "replaces the spot nodes)")
 
     @field_validator("self_healing")
     @classmethod
@@ -279,6 +283,13 @@ class ResourcesSpec(_Strict):
         if v and spot == "never":
             raise ValueError("self_healing replaces reclaimed spot nodes; it needs resources.spot: allow or "
                              "require (spot is never)")
+        return v
+
+    @field_validator("spot_price_limit")
+    @classmethod
+    def _limit_needs_spot(cls, v: Optional[float], info: ValidationInfo) -> Optional[float]:
+        if v is not None and info.data.get("spot") == "never":
+            raise ValueError("spot_price_limit applies to spot nodes; resources.spot is never")
         return v
 
     @field_validator("gpus")

@@ -1,11 +1,16 @@
 #!/bin/bash
-# trainstack-launch: fetch the job's code, check the GPU fabric with one NCCL all-reduce,
-# launch job.command with its launcher (torchrun, accelerate, deepspeed, ...: LAUNCH_ARGV in
-# job.env), then stop this instance so it stops billing.
+# trainstack-launch: read the job settings, fetch the job's code, check the GPU fabric with one
+# NCCL all-reduce, launch job.command with its launcher (torchrun, accelerate, deepspeed, ...:
+# LAUNCH_ARGV in job.env), then stop this instance so it stops billing.
 # Run by trainstack-job.service once trainstack-setup.service has prepared the node.
+# The job settings (settings.env, job.env, hostfile: the command, env, topology, CPFS mount)
+# come from the job settings channel at every job start: the stack bucket's job/settings.json,
+# checked against the SHA-256 the deployer tags on this instance; a changed profile reaches a
+# running node at its next job start (systemctl restart trainstack-job, or a reboot).
 # Exit codes: the trainer's own, or 10 NCCL check failed, 11 code fetch failed,
 # 12 node setup failed, 13 checkpoint restore from OSS failed, 14 a job secret could not be
-# read from KMS (the trainer never started), 124 max runtime reached.
+# read from KMS (the trainer never started), 15 the job settings could not be read or did not
+# match their tag, 16 CPFS could not be mounted, 124 max runtime reached.
 # job.env (the job's environment, launch command and secret names) is sourced only in the
 # subshells that start the NCCL check and the trainer: nothing in it can change this script.
 set -uo pipefail # not -e: every way out must pass through finish (checkpoint upload, stop)
@@ -24,12 +29,12 @@ fi
 
 PIDFILE=$RUN/trainer.pid
 SPOT_MARKER=$RUN/spot-termination-time
+CPFS_OPTIONS=vers=3,nolock,proto=tcp,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport
+FSTAB=${TRAINSTACK_FSTAB:-/etc/fstab}
 if [ -d "$VENV/bin" ]; then PATH=$VENV/bin:$PATH; fi
 export PATH
-export TRAINSTACK_CHECKPOINT_DIR=$CHECKPOINT_DIR TRAINSTACK_SPOT_MARKER=$SPOT_MARKER \
-  TRAINSTACK_CHECKPOINT_SIGNAL=$CHECKPOINT_SIGNAL TRAINSTACK_HOSTFILE=$ETC/hostfile
-TORCHRUN=(torchrun --nnodes "$NNODES" --nproc-per-node "$NPROC_PER_NODE" --node-rank "$NODE_RANK"
-  --master-addr "$MASTER_ADDR" --rdzv-conf "timeout=$RDZV_TIMEOUT_SECONDS")
+CHECKPOINT_KIND="" # settings.env sets the job's settings (load_settings)
+TORCHRUN=()
 DEADLINE=""
 TRAPPED=0
 STOPPED_FROM_OUTSIDE=0
@@ -43,6 +48,52 @@ oss() {
   "${TRAINSTACK_OSS_PYTHON:-$OSS_VENV/bin/python}" "$LIB/trainstack_agent.py" oss --region "$REGION" --endpoint "$endpoint" "$@"
 }
 signal_trainer() { agent signal-trainer "$1" --pidfile "$PIDFILE"; }
+
+# the job settings of this rank from the channel into $ETC (kept when unchanged), then sourced
+fetch_settings() {
+  oss "$OSS_ENDPOINT" job-settings "$JOB_SETTINGS_URI" "$ETC" --rank "$NODE_RANK" --tag "$JOB_SETTINGS_TAG"
+}
+load_settings() {
+  [ -f "$ETC/settings.env" ] || return 1
+  # shellcheck source=/dev/null
+  . "$ETC/settings.env"
+  export TRAINSTACK_CHECKPOINT_DIR=$CHECKPOINT_DIR TRAINSTACK_SPOT_MARKER=$SPOT_MARKER \
+    TRAINSTACK_CHECKPOINT_SIGNAL=$CHECKPOINT_SIGNAL TRAINSTACK_HOSTFILE=$ETC/hostfile
+  TORCHRUN=(torchrun --nnodes "$NNODES" --nproc-per-node "$NPROC_PER_NODE" --node-rank "$NODE_RANK"
+    --master-addr "$MASTER_ADDR" --rdzv-conf "timeout=$RDZV_TIMEOUT_SECONDS")
+}
+
+# CPFS over NFS from the job settings (a changed export is mounted again: no job runs yet)
+mount_cpfs() {
+  local current i
+  [ -n "${CPFS_SOURCE:-}" ] || return 0
+  if mountpoint -q "$CPFS_MOUNT"; then
+    current=$(findmnt -no SOURCE "$CPFS_MOUNT" 2>/dev/null || true)
+    [ "$current" = "$CPFS_SOURCE" ] && return 0
+    log "CPFS export changed ($current -> $CPFS_SOURCE): mounting the new one"
+    umount "$CPFS_MOUNT" || return 1
+  fi
+  mkdir -p "$CPFS_MOUNT"
+  if grep -qF " $CPFS_MOUNT nfs " "$FSTAB" 2>/dev/null; then # an older export's line goes
+    grep -vF " $CPFS_MOUNT nfs " "$FSTAB" >"$FSTAB.trainstack" || true
+    cat "$FSTAB.trainstack" >"$FSTAB" && rm -f "$FSTAB.trainstack"
+  fi
+  echo "$CPFS_SOURCE $CPFS_MOUNT nfs $CPFS_OPTIONS,_netdev,nofail 0 0" >>"$FSTAB"
+  for i in $(seq 1 30); do # the protocol service can still be starting when the first node boots
+    mount -t nfs -o "$CPFS_OPTIONS" "$CPFS_SOURCE" "$CPFS_MOUNT" && { log "CPFS $CPFS_SOURCE mounted at $CPFS_MOUNT"; return 0; }
+    [ "$i" -lt 30 ] && sleep "${TRAINSTACK_RETRY_SECONDS:-10}"
+  done
+  return 1
+}
+
+# a data or checkpoint disk the stack grew (ResizeDisk online) gets its filesystem grown, online
+grow_disks() {
+  local mnt
+  for mnt in "${DATA_DISK_MOUNT:-}" "${CHECKPOINT_DISK_MOUNT:-}"; do
+    [ -n "$mnt" ] && mountpoint -q "$mnt" || continue
+    resize2fs "$(findmnt -no SOURCE "$mnt")" >/dev/null 2>&1 || log "WARNING: cannot grow the filesystem at $mnt"
+  done
+}
 # shellcheck source=/dev/null
 load_job_env() { . "$ETC/job.env"; } # in a subshell only: the job's variables reach the job alone
 pip_install() { "$(command -v python || command -v python3)" -m pip install --index-url "$PIP_INDEX_URL" --trusted-host "$PIP_TRUSTED_HOST" "$@"; }
@@ -59,7 +110,7 @@ stop_billing() {
 
 # new or changed checkpoint files to OSS (the agent keeps a record and a lock in STATE)
 upload_checkpoints() {
-  [ "$CHECKPOINT_KIND" = oss ] && [ -n "$(ls -A "$CHECKPOINT_DIR" 2>/dev/null)" ] || return 0
+  [ "${CHECKPOINT_KIND:-}" = oss ] && [ -n "$(ls -A "$CHECKPOINT_DIR" 2>/dev/null)" ] || return 0
   oss "$OSS_ENDPOINT" upload-dir "$CHECKPOINT_DIR" "$OSS_CHECKPOINT_URI" --state "$STATE/ckpt-sync.json" \
     || log "WARNING: checkpoint upload to $OSS_CHECKPOINT_URI failed"
 }
@@ -69,6 +120,7 @@ upload_checkpoints() {
 ckpt_sync() {
   mkdir -p "$STATE"
   while :; do
+    load_settings || true # the current job settings: checkpoints may have moved to OSS or away from it
     upload_checkpoints
     if [ -e "$SPOT_MARKER" ]; then sleep 15; else sleep "$CKPT_SYNC_SECONDS"; fi
   done
@@ -246,6 +298,10 @@ main() {
     log "this spot instance is being reclaimed: not starting the job"
     exit 0
   fi
+  fetch_settings && load_settings || { log "FATAL: cannot read the job settings $JOB_SETTINGS_URI (or they do not match this instance's $JOB_SETTINGS_TAG tag)"; finish 15; }
+  mount_cpfs || { log "FATAL: cannot mount CPFS $CPFS_SOURCE at $CPFS_MOUNT"; finish 16; }
+  grow_disks
+  mkdir -p "$CHECKPOINT_DIR"
   if [ -n "$MAX_RUNTIME_SECONDS" ]; then # the clock starts at the first launch and survives reboots
     now=$(date +%s)
     [ -f "$STATE/deadline" ] || echo "$((now + MAX_RUNTIME_SECONDS))" >"$STATE/deadline"

@@ -13,6 +13,12 @@ before any Python environment of the job exists; only the ``oss`` commands impor
   (Alibaba's SDK from the VPC PyPI mirror: no internet egress) on the internal endpoint:
   ``download URI FILE``, ``download-dir URI DIR``, ``restore URI DIR --state F`` (into an
   empty DIR), ``upload-dir DIR URI --state F`` (new or changed files; never deletes).
+- ``oss ... job-settings URI DIR --rank N --tag TAG``: the job settings channel. Reads the SHA-256
+  the deployer tagged on this instance (ECS ListTagResources, signed with the RAM role: instance
+  tags are not in the metadata service), downloads the settings document from the stack bucket,
+  checks it against that digest (retrying while ``pulumi up`` is still writing either), and writes
+  this rank's files into DIR (only the fixed names ``JOB_SETTINGS_FILES``); unchanged settings are
+  not downloaded again.
 - ``signal-trainer SIG``: deliver a signal to the trainer recorded in a pid file: the
   checkpoint signal to its rank processes, SIGTERM/SIGINT to its launcher processes.
 - ``exec --region R --secret NAME=SECRET ... -- COMMAND``: read each job secret from KMS
@@ -24,6 +30,7 @@ before any Python environment of the job exists; only the ``oss`` commands impor
 
 import base64
 import calendar
+import re
 import fcntl
 import hashlib
 import hmac
@@ -352,6 +359,95 @@ def safe_extract(archive, dest):
 PART_SIZE = 64 << 20  # multipart above this; the SDK grows it past 10000 parts
 
 
+JOB_SETTINGS_KIND = "trainstack-job-settings"
+JOB_SETTINGS_FILES = ("settings.env", "job.env", "hostfile", "deepspeed-hostfile")
+#: settings.env and job.env may hold a code URI's credentials and the command line: root only
+PRIVATE_FILES = ("settings.env", "job.env")
+DIGEST_FILE = ".job-settings.sha256"
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def trusted_digest(tag, region=None, metadata=None):
+    """The SHA-256 the deployer tagged on this instance (``tag``), read with ListTagResources."""
+    md = metadata or Metadata()
+    instance_id = md.require("meta-data/instance-id")
+    region = region or md.require("meta-data/region-id")
+    endpoint = os.environ.get("TRAINSTACK_ECS_ENDPOINT") or "https://ecs-vpc.%s.aliyuncs.com" % region
+    answer = ecs_call("ListTagResources", {"RegionId": region, "ResourceType": "instance",
+                                           "ResourceId.1": instance_id, "Tag.1.Key": tag},
+                      md.ram_credentials(), endpoint)
+    for item in (answer.get("TagResources") or {}).get("TagResource") or []:
+        if item.get("TagKey") == tag and item.get("ResourceId", instance_id) == instance_id:
+            value = str(item.get("TagValue") or "").strip().lower()
+            if _SHA256.match(value):
+                return value
+            raise ValueError("the %s tag of %s is not a SHA-256: %r" % (tag, instance_id, value[:80]))
+    raise ValueError("instance %s has no %s tag" % (instance_id, tag))
+
+
+def _cached(dest):
+    try:
+        with open(os.path.join(dest, DIGEST_FILE)) as fh:
+            lines = fh.read().split()
+    except OSError:
+        return None, []
+    return (lines[0], lines[1:]) if lines else (None, [])
+
+
+def write_settings(doc, dest, rank, digest):
+    """This rank's files of a verified settings document into ``dest``; returns their names."""
+    if doc.get("kind") != JOB_SETTINGS_KIND or doc.get("schema_version") != 1:
+        raise ValueError("not a trainstack job settings document (schema 1)")
+    ranks = doc.get("ranks") or []
+    if not 0 <= rank < len(ranks):
+        raise ValueError("the job settings have %d node(s); this is node %d" % (len(ranks), rank))
+    files = dict(doc.get("shared") or {})
+    files.update(ranks[rank])
+    unknown = sorted(set(files) - set(JOB_SETTINGS_FILES))
+    if unknown or not all(isinstance(v, str) for v in files.values()):
+        raise ValueError("unexpected job settings files: %s" % (unknown or "non-text content"))
+    for name in JOB_SETTINGS_FILES:  # a file the new settings no longer have (a DeepSpeed hostfile)
+        if name not in files and os.path.exists(os.path.join(dest, name)):
+            os.remove(os.path.join(dest, name))
+    for name in sorted(files):
+        atomic_write(os.path.join(dest, name), files[name], 0o600 if name in PRIVATE_FILES else 0o644)
+    atomic_write(os.path.join(dest, DIGEST_FILE), "\n".join([digest] + sorted(files)) + "\n")
+    return sorted(files)
+
+
+def job_settings(store, uri, dest, rank, digest_source, attempts=None, delay=None):
+    """Bring this rank's job settings into ``dest``; 'unchanged' or 'updated'. The object and the tag
+    are written by the same `pulumi up` (object first), so a mismatch is retried for a while."""
+    attempts = attempts or int(os.environ.get("TRAINSTACK_SETTINGS_ATTEMPTS") or 30)
+    delay = float(os.environ.get("TRAINSTACK_RETRY_SECONDS") or 10) if delay is None else delay
+    bucket, key = split_uri(uri)
+    if not os.path.isdir(dest):
+        os.makedirs(dest)
+    why = "no attempt"
+    for attempt in range(1, attempts + 1):
+        try:
+            want = digest_source()
+            cached, names = _cached(dest)
+            if cached == want and names and all(os.path.exists(os.path.join(dest, n)) for n in names):
+                return "unchanged"
+            tmp = os.path.join(dest, ".job-settings.download")
+            store.get(bucket, key, tmp)
+            with open(tmp, "rb") as fh:
+                data = fh.read()
+            os.remove(tmp)
+            got = hashlib.sha256(data).hexdigest()
+            if got == want:
+                write_settings(json.loads(data.decode("utf-8")), dest, rank, got)
+                return "updated"
+            why = "the object's SHA-256 %s... is not the tag's %s..." % (got[:12], want[:12])
+        except (MetadataError, RuntimeError, URLError, OSError) as exc:
+            why = str(exc)
+        if attempt < attempts:
+            log("job settings, attempt %d/%d: %s" % (attempt, attempts, why))
+            time.sleep(delay)
+    raise ValueError("job settings %s: %s" % (uri, why))
+
+
 class StsCredentials(object):
     """The RAM role's credentials, read again every 5 minutes (the metadata service renews
     them long before they expire); thread-safe: the SDK signs from its transfer threads."""
@@ -495,20 +591,34 @@ def upload_dir(store, src, uri, state_path):
     return sent, same
 
 
-def oss_main(argv, store_factory=None):
+def _option(args, name):
+    """(value of ``name VALUE`` in args or None, args without it)."""
+    if name not in args:
+        return None, args
+    i = args.index(name)
+    if i + 1 >= len(args):
+        raise ValueError("%s needs a value" % name)
+    return args[i + 1], args[:i] + args[i + 2:]
+
+
+def oss_main(argv, store_factory=None, digest_source=None):
     """``oss --region R --endpoint E COMMAND ARGS``; ``store_factory(region, endpoint)``
     replaces the SDK in tests. One log line either way; 0 or 1."""
     try:
-        args, state = list(argv[5:]), None
-        if "--state" in args:
-            i = args.index("--state")
-            state, args = args[i + 1], args[:i] + args[i + 2:]
+        args = list(argv[5:])
+        state, args = _option(args, "--state")
+        rank, args = _option(args, "--rank")
+        tag, args = _option(args, "--tag")
         cmd = argv[4] if len(argv) > 4 and argv[0] == "--region" and argv[2] == "--endpoint" else None
-        if len(args) != 2 or cmd not in ("download", "download-dir", "restore", "upload-dir") or (
-                cmd in ("restore", "upload-dir")) != bool(state):
-            raise ValueError("usage: oss --region R --endpoint E COMMAND ARGS [--state F]")
+        if len(args) != 2 or cmd not in ("download", "download-dir", "restore", "upload-dir", "job-settings") or (
+                cmd in ("restore", "upload-dir")) != bool(state) or (cmd == "job-settings") != bool(rank and tag):
+            raise ValueError("usage: oss --region R --endpoint E COMMAND ARGS [--state F | --rank N --tag T]")
         store = (store_factory or (lambda r, e: SdkStore(r, e, StsCredentials())))(argv[1], argv[3])
-        if cmd == "download":
+        if cmd == "job-settings":
+            region = argv[1]
+            done = job_settings(store, args[0], args[1], int(rank),
+                                digest_source or (lambda: trusted_digest(tag, region)))
+        elif cmd == "download":
             bucket, key = split_uri(args[0])
             path = os.path.abspath(args[1])
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -643,12 +753,12 @@ def reap(root, timeout, poll=0.2):
     return len(left)
 
 
-def atomic_write(path, text):
+def atomic_write(path, text, mode=0o644):
     directory = os.path.dirname(path) or "."
     if not os.path.isdir(directory):
         os.makedirs(directory)
     tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w") as fh:
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w") as fh:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
