@@ -774,10 +774,22 @@ def trainstack_providers() -> dict[str, Any]:
     from trainstack.dlc_job import INPUT_KEYS, KIND, OUTPUT_KEYS
 
     dlc, cpfs = ROOT / "components" / "dlc.py", ROOT / "components" / "cpfs_export.py"
+    qp = ROOT / "components" / "queue_pairs.py"
+
+    def lookup_facts(path: Path) -> tuple[list[str], list[str], list[str]]:
+        """(replaced on, outputs, not compared) of a lookup provider whose diff names its inputs."""
+        text = path.read_text(encoding="utf-8")
+        replaces = re.search(r'for k in \(([^)]*)\) if olds', text)
+        props = re.search(r"props: dict\[str, Any\] = \{(.*?)\}\n", text, re.S)
+        keys = sorted(STRING.findall(replaces.group(1)))
+        every = set(re.findall(r'"(\w+)":', props.group(1)))
+        outputs = sorted(k for k in every if re.search(rf'"{k}": None', props.group(1)))
+        return keys, outputs, sorted(every - set(keys) - set(outputs))
+
+    cpfs_replace, _, _ = lookup_facts(cpfs)
     cpfs_text = cpfs.read_text(encoding="utf-8")
-    replaces = re.search(r'for k in \(([^)]*)\) if olds', cpfs_text)
     props = re.search(r"props: dict\[str, Any\] = \{(.*?)\}\n", cpfs_text, re.S)
-    cpfs_replace = sorted(STRING.findall(replaces.group(1)))
+    qp_replace, qp_outputs, qp_other = lookup_facts(qp)
     return {
         KIND: {"replace": sorted(INPUT_KEYS), "outputs": sorted(OUTPUT_KEYS), "not_compared": [],
                "delete_before_replace": True,
@@ -790,6 +802,12 @@ def trainstack_providers() -> dict[str, Any]:
             "delete_before_replace": False,
             "why": "a read-only lookup of the CPFS export's mount domain: only a different export is a new lookup",
             "source": _line_of(cpfs, r"def diff\(self")},
+        "ecs-queue-pairs": {
+            "replace": qp_replace, "outputs": qp_outputs, "not_compared": qp_other,
+            "delete_before_replace": False,
+            "why": "a read-only lookup of the type's queue pairs (DescribeInstanceTypes), kept in state: only another "
+                   "type or ERI count is a new lookup",
+            "source": _line_of(qp, r"def diff\(self")},
     }
 
 

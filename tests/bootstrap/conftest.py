@@ -35,6 +35,8 @@ class FakeCloud:
         self.gets: list[tuple[str, str | None]] = []
         self.ecs_calls: list[dict[str, str]] = []
         self.kms_calls: list[dict[str, str]] = []
+        self.tag_calls: list[dict[str, str]] = []
+        self.tags: dict[str, str] = {}  # this instance's tags (ListTagResources)
         self.secrets: dict[str, str] = {}  # KMS secret name -> value (GetSecretValue)
         self.routes: dict[str, list[tuple[int, str]]] = {
             "meta-data/instance-id": [(200, "i-wz9testinstance")],
@@ -105,7 +107,9 @@ class FakeCloud:
                 query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
                 signature = query.pop("Signature", "")
                 with cloud.lock:
-                    if query.get("Action") != "GetSecretValue":
+                    if query.get("Action") == "ListTagResources":
+                        cloud.tag_calls.append(dict(query, Signature=signature))
+                    elif query.get("Action") != "GetSecretValue":
                         cloud.ecs_calls.append(dict(query, Signature=signature))
                 if signature != Utils.get_rpcsignature(query, "GET", SECRET):
                     return self._send(400, json.dumps({"Code": "SignatureDoesNotMatch", "Message": "bad"}))
@@ -117,6 +121,11 @@ class FakeCloud:
                     return self._send(200, json.dumps({"RequestId": "REQ-K", "SecretName": query["SecretName"],
                                                        "SecretData": cloud.secrets[query["SecretName"]],
                                                        "SecretDataType": "text"}))
+                if query.get("Action") == "ListTagResources":
+                    with cloud.lock:
+                        items = [{"ResourceType": "instance", "ResourceId": query.get("ResourceId.1"), "TagKey": k,
+                                  "TagValue": v} for k, v in cloud.tags.items() if k == query.get("Tag.1.Key")]
+                    return self._send(200, json.dumps({"RequestId": "REQ-T", "TagResources": {"TagResource": items}}))
                 self._send(200, json.dumps({"RequestId": "REQ-1"}))
 
         return Handler
@@ -131,6 +140,20 @@ def fake_cloud():
     finally:
         cloud.server.shutdown()
         cloud.server.server_close()
+
+
+def publish_settings(plan, cloud: "FakeCloud", store_root: Path, **kwargs) -> str:
+    """What `pulumi up` does for the job settings channel: the document into the stack bucket (a
+    DirStore root) and its digest into this instance's tag. Returns the digest."""
+    from fake_oss import DirStore
+
+    from trainstack.bootstrap.render import JOB_SETTINGS_TAG, render_job_settings
+
+    settings = render_job_settings(plan, **kwargs)
+    oss = plan.storage.oss
+    DirStore(store_root).write(oss.bucket, oss.job_settings_key, settings.document.encode())
+    cloud.tags[JOB_SETTINGS_TAG] = settings.digest
+    return settings.digest
 
 
 def write_rendered(plan, directory: Path, node_rank: int = 0, **kwargs) -> dict[str, Path]:

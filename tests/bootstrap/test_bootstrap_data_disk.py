@@ -1,6 +1,7 @@
-"""The data-disk step of the rendered node setup, run for real in bash against stub disk tools:
-it waits (bounded) for a disk attached after boot, formats only a disk that blkid positively
-reports as empty, and never reformats data."""
+"""The disk steps of the rendered node setup, run for real in bash against stub disk tools:
+they wait (bounded) for a disk attached after boot, find a disk by its label once it has one (it
+may have grown), format only a disk that blkid positively reports as empty, never take a disk
+that carries another trainstack label, and never reformat data."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ printf "/dev/vda {40 * GIB} disk\\n/dev/nvme0n1 {300 * GIB} disk\\n"
 fs=${FAKE_FSTYPE-}; [ -f "$FAKE_DIR/formatted" ] && fs=ext4
 echo "blkid $*" >>"$FAKE_DIR/calls"
 case " $* " in
+  *" -L "*) [ -n "${FAKE_LABELLED-}" ] && { echo "$FAKE_LABELLED"; exit 0; }; exit 2 ;;
+  *" -s LABEL "*) [ -n "${FAKE_OTHER_LABEL-}" ] && echo "$FAKE_OTHER_LABEL"; exit 0 ;;
   *" -s UUID "*) echo 0f0e0d0c-1111-2222-3333-444455556666; exit 0 ;;
   *" -s TYPE "*) [ -n "$fs" ] && echo "$fs"; exit 0 ;;
 esac
@@ -38,11 +41,16 @@ exit "$FAKE_BLKID_RC"
 }
 
 
+BUCKET = OssPlan(bucket="b", internal_endpoint="oss-cn-shenzhen-internal.aliyuncs.com")
+
+
 def holds_checkpoints_plan(tmp_path):
+    """Checkpoints on their own ESSD (200 GiB), next to a 100 GiB data disk."""
     return single_gpu_lora_plan(storage=StoragePlan(
-        checkpoint="essd", checkpoint_path=str(tmp_path / "data" / "ckpt"),
-        data_disk=DataDiskPlan(size_gib=200, mount_path=str(tmp_path / "data"), holds_checkpoints=True,
-                               delete_with_instance=False)))
+        checkpoint="essd", checkpoint_path=str(tmp_path / "ckpt"), oss=BUCKET,
+        data_disk=DataDiskPlan(size_gib=100, mount_path=str(tmp_path / "data")),
+        checkpoint_disk=DataDiskPlan(size_gib=200, mount_path=str(tmp_path / "data"), holds_checkpoints=True,
+                                     label="trainstack-ckpt")))
 
 
 @pytest.fixture
@@ -56,7 +64,7 @@ def disk(tmp_path):
     plan = single_gpu_lora_plan(storage=StoragePlan(
         checkpoint="oss", checkpoint_path=str(tmp_path / "ckpt"),
         data_disk=DataDiskPlan(size_gib=200, mount_path=str(tmp_path / "data")),
-        oss=OssPlan(bucket="b", internal_endpoint="oss-cn-shenzhen-internal.aliyuncs.com")))
+        oss=BUCKET))
     setup = tmp_path / "node-setup.sh"
 
     def render(plan, options=None):
@@ -65,11 +73,11 @@ def disk(tmp_path):
 
     render(plan)
 
-    def run(blkid_rc: int, fstype: str = "", **extra: str) -> subprocess.CompletedProcess:
+    def run(blkid_rc: int, fstype: str = "", step: str = "setup_data_disk", **extra: str) -> subprocess.CompletedProcess:
         env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "TRAINSTACK_ETC": str(etc), "TRAINSTACK_FSTAB": str(tmp_path / "fstab"),
                "TRAINSTACK_STATE": str(tmp_path / "state"), "TRAINSTACK_RUN": str(tmp_path / "run"),
                "FAKE_DIR": str(fake), "FAKE_BLKID_RC": str(blkid_rc), "FAKE_FSTYPE": fstype, **extra}
-        return subprocess.run(["bash", "-c", 'source "$1"; setup_data_disk', "-", str(setup)],
+        return subprocess.run(["bash", "-c", f'source "$1"; {step}', "-", str(setup)],
                               capture_output=True, text=True, env=env, timeout=30)
 
     def calls() -> list[str]:
@@ -78,6 +86,7 @@ def disk(tmp_path):
 
     run.calls = calls
     run.render = render
+    run.plan = plan
     run.lsblk_calls = lambda: int((fake / "lsblk-calls").read_text())
     run.fstab = tmp_path / "fstab"
     run.mount_path = str(tmp_path / "data")
@@ -125,18 +134,35 @@ def test_the_rendered_step_has_no_other_path_to_mkfs():
 
 def test_a_checkpoint_disk_attached_after_boot_is_waited_for(disk, tmp_path):
     disk.render(holds_checkpoints_plan(tmp_path))
-    result = disk(blkid_rc=2, FAKE_ATTACH_AFTER="4", TRAINSTACK_DISK_POLL_SECONDS="0.05")
+    result = disk(blkid_rc=2, step="setup_checkpoint_disk", FAKE_ATTACH_AFTER="4", TRAINSTACK_DISK_POLL_SECONDS="0.05")
     assert result.returncode == 0, result.stderr
     assert disk.lsblk_calls() == 4, "looked again until the disk was attached"
-    assert result.stderr.count("waiting up to 900s for the 200 GiB data disk") == 1
-    assert "mkfs.ext4 -q -L trainstack-data /dev/vdb" in disk.calls()
+    assert result.stderr.count("waiting up to 900s for the 200 GiB checkpoint disk") == 1
+    assert "mkfs.ext4 -q -L trainstack-ckpt /dev/vdb" in disk.calls()
     assert f"mount -t ext4 /dev/vdb {disk.mount_path}" in disk.calls()
 
 
 def test_the_wait_for_the_data_disk_is_bounded(disk, tmp_path):
     disk.render(holds_checkpoints_plan(tmp_path), BootstrapOptions(data_disk_wait_seconds=1))
-    result = disk(blkid_rc=2, FAKE_ATTACH_AFTER="1000000", TRAINSTACK_DISK_POLL_SECONDS="0.1")
+    result = disk(blkid_rc=2, step="setup_checkpoint_disk", FAKE_ATTACH_AFTER="1000000",
+                  TRAINSTACK_DISK_POLL_SECONDS="0.1")
     assert result.returncode != 0
-    assert "FATAL: no 200 GiB data disk attached after 1s" in result.stderr
+    assert "FATAL: no 200 GiB checkpoint disk attached after 1s" in result.stderr
     assert 3 <= disk.lsblk_calls() <= 40
+    assert not [c for c in disk.calls() if c.startswith(("mkfs", "mount"))]
+
+
+def test_a_disk_with_its_label_is_found_by_label_whatever_its_size_now(disk):
+    """A disk the stack grew (ResizeDisk online) no longer has its planned size: its label finds it."""
+    result = disk(blkid_rc=0, fstype="ext4", FAKE_LABELLED="/dev/vdc")
+    assert result.returncode == 0, result.stderr
+    assert f"mount -t ext4 /dev/vdc {disk.mount_path}" in disk.calls()
+    assert not [c for c in disk.calls() if c.startswith("mkfs")]
+
+
+def test_a_disk_carrying_the_other_trainstack_label_is_never_taken(disk, tmp_path):
+    """The retained checkpoint disk (label trainstack-ckpt) has the data disk's size: it is skipped."""
+    disk.render(disk.plan, BootstrapOptions(data_disk_wait_seconds=1))
+    result = disk(blkid_rc=2, FAKE_OTHER_LABEL="trainstack-ckpt", TRAINSTACK_DISK_POLL_SECONDS="0.1")
+    assert result.returncode != 0 and "no 200 GiB data disk attached" in result.stderr
     assert not [c for c in disk.calls() if c.startswith(("mkfs", "mount"))]

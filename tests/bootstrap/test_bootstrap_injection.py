@@ -9,7 +9,10 @@ import pytest
 import yaml
 from plan_factory import single_gpu_lora_plan
 
+import json
+
 from trainstack.bootstrap import render_script, render_user_data
+from trainstack.bootstrap.render import render_job_settings
 from trainstack.launchers import LaunchError
 from trainstack.plan import DataDiskPlan, JobPlan, OssPlan, StoragePlan
 
@@ -50,20 +53,22 @@ def test_hostile_job_values_stay_literal_and_never_run(tmp_path):
     job = render_script(plan, "job.env")
     assert source_and_print(tmp_path, job, ['"${LAUNCH_ARGV[@]}"'])[-len(values) - 1:] == ["train.py", *values]
     assert source_and_print(tmp_path, job, [f'"$V{i}"' for i in range(len(values))]) == values
-    node = render_script(plan, "node.env")
-    got = source_and_print(tmp_path, node, ['"$CODE_URI"', '"$CHECKPOINT_DIR"', '"$DATA_DISK_MOUNT"',
-                                            '"$OSS_CHECKPOINT_URI"'])
-    assert got == [f"oss://bucket/code-{values[1]}.tar.gz", f"/mnt/ckpt {values[0]}", f"/mnt/data{values[2]}",
-                   f"oss://b/{values[3]}/"]
+    settings = render_script(plan, "settings.env")
+    got = source_and_print(tmp_path, settings, ['"$CODE_URI"', '"$CHECKPOINT_DIR"', '"$OSS_CHECKPOINT_URI"'])
+    assert got == [f"oss://bucket/code-{values[1]}.tar.gz", f"/mnt/ckpt {values[0]}", f"oss://b/{values[3]}/"]
+    assert source_and_print(tmp_path, render_script(plan, "node.env"), ['"$DATA_DISK_MOUNT"']) == \
+        [f"/mnt/data{values[2]}"]
     assert not (tmp_path / "pwned").exists()
 
 
-def test_hostile_values_survive_the_cloud_config_round_trip(tmp_path):
+def test_hostile_values_survive_the_cloud_config_and_job_settings_round_trips(tmp_path):
     plan, _ = hostile_plan(str(tmp_path / "pwned"))
     doc = yaml.safe_load(render_user_data(plan, 0))
     contents = {e["path"]: e["content"] for e in doc["write_files"] if "encoding" not in e}
-    assert contents["/etc/trainstack/job.env"] == render_script(plan, "job.env")
     assert contents["/etc/trainstack/node.env"] == render_script(plan, "node.env")
+    settings = json.loads(render_job_settings(plan).document)  # JSON carries the same bytes
+    assert settings["ranks"][0]["job.env"] == render_script(plan, "job.env")
+    assert settings["shared"]["settings.env"] == render_script(plan, "settings.env")
 
 
 def test_a_job_command_with_shell_syntax_is_not_evaluated(tmp_path):

@@ -60,12 +60,13 @@ def test_an_injection_profile_is_refused_or_runs_no_payload(path, tmp_path, laun
         assert "Traceback" not in refusal
         return
     assert refusal is None, refusal
-    plan = plan.model_copy(update={"storage": StoragePlan(checkpoint="essd", checkpoint_path=str(tmp_path / "ckpt"))})
+    plan = plan.model_copy(update={"storage": StoragePlan(checkpoint="essd", checkpoint_path=str(tmp_path / "ckpt"),
+                                                          oss=plan.storage.oss)})
     node = tmp_path / "sourced"
     node.mkdir()
     for f in render_files(plan, 0):
         (node / f.name).write_text(f.content)
-    script = ". ./node.env; [ -f nccl.env ] && . ./nccl.env; . ./job.env; printf '%s\\0' \"${LAUNCH_ARGV[@]}\""
+    script = ". ./node.env; . ./settings.env; [ -f nccl.env ] && . ./nccl.env; . ./job.env; printf '%s\\0' \"${LAUNCH_ARGV[@]}\""
     out = subprocess.run(["bash", "-c", script], cwd=node, capture_output=True, text=True, timeout=30,
                          env={"PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr

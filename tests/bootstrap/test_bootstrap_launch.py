@@ -14,7 +14,10 @@ import pytest
 from fake_oss import DirStore, oss_python_wrapper
 from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
 
+from conftest import publish_settings
+
 from trainstack.bootstrap import BootstrapOptions, render_files
+from trainstack.bootstrap.render import CHANNEL_FILES
 from trainstack.plan import JobPlan, OssPlan, StoragePlan
 
 FAST = BootstrapOptions(checkpoint_grace_seconds=1, kill_after_seconds=1, poweroff_fallback=False)
@@ -63,14 +66,23 @@ def launch(tmp_path, fake_cloud, rendered):
 
     def run(plan, rank=0, options=FAST, **env):
         kwargs = {"cpfs_mount_address": "cpfs-x.cn-shenzhen.cpfs.aliyuncs.com"} if plan.storage.cpfs else {}
-        files = rendered(plan, tmp_path / "node", rank, options=options, **kwargs)
+        publish = env.pop("PUBLISH", True)
+        kept = {n: (tmp_path / "node" / n).read_text() for n in CHANNEL_FILES if (tmp_path / "node" / n).exists()}
+        files = {k: v for k, v in rendered(plan, tmp_path / "node", rank, options=options, **kwargs).items()
+                 if k not in CHANNEL_FILES}  # these come from the job settings channel
+        for name in CHANNEL_FILES:  # what the node had (a later job start), never the render's copy
+            (tmp_path / "node" / name).unlink(missing_ok=True)
+            if name in kept and not publish:
+                (tmp_path / "node" / name).write_text(kept[name])
+        if publish:
+            publish_settings(plan, fake_cloud, tmp_path / "oss", options=options, **kwargs)
         # the launcher reads /etc/trainstack and /usr/local/lib/trainstack: point both at the render
         base = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", FAKE_LOG=str(tmp_path / "torchrun.log"),
                     TRAINSTACK_ETC=str(tmp_path / "node"), TRAINSTACK_LIB=str(tmp_path / "node"),
                     TRAINSTACK_STATE=str(tmp_path / "state"), TRAINSTACK_RUN=str(tmp_path / "run"),
                     TRAINSTACK_WORKDIR=str(tmp_path / "work"), TRAINSTACK_METADATA_URL=fake_cloud.url,
                     TRAINSTACK_ECS_ENDPOINT=fake_cloud.url, TRAINSTACK_KMS_ENDPOINT=fake_cloud.url,
-                    TRAINSTACK_RETRY_SECONDS="0",
+                    TRAINSTACK_RETRY_SECONDS="0", TRAINSTACK_SETTINGS_ATTEMPTS="2",
                     TRAINSTACK_RAM_ROLE_WAIT_SECONDS="0", TRAINSTACK_OSS_PYTHON=str(oss_python),
                     FAKE_OSS_ROOT=str(tmp_path / "oss"), FAKE_OSS_LOG=str(tmp_path / "oss.log"))
         return subprocess.run(["bash", str(files["trainstack-launch.sh"])], capture_output=True, text=True,
@@ -81,20 +93,28 @@ def launch(tmp_path, fake_cloud, rendered):
         return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
     def oss_calls():
+        """The OSS calls of code and checkpoints (the job settings channel's own are in settings_calls)."""
+        return [c for c in all_oss_calls() if not str(c.get("key", "")).startswith("job/")]
+
+    def all_oss_calls():
         log = tmp_path / "oss.log"
         return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
     run.events = events
     run.oss_calls = oss_calls
+    run.all_oss_calls = all_oss_calls
     run.oss = DirStore(tmp_path / "oss")
     run.cloud = fake_cloud
     run.state = tmp_path / "state"
     return run
 
 
+STACK_BUCKET = OssPlan(bucket="stack-bucket", internal_endpoint="oss-cn-shenzhen-internal.aliyuncs.com")
+
+
 def local_plan(base, tmp_path, **job):
     """A plan whose checkpoints live under tmp_path (the launcher creates nothing outside it)."""
-    return base(storage=StoragePlan(checkpoint="essd", checkpoint_path=str(tmp_path / "ckpt")),
+    return base(storage=StoragePlan(checkpoint="essd", checkpoint_path=str(tmp_path / "ckpt"), oss=STACK_BUCKET),
                 job=JobPlan(method="full", precision="bf16", **{"command": "python train.py", **job}))
 
 
@@ -154,7 +174,7 @@ def test_multi_gpu_runs_the_nccl_check_first_and_a_failure_stops_before_training
 
 def test_multi_node_rdma_falling_back_to_tcp_fails_the_check(launch, tmp_path):
     plan = multi_node_erdma_plan(nodes=3, profile={"job": {"code_uri": None}}).model_copy(update={"storage": StoragePlan(
-        checkpoint="essd", checkpoint_path=str(tmp_path / "ckpt"))})
+        checkpoint="essd", checkpoint_path=str(tmp_path / "ckpt"), oss=STACK_BUCKET)})
     result = launch(plan, rank=1, FAKE_NCCL_LOG="NCCL INFO NET/Socket : Using [0]eth0:10.0.0.11<0>")
     assert result.returncode == 10 and "fell back to TCP" in result.stderr
     check = launch.events()[0]
@@ -183,7 +203,8 @@ def test_stop_on_success_leaves_a_failed_node_running_for_debugging(launch, tmp_
 
 
 def test_a_failed_stop_falls_back_to_poweroff(launch, tmp_path):
-    launch.cloud.routes["meta-data/ram/security-credentials/"] = [(404, "")]
+    # the role answers once (the job settings are read at job start), then is gone for the stop
+    launch.cloud.routes["meta-data/ram/security-credentials/"] = [(200, "TrainstackNodeRole"), (404, "")]
     plan = local_plan(single_gpu_lora_plan, tmp_path)
     result = launch(plan, options=BootstrapOptions())
     assert result.returncode == 0
@@ -226,7 +247,9 @@ def test_systemctl_stop_forwards_sigterm_and_neither_finishes_the_job_nor_stops_
                FAKE_MODE="run-until-stopped", TRAINSTACK_ETC=str(tmp_path / "node"),
                TRAINSTACK_LIB=str(tmp_path / "node"), TRAINSTACK_STATE=str(launch.state),
                TRAINSTACK_RUN=str(tmp_path / "run"), TRAINSTACK_WORKDIR=str(tmp_path / "work"),
-               TRAINSTACK_METADATA_URL=launch.cloud.url, TRAINSTACK_ECS_ENDPOINT=launch.cloud.url)
+               TRAINSTACK_METADATA_URL=launch.cloud.url, TRAINSTACK_ECS_ENDPOINT=launch.cloud.url,
+               TRAINSTACK_OSS_PYTHON=str(tmp_path / "bin" / "oss-python"), FAKE_OSS_ROOT=str(tmp_path / "oss"),
+               FAKE_OSS_LOG=str(tmp_path / "oss.log"), TRAINSTACK_RETRY_SECONDS="0")
     proc = subprocess.Popen(["bash", str(tmp_path / "node" / "trainstack-launch.sh")], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -359,3 +382,38 @@ def test_the_sync_service_uploads_new_checkpoints_each_round(launch, tmp_path, w
     puts = [c["key"] for c in launch.oss_calls() if c["op"] == "put"]
     assert puts.count("run1/step-1.pt") == 1 and puts.count("run1/step-2.pt") == 1, puts
     assert not launch.events()[1:], "the sync mode never starts a trainer"
+
+
+def test_the_job_settings_come_from_the_channel_and_a_change_reaches_the_next_job_start(launch, tmp_path):
+    """Day two: the node reads job.env, settings.env and the hostfile from the stack bucket, checked
+    against the SHA-256 in its own tag; a new command reaches it at the next job start, unchanged
+    settings are not downloaded again."""
+    first = local_plan(single_gpu_lora_plan, tmp_path, command="python train.py --lr 1")
+    assert launch(first).returncode == 0
+    assert launch.events()[-1]["argv"][-2:] == ["--lr", "1"]
+    (tag,) = launch.cloud.tag_calls
+    assert (tag["Action"], tag["ResourceType"], tag["ResourceId.1"], tag["Tag.1.Key"]) == (
+        "ListTagResources", "instance", "i-wz9testinstance", "trainstack:job-settings")
+    gets = lambda: [c for c in launch.all_oss_calls() if c["op"] == "get" and c["key"] == "job/settings.json"]  # noqa: E731
+    assert len(gets()) == 1
+    (launch.state / "job-finished").unlink()
+    assert launch(first, PUBLISH=False).returncode == 0
+    assert len(gets()) == 1, "unchanged settings (same tag) are not downloaded again"
+    (launch.state / "job-finished").unlink()
+    second = local_plan(single_gpu_lora_plan, tmp_path, command="python train.py --lr 2")
+    assert launch(second).returncode == 0
+    assert launch.events()[-1]["argv"][-2:] == ["--lr", "2"] and len(gets()) == 2
+
+
+def test_settings_that_do_not_match_the_tag_are_refused_with_exit_15(launch, tmp_path):
+    plan = local_plan(single_gpu_lora_plan, tmp_path, command="python train.py")
+    launch.oss.write("stack-bucket", "job/settings.json", b'{"kind": "trainstack-job-settings"}')
+    launch.cloud.tags["trainstack:job-settings"] = "0" * 64
+    result = launch(plan, PUBLISH=False)
+    assert result.returncode == 15 and "do not match" in result.stderr
+    assert "is not the tag's 000000000000" in result.stderr
+    assert not launch.events(), "the trainer never started"
+    launch.cloud.tags.clear()
+    (launch.state / "job-finished").unlink()
+    result = launch(plan, PUBLISH=False)
+    assert result.returncode == 15 and "has no trainstack:job-settings tag" in result.stderr

@@ -5,6 +5,8 @@ gives back exactly that text and runs nothing. Text no shell can carry (NUL) is 
 
 from __future__ import annotations
 
+import json
+
 import os
 import shlex
 import subprocess
@@ -15,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from plan_factory import single_gpu_lora_plan
 
+from trainstack.bootstrap.render import render_job_settings
 from trainstack.bootstrap import render_files, render_user_data
 from trainstack.launchers import LaunchError
 from trainstack.plan import DataDiskPlan, JobPlan, JobSecretPlan, OssPlan, StoragePlan
@@ -43,7 +46,7 @@ def plan_with(words, env_value, uri_text, path_text, secret):
 def sourced(directory, files, expressions):
     for f in files:
         (directory / f.name).write_text(f.content, encoding="utf-8")
-    script = (". ./node.env; . ./job.env; for v in " + " ".join(expressions) + '; do printf "%s\\0" "$v"; done')
+    script = (". ./node.env; . ./settings.env; . ./job.env; for v in " + " ".join(expressions) + '; do printf "%s\\0" "$v"; done')
     out = subprocess.run(["bash", "-c", script], cwd=directory, capture_output=True, timeout=30,
                          env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"})
     assert out.returncode == 0, out.stderr
@@ -68,9 +71,11 @@ def test_every_field_that_reaches_the_node_comes_back_literally_and_runs_nothing
     assert got[-6:] == [env_value, f"MY_SECRET={secret}", f"oss://bucket/{uri_text}.tar.gz", f"/mnt/ckpt{path_text}",
                         f"/mnt/data{path_text}", f"oss://b/p{path_text}/"]
     assert not marker.exists()
-    doc = yaml.safe_load(render_user_data(plan, 0))  # and the cloud-config carries the same bytes
+    doc = yaml.safe_load(render_user_data(plan, 0))  # and the cloud-config and the channel carry the same bytes
     plain = {e["path"]: e["content"] for e in doc["write_files"] if "encoding" not in e}
-    assert plain["/etc/trainstack/job.env"] == next(f.content for f in files if f.name == "job.env")
+    assert plain["/etc/trainstack/node.env"] == next(f.content for f in files if f.name == "node.env")
+    channel = json.loads(render_job_settings(plan).document)
+    assert channel["ranks"][0]["job.env"] == next(f.content for f in files if f.name == "job.env")
 
 
 @pytest.mark.parametrize("field", ["command", "env"])

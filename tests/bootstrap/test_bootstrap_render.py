@@ -1,9 +1,13 @@
-"""What the bootstrap renders for each kind of plan (content per plan, determinism, format)."""
+"""What the bootstrap renders for each kind of plan (content per plan, determinism, format): the user
+data (node.env and the scripts: first boot only) and the job settings channel (settings.env, job.env,
+hostfile: one document for every rank, read at every job start)."""
 
 from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
+import json
 import math
 import re
 import subprocess
@@ -15,6 +19,7 @@ from plan_factory import dlc_plan, multi_node_erdma_plan, single_gpu_lora_plan, 
 from trainstack.bootstrap import (
     USER_DATA_LIMIT, BootstrapOptions, render_files, render_script, render_user_data,
 )
+from trainstack.bootstrap.render import CHANNEL_FILES, JOB_SETTINGS_KIND, render_job_settings
 from trainstack.plan import JobPlan, StoragePlan
 
 CPFS = "cpfs-0a1b2c.cn-shenzhen.cpfs.aliyuncs.com"
@@ -47,9 +52,11 @@ def test_single_gpu_plan_has_no_rdma_and_no_nccl_check():
     assert "erdma" not in everything and "nccl_ib" not in everything
     assert "/etc/trainstack/nccl.env" not in files and "/usr/local/lib/trainstack/nccl_check.py" not in files
     env = env_of(files["/etc/trainstack/node.env"])
-    assert (env["NNODES"], env["NPROC_PER_NODE"], env["NODE_RANK"]) == ("1", "1", "0")
+    assert env["NODE_RANK"] == "0" and "NNODES" not in env and "MASTER_ADDR" not in env
     assert env["RDMA"] == "none" and "MTU" not in env and "ERDMA_INSTALLER_URL" not in env
-    assert files["/etc/trainstack/hostfile"] == "10.0.0.10\n"
+    settings = env_of(render_script(plan, "settings.env"))
+    assert (settings["NNODES"], settings["NPROC_PER_NODE"]) == ("1", "1")
+    assert "/etc/trainstack/hostfile" not in files and render_script(plan, "hostfile") == "10.0.0.10\n"
     setup = files["/usr/local/sbin/trainstack-node-setup"]
     assert "setup_erdma" not in setup and "setup_mtu" not in setup
     assert "  setup_data_disk\n" in setup and "  setup_gpu_driver\n" in setup
@@ -57,15 +64,19 @@ def test_single_gpu_plan_has_no_rdma_and_no_nccl_check():
 
 def test_multi_node_erdma_plan_installs_erdma_sets_nccl_env_mtu_and_hostfile():
     plan = multi_node_erdma_plan(nodes=4)
-    files = written_files(render_user_data(plan, 2, cpfs_mount_address=CPFS))
+    files = written_files(render_user_data(plan, 2))
     env = env_of(files["/etc/trainstack/node.env"])
     assert env["ERDMA_INSTALLER_URL"] == "http://mirrors.cloud.aliyuncs.com/erdma/erdma_installer-1.4.5.tar.gz"
-    assert env["MTU"] == "8500" and env["RDMA"] == "erdma"
-    assert (env["NODE_RANK"], env["NNODES"], env["NPROC_PER_NODE"]) == ("2", "4", "8")
-    assert env["MASTER_ADDR"] == "10.0.0.10" and env["MASTER_PORT"] == "29500"
-    assert files["/etc/trainstack/hostfile"].splitlines() == ["10.0.0.10", "10.0.0.11", "10.0.0.12", "10.0.0.13"]
+    # ebmgn7ex: no sourced jumbo-frame support, so the eRDMA MTU without jumbo frames [ERDMA-GPU]
+    assert env["MTU"] == "1400" and env["RDMA"] == "erdma" and not plan.network.jumbo_frames
+    assert env["NODE_RANK"] == "2" and env["MASTER_PORT"] == "29500"
+    settings = env_of(render_script(plan, "settings.env", 2, CPFS))
+    assert (settings["NNODES"], settings["NPROC_PER_NODE"], settings["MASTER_ADDR"]) == ("4", "8", "10.0.0.10")
+    assert render_script(plan, "hostfile", 2, CPFS).splitlines() == ["10.0.0.10", "10.0.0.11", "10.0.0.12",
+                                                                     "10.0.0.13"]
     setup = files["/usr/local/sbin/trainstack-node-setup"]
-    for step in ("setup_data_disk", "setup_cpfs", "setup_gpu_driver", "setup_erdma", "setup_mtu", "setup_python"):
+    for step in ("setup_data_disk", "setup_nfs_client", "setup_gpu_driver", "setup_erdma", "setup_mtu",
+                 "setup_python"):
         assert f"  {step}\n" in setup
     assert setup.index("  setup_gpu_driver\n") < setup.index("  setup_erdma\n") < setup.index("  setup_mtu\n")
     assert "./install.sh --batch" in setup and "ibv_devices" in setup
@@ -78,7 +89,7 @@ def test_multi_node_erdma_plan_installs_erdma_sets_nccl_env_mtu_and_hostfile():
 
 def test_every_rank_agrees_on_the_rendezvous_master():
     plan = multi_node_erdma_plan(nodes=3)
-    masters = {env_of(render_script(plan, "node.env", rank, CPFS))["MASTER_ADDR"] for rank in range(3)}
+    masters = {env_of(render_script(plan, "settings.env", rank, CPFS))["MASTER_ADDR"] for rank in range(3)}
     assert masters == {plan.node_private_ips()[0]}
 
 
@@ -89,16 +100,19 @@ def test_mtu_is_left_alone_unless_the_plan_asks_for_jumbo_frames():
     assert "setup_mtu" not in render_script(plain, "node-setup.sh", 0, CPFS)
 
 
-def test_cpfs_is_mounted_from_the_protocol_mount_target():
+def test_cpfs_is_mounted_from_the_protocol_mount_target_named_by_the_job_settings():
     plan = multi_node_erdma_plan()
-    env = env_of(render_script(plan, "node.env", 0, CPFS))
+    env = env_of(render_script(plan, "settings.env", 0, CPFS))
     assert env["CPFS_SOURCE"] == f"{CPFS}:/share" and env["CPFS_MOUNT"] == "/mnt/cpfs"
-    env = env_of(render_script(plan, "node.env", 0, f"{CPFS}:/share/job1/"))
+    env = env_of(render_script(plan, "settings.env", 0, f"{CPFS}:/share/job1/"))
     assert env["CPFS_SOURCE"] == f"{CPFS}:/share/job1/"
+    assert CPFS not in render_user_data(plan, 0)  # the address never reaches user data
     with pytest.raises(ValueError, match="cpfs_mount_address"):
-        render_user_data(plan, 0)
+        render_job_settings(plan)
     with pytest.raises(ValueError, match="cpfs_mount_address"):
-        render_user_data(plan, 0, cpfs_mount_address="host; reboot")
+        render_job_settings(plan, cpfs_mount_address="host; reboot")
+    launch = render_script(plan, "trainstack-launch.sh")
+    assert "mount_cpfs ||" in launch and 'mount -t nfs -o "$CPFS_OPTIONS" "$CPFS_SOURCE"' in launch
 
 
 def test_spot_plan_runs_the_watcher_and_on_demand_plans_do_not():
@@ -106,8 +120,8 @@ def test_spot_plan_runs_the_watcher_and_on_demand_plans_do_not():
     paths = {e["path"] for e in user_data["write_files"]}
     assert {"/usr/local/lib/trainstack/spot-watcher.py",
             "/etc/systemd/system/trainstack-spot-watcher.service"} <= paths
-    assert ["systemctl", "start", "--no-block", "trainstack-job.service", "trainstack-spot-watcher.service",
-            "trainstack-ckpt-sync.service"] in user_data["runcmd"]
+    assert ["systemctl", "start", "--no-block", "trainstack-job.service", "trainstack-ckpt-sync.service",
+            "trainstack-spot-watcher.service"] in user_data["runcmd"]
     unit = render_script(spot_plan(), "trainstack-spot-watcher.service")
     assert "TRAINSTACK_SPOT_POLL_SECONDS=5" in unit and "TRAINSTACK_CHECKPOINT_SIGNAL=USR1" in unit
     for plan, kw in ((single_gpu_lora_plan(), {}), (multi_node_erdma_plan(), {"cpfs_mount_address": CPFS})):
@@ -115,15 +129,20 @@ def test_spot_plan_runs_the_watcher_and_on_demand_plans_do_not():
         assert "spot-watcher" not in text and "spot" not in " ".join(map(str, yaml.safe_load(text)["runcmd"]))
 
 
-def test_oss_checkpoints_get_the_sync_service_and_cpfs_checkpoints_do_not():
-    env = env_of(render_script(single_gpu_lora_plan(), "node.env"))
+def test_every_node_runs_the_sync_service_which_follows_the_job_settings():
+    """Checkpoints may move to OSS (or away) with a later profile change: the sync service runs on
+    every node and reads the current settings each round (OSS_CHECKPOINT_URI empty: it idles)."""
+    env = env_of(render_script(single_gpu_lora_plan(), "settings.env"))
     assert env["OSS_CHECKPOINT_URI"] == f"oss://{single_gpu_lora_plan().storage.oss.bucket}/checkpoints/"
-    assert env["OSS_ENDPOINT"] == "oss-cn-shenzhen-internal.aliyuncs.com"
+    assert env_of(render_script(single_gpu_lora_plan(), "node.env"))["OSS_ENDPOINT"] == \
+        "oss-cn-shenzhen-internal.aliyuncs.com"
     assert "  setup_oss\n" in render_script(single_gpu_lora_plan(), "node-setup.sh")
+    assert env_of(render_script(multi_node_erdma_plan(), "settings.env", 0, CPFS))["OSS_CHECKPOINT_URI"] == ""
     names = {f.name for f in render_files(multi_node_erdma_plan(), 0, CPFS)}
-    assert "trainstack-ckpt-sync.service" not in names
+    assert "trainstack-ckpt-sync.service" in names
     unit = render_script(single_gpu_lora_plan(), "trainstack-ckpt-sync.service")
     assert "ExecStart=/usr/local/bin/trainstack-launch --ckpt-sync" in unit
+    assert "load_settings || true" in render_script(single_gpu_lora_plan(), "trainstack-launch.sh")
 
 
 def urls_in(text: str) -> set[str]:
@@ -135,7 +154,8 @@ def test_oss_needs_no_internet_egress():
     fetches comes from inside the VPC (PyPI mirror, internal OSS endpoint, metadata, ECS VPC API)."""
     plan = single_gpu_lora_plan(job=JobPlan(command="python train.py", method="lora", precision="bf16",
                                             code_uri="oss://code-bucket/jobs/code.tar.gz"))
-    files = written_files(render_user_data(plan, 0))
+    files = {**written_files(render_user_data(plan, 0)),
+             **{f.path: f.content for f in render_files(plan, 0) if f.channel}}
     everything = "\n".join(files.values())
     assert "ossutil" not in everything and "alicdn" not in everything and "gosspublic" not in everything
     assert urls_in(everything) == {"http://mirrors.cloud.aliyuncs.com/pypi/simple/", "http://100.100.100.200",
@@ -144,9 +164,11 @@ def test_oss_needs_no_internet_egress():
     assert env["OSS_SDK_SPEC"] == "alibabacloud-oss-v2==1.4.1"
     assert env["OSS_VENV"] == "/opt/trainstack/oss-venv"
     assert env["PIP_INDEX_URL"] == "http://mirrors.cloud.aliyuncs.com/pypi/simple/"
-    assert env["CODE_OSS_ENDPOINT"] == env["OSS_ENDPOINT"] == "oss-cn-shenzhen-internal.aliyuncs.com"
-    assert env["CODE_URI"] == "oss://code-bucket/jobs/code.tar.gz"
-    assert env["OSS_CHECKPOINT_URI"] == f"oss://{single_gpu_lora_plan().storage.oss.bucket}/checkpoints/"
+    settings = env_of(files["/etc/trainstack/settings.env"])
+    assert settings["CODE_OSS_ENDPOINT"] == env["OSS_ENDPOINT"] == "oss-cn-shenzhen-internal.aliyuncs.com"
+    assert settings["CODE_URI"] == "oss://code-bucket/jobs/code.tar.gz"
+    assert settings["OSS_CHECKPOINT_URI"] == f"oss://{single_gpu_lora_plan().storage.oss.bucket}/checkpoints/"
+    assert env["JOB_SETTINGS_URI"] == f"oss://{plan.storage.oss.bucket}/job/settings.json"
     setup = files["/usr/local/sbin/trainstack-node-setup"]
     assert setup.index("  setup_python\n") < setup.index("  setup_oss\n"), "the SDK venv uses setup's Python"
     assert '"$OSS_VENV/bin/pip" install --quiet --index-url "$PIP_INDEX_URL"' in setup
@@ -154,13 +176,13 @@ def test_oss_needs_no_internet_egress():
     assert "OSS SDK" in unit
 
 
-def test_plans_without_oss_install_no_oss_sdk():
+def test_every_node_installs_the_oss_sdk_the_job_settings_channel_needs():
     plan = single_gpu_lora_plan(profile={"storage": {"checkpoint": "essd"}, "job": {"code_uri": None}})
-    names = {f.name for f in render_files(plan, 0)}
-    assert "trainstack-ckpt-sync.service" not in names
     env = env_of(render_script(plan, "node.env"))
-    assert "OSS_SDK_SPEC" not in env and "setup_oss" not in render_script(plan, "node-setup.sh")
+    assert env["OSS_SDK_SPEC"] == "alibabacloud-oss-v2==1.4.1" and "  setup_oss\n" in render_script(plan, "node-setup.sh")
     assert env["DATA_DISK_WAIT_SECONDS"] == "900"
+    assert (env["DATA_DISK_LABEL"], env["CHECKPOINT_DISK_LABEL"]) == ("trainstack-data", "trainstack-ckpt")
+    assert env["CHECKPOINT_DISK_MOUNT"] == "/mnt/checkpoints" == plan.storage.checkpoint_path
     options = BootstrapOptions(data_disk_wait_seconds=60, oss_sdk_spec="alibabacloud-oss-v2==1.5.0")
     assert env_of(render_script(plan, "node.env", options=options))["DATA_DISK_WAIT_SECONDS"] == "60"
     assert env_of(render_script(single_gpu_lora_plan(), "node.env", options=options))["OSS_SDK_SPEC"] == \
@@ -182,61 +204,76 @@ def test_job_settings_and_max_runtime():
     plan = single_gpu_lora_plan(job=JobPlan(command="torchrun --nproc-per-node 1 --max-restarts 3 train.py --lr 1e-4",
                                             method="lora", precision="bf16", max_runtime_hours=1.5,
                                             env={"HF_HOME": "/mnt/data/hf"}))
-    env = env_of(render_script(plan, "node.env"))
+    env = env_of(render_script(plan, "settings.env"))
     assert env["MAX_RUNTIME_SECONDS"] == str(math.ceil(1.5 * 3600)) and env["LAUNCHER"] == "torchrun"
     job = render_script(plan, "job.env")
     assert ("LAUNCH_ARGV=(torchrun --nnodes 1 --nproc-per-node 1 --node-rank 0 --master-addr 10.0.0.10 "
             "--master-port 29500 --rdzv-conf timeout=1800 --max-restarts 3 train.py --lr 1e-4)") in job
     assert "nproc" not in "".join(line for line in job.splitlines() if line.startswith("#"))  # no comment echoes it
     assert env_of(job)["HF_HOME"] == "/mnt/data/hf"
-    assert env_of(render_script(single_gpu_lora_plan(), "node.env"))["MAX_RUNTIME_SECONDS"] == ""
+    assert env_of(render_script(single_gpu_lora_plan(), "settings.env"))["MAX_RUNTIME_SECONDS"] == ""
 
 
 def test_nproc_per_node_defaults_to_the_gpus_of_a_node():
     plan = spot_plan(job=JobPlan(command="python train.py", method="full", precision="bf16"))
-    assert env_of(render_script(plan, "node.env"))["NPROC_PER_NODE"] == "4"
+    assert env_of(render_script(plan, "settings.env"))["NPROC_PER_NODE"] == "4"
 
 
 def test_user_data_is_a_deterministic_cloud_config_within_the_ecs_limit():
     for plan, kw in ((single_gpu_lora_plan(), {}), (spot_plan(), {}),
                      (multi_node_erdma_plan(nodes=8), {"cpfs_mount_address": CPFS})):
-        first = render_user_data(plan, 0, **kw)
-        assert first == render_user_data(plan, 0, **kw)
+        first = render_user_data(plan, 0)
+        assert first == render_user_data(plan, 0)
         assert first.startswith("#cloud-config\n")
         assert len(first.encode()) <= USER_DATA_LIMIT
         files = written_files(first)
-        assert files == {f.path: f.content for f in render_files(plan, 0, **kw)}
+        assert files == {f.path: f.content for f in render_files(plan, 0, **kw) if not f.channel}
         runcmd = yaml.safe_load(first)["runcmd"]
         assert runcmd[0] == ["systemctl", "daemon-reload"]
         assert "trainstack-setup.service" in runcmd[1]
 
 
-def test_a_large_clusters_hostfile_travels_packed_and_the_largest_plan_fits():
-    """The hostfile is the one part that grows with the cluster: past ~45 nodes it travels
-    gz+b64 too. The largest plan the bootstrap serves (512 spot nodes with eRDMA, code and
-    checkpoints on OSS, a data disk, a deadline and job env) stays within ECS's limit."""
-    small = yaml.safe_load(render_user_data(multi_node_erdma_plan(nodes=4), 0, cpfs_mount_address=CPFS))
-    (entry,) = [e for e in small["write_files"] if e["path"] == "/etc/trainstack/hostfile"]
-    assert "encoding" not in entry and entry["content"].startswith("10.0.0.10\n")
+def test_user_data_does_not_grow_with_the_cluster_and_the_largest_plan_fits():
+    """Nothing in the user data depends on the node count (the hostfile and the topology travel
+    through the job settings channel), so adding a node changes no running node's user data; the
+    largest plan the bootstrap serves (512 spot nodes with eRDMA, code and checkpoints on OSS, a
+    data disk, a deadline and job env) stays within ECS's limit."""
+    small = render_user_data(multi_node_erdma_plan(nodes=4), 0)
+    assert small == render_user_data(multi_node_erdma_plan(nodes=5), 0)
     plan = multi_node_erdma_plan(nodes=512, profile={
         "resources": {"spot": "require"}, "storage": {"checkpoint": "oss"},
         "job": {"command": "torchrun train.py --zero 3 --config conf/70b.yaml", "max_runtime_hours": 24,
                 "env": {"WANDB_MODE": "offline", "HF_HOME": "/mnt/data/hf"}}})
     assert plan.spot and plan.nodes == 512 and plan.network.rdma == "erdma"
     text = render_user_data(plan, 511)
-    (entry,) = [e for e in yaml.safe_load(text)["write_files"] if e["path"] == "/etc/trainstack/hostfile"]
-    assert entry["encoding"] == "gz+b64"
-    assert written_files(text)["/etc/trainstack/hostfile"].splitlines() == plan.node_private_ips()
+    assert "/etc/trainstack/hostfile" not in written_files(text)
     assert len(text.encode()) <= USER_DATA_LIMIT - 768, f"{len(text.encode())} bytes leave too little room"
+    doc = json.loads(render_job_settings(plan).document)
+    assert doc["shared"]["hostfile"].splitlines() == plan.node_private_ips() and len(doc["ranks"]) == 512
 
 
 def test_ranks_differ_only_in_their_rank():
     plan = multi_node_erdma_plan(nodes=3)
-    a, b = (written_files(render_user_data(plan, r, cpfs_mount_address=CPFS)) for r in (0, 1))
+    a, b = (written_files(render_user_data(plan, r)) for r in (0, 1))
     differing = {path for path in a if a[path] != b[path]}
-    # job.env holds the launch command, which carries the node's rank
-    assert differing == {"/etc/trainstack/node.env", "/etc/trainstack/job.env",
-                         "/etc/systemd/system/trainstack-job.service"}
+    assert differing == {"/etc/trainstack/node.env", "/etc/systemd/system/trainstack-job.service"}
+    doc = json.loads(render_job_settings(plan, CPFS).document)
+    # job.env holds the launch command, which carries the node's rank; the rest is shared
+    assert set(doc["shared"]) == {"settings.env", "hostfile"} and all(set(r) == {"job.env"} for r in doc["ranks"])
+    assert doc["ranks"][0]["job.env"] != doc["ranks"][1]["job.env"]
+
+
+def test_the_job_settings_document_is_deterministic_and_its_digest_is_its_sha256():
+    plan = multi_node_erdma_plan(nodes=3)
+    one, two = render_job_settings(plan, CPFS), render_job_settings(plan, CPFS)
+    assert one == two and one.digest == hashlib.sha256(one.document.encode()).hexdigest()
+    doc = json.loads(one.document)
+    assert (doc["kind"], doc["schema_version"], doc["nodes"]) == (JOB_SETTINGS_KIND, 1, 3)
+    files = {**doc["shared"], **doc["ranks"][2]}
+    assert set(files) <= set(CHANNEL_FILES)
+    assert files == {f.name: f.content for f in render_files(plan, 2, CPFS) if f.channel}
+    changed = render_job_settings(multi_node_erdma_plan(nodes=3, profile={"job": {"env": {"X": "1"}}}), CPFS)
+    assert changed.digest != one.digest
 
 
 def test_options_change_versions_and_are_validated():
@@ -258,7 +295,7 @@ def test_plans_the_bootstrap_cannot_serve_are_refused():
     with pytest.raises(ValueError, match="node_rank"):
         render_user_data(single_gpu_lora_plan(), 1)
     no_bucket = single_gpu_lora_plan(storage=StoragePlan(checkpoint="oss", checkpoint_path="/mnt/c"))
-    with pytest.raises(ValueError, match="OSS bucket"):
+    with pytest.raises(ValueError, match="stack bucket"):
         render_user_data(no_bucket, 0)
     with pytest.raises(KeyError):
         render_script(single_gpu_lora_plan(), "spot-watcher.py")

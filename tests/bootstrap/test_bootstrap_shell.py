@@ -13,9 +13,10 @@ import pytest
 from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan, spot_pool_plan
 
 from trainstack.bootstrap import BootstrapOptions, render_files
-from trainstack.plan import DataDiskPlan, JobPlan, StoragePlan
+from trainstack.plan import DataDiskPlan, JobPlan, OssPlan, StoragePlan
 
 CPFS = "cpfs-0a1b2c.cn-shenzhen.cpfs.aliyuncs.com"
+BUCKET = OssPlan(bucket="stack-bucket", internal_endpoint="oss-cn-shenzhen-internal.aliyuncs.com")
 
 
 def shellcheck_binary() -> Path:
@@ -43,12 +44,14 @@ SAMPLES = {
         job=JobPlan(command="NCCL_DEBUG=WARN torchrun --max-restarts 1 train.py", method="lora",
                     precision="bf16", code_uri="https://github.com/example/train.git#v1", max_runtime_hours=2,
                     env={"WANDB_MODE": "offline"}),
-        storage=StoragePlan(checkpoint="essd", checkpoint_path="/mnt/data/ckpt")), 0, {}),
+        storage=StoragePlan(checkpoint="essd", checkpoint_path="/mnt/data/ckpt", oss=BUCKET)), 0, {}),
     "oss-archive-code-essd-checkpoint-disk": (single_gpu_lora_plan(
         job=JobPlan(command="python train.py", method="lora", precision="bf16",
                     code_uri="oss://code-bucket/jobs/code.tar.gz"),
-        storage=StoragePlan(checkpoint="essd", checkpoint_path="/mnt/data/ckpt",
-                            data_disk=DataDiskPlan(size_gib=200, holds_checkpoints=True))), 0, {}),
+        storage=StoragePlan(checkpoint="essd", checkpoint_path="/mnt/checkpoints", oss=BUCKET,
+                            data_disk=DataDiskPlan(size_gib=200),
+                            checkpoint_disk=DataDiskPlan(size_gib=300, holds_checkpoints=True,
+                                                         mount_path="/mnt/checkpoints", label="trainstack-ckpt"))), 0, {}),
     "oss-code-baked-driver": (spot_plan(
         job=JobPlan(command="bash run.sh", method="full", precision="bf16", code_uri="oss://b/code/"),
         image=spot_plan().image.model_copy(update={"auto_install_driver": False})), 0,

@@ -247,9 +247,9 @@ class _Node:
         client, the OSS SDK) is installed on every node, so a running node can follow the change."""
         p, steps = self.plan, []
         if p.storage.data_disk:
-            steps.append(_Step("10-data-disk.sh", "setup_data_disk", "data disk"))
+            steps.append(_Step("10-data-disk.sh 11-data-disk.sh", "setup_data_disk", "data disk"))
         if p.storage.checkpoint_disk:
-            steps.append(_Step("10-data-disk.sh", "setup_checkpoint_disk", "checkpoint disk"))
+            steps.append(_Step("10-data-disk.sh 12-checkpoint-disk.sh", "setup_checkpoint_disk", "checkpoint disk"))
         steps.append(_Step("20-cpfs.sh", "setup_nfs_client", "NFS client"))
         steps.append(_Step("30-gpu-driver.sh", "setup_gpu_driver", "GPU driver"))
         if p.network.rdma == "erdma":
@@ -352,7 +352,8 @@ class _Node:
 
     def node_setup(self) -> str:
         steps = self.steps()
-        body = "".join(_template(f"setup/{s.fragment}") for s in steps)
+        fragments = dict.fromkeys(f for s in steps for f in s.fragment.split())  # each once, in order
+        body = "".join(_template(f"setup/{f}") for f in fragments)
         main = _fill(_template("setup/99-main.sh"), STEPS="\n".join(f"  {s.function}" for s in steps))
         return _template("setup/00-common.sh") + body + main
 
@@ -470,7 +471,8 @@ def render_script(plan: Plan, name: str, node_rank: int = 0, cpfs_mount_address:
                   options: Optional[BootstrapOptions] = None) -> str:
     """One rendered file by name (``node-setup.sh``, ``trainstack-launch.sh``, ``spot-watcher.py``,
     ``node.env``, ``trainstack-job.service``, ...); KeyError when this plan does not have it."""
-    for f in render_files(plan, node_rank, cpfs_mount_address, options):
+    node = _Node(plan, node_rank, cpfs_mount_address, options or BootstrapOptions())
+    for f in node.files(channel=name in CHANNEL_FILES):
         if f.name == name:
             return f.content
     raise KeyError(f"{name!r} is not part of this plan's bootstrap")

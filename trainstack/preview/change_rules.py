@@ -10,6 +10,13 @@ A change is, in this order:
    stores the new value without an API call). A hand-checked effect marks in-place updates that
    stop, restart or wipe a running node.
 Facts come only through :mod:`trainstack.catalog.provider_facts`.
+
+Each verdict also says when the change reaches a running job (:func:`takes_effect`): ``now`` (the
+API call changes the cloud), ``replace`` (a new resource), ``next_job_start`` (the job settings
+channel, a node's job-settings tag, a disk that grows online: the launcher reads, verifies and
+applies them when the job next starts), ``new_nodes_only`` (what only a node created later gets:
+a changed scaling configuration, changes the program ignores on running nodes), ``never``
+(stored without an API call) or ``unknown``.
 """
 
 from __future__ import annotations
@@ -22,6 +29,17 @@ from typing import Any, Literal, Optional
 from trainstack.catalog.provider_facts import Effect, ProviderFacts, ResourceFacts, normalize
 
 DYNAMIC = "pulumi-python:dynamic:Resource"
+INSTANCE = "alicloud:ecs/instance:Instance"
+BUCKET_OBJECT = "alicloud:oss/bucketObject:BucketObject"
+DISKS = frozenset({"alicloud:ecs/ecsDisk:EcsDisk", "alicloud:ecs/disk:Disk"})
+NODE_TEMPLATES = frozenset({"alicloud:ess/scalingConfiguration:ScalingConfiguration"})
+#: The job settings channel (trainstack.bootstrap.render; the key of OssPlan.job_settings_key) and the
+#: node tag that carries its digest (trainstack.tags.JOB_SETTINGS).
+JOB_SETTINGS_PREFIX = "job/"
+JOB_SETTINGS_TAG_PATH = "tags.trainstack:job-settings"
+WHEN = {"now": "now", "replace": "when the resource is replaced",
+        "next_job_start": "at the next job start (the launcher reads and verifies the job settings)",
+        "new_nodes_only": "only on nodes created later", "never": "never (stored only)", "unknown": "unknown"}
 #: Effects that interrupt a running node (``next_instance_only`` does not: it is worth saying, not alarming).
 DISRUPTIVE_EFFECTS = frozenset({"restart", "stop", "wipe", "detach"})
 Action = Literal["replace", "update", "no-api-call", "unknown"]
@@ -139,6 +157,33 @@ def _dynamic(facts: ProviderFacts, entry: dict, path: str) -> Verdict:
         return Verdict("replace", f"{dyn.why} ({dyn.source})", sources=(dyn.source,))
     return Verdict("no-api-call", f"the {kind} provider's diff does not compare `{top}` ({dyn.source})",
                    sources=(dyn.source,))
+
+
+def is_job_settings(entry: dict) -> bool:
+    return entry["type"] == BUCKET_OBJECT and str((entry.get("inputs") or {}).get("key", "")).startswith(
+        JOB_SETTINGS_PREFIX)
+
+
+def takes_effect(entry: dict, path: str, verdict: Verdict) -> str:
+    """When a judged change reaches the running job (see the module docstring)."""
+    if verdict.replace:
+        return "replace"
+    if verdict.action in ("never", "no-api-call"):
+        return "never"
+    if verdict.action == "unknown":
+        return "unknown"
+    if verdict.effect == "next_instance_only" or entry["type"] in NODE_TEMPLATES:
+        return "new_nodes_only"
+    if is_job_settings(entry) or (entry["type"] == INSTANCE and path == JOB_SETTINGS_TAG_PATH):
+        return "next_job_start"
+    if entry["type"] in DISKS and normalize(path) == "size":
+        return "next_job_start"  # ResizeDisk online now; the launcher grows the filesystem at the next job start
+    return "now"
+
+
+def ignored_takes_effect(entry: dict) -> str:
+    """A change the program's ignore_changes skip: a node created later gets it (a running one never)."""
+    return "new_nodes_only" if entry["type"] == INSTANCE else "never"
 
 
 def effect_label(e: Effect) -> str:

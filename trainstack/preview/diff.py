@@ -16,7 +16,9 @@ from typing import Any, Iterator, Optional
 
 from trainstack.catalog.provider_facts import ProviderFacts, load_provider_facts
 
-from .change_rules import DYNAMIC, effect_label, judge, matches, replace_effects
+from .change_rules import (
+    DYNAMIC, effect_label, ignored_takes_effect, is_job_settings, judge, matches, replace_effects, takes_effect,
+)
 from .sources import PLAN_SCHEMA_VERSION
 
 DIFF_SCHEMA_VERSION = 2
@@ -99,9 +101,12 @@ def changed_resource(facts: ProviderFacts, base: dict, head: dict, provider_inpu
     dyn = facts.dynamic((head.get("inputs") or {}).get("kind")) if head["type"] == DYNAMIC else None
     if dyn is not None:
         dbr = dyn.delete_before_replace or bool(dbr)
+    if is_job_settings(head) and replace is False:
+        reasons.append("the job settings channel: running nodes read the new settings at their next job start "
+                       "(`systemctl restart trainstack-job` or a reboot); a running trainer is not touched")
     entry = dict(_ident(head), node=is_node(head), replace=replace,
                  delete_before_replace=(dbr if replace else False),
-                 disruptive=any(c["disruptive"] for c in changes) or bool(reasons),
+                 disruptive=any(c["disruptive"] for c in changes) or (replace and bool(reasons)),
                  unknown=any(c["action"] == "unknown" for c in changes), changes=changes, lifecycle=opts)
     collisions = held_value_collisions(facts, base, head) if replace and not dbr else []
     for key, value in (("reasons", reasons), ("collisions", collisions), ("lifecycle_changes", lifecycle_changes)):
@@ -117,10 +122,12 @@ def judged_changes(facts: ProviderFacts, base: dict, head: dict, opts: dict,
     for c in input_changes(base, head):
         pattern = next((p for p in opts["ignore_changes"] or [] if matches(p, c["path"])), None)
         if pattern is not None:
-            ignored.append(dict(c, reason=f"the program lists `{pattern}` in ignore_changes"))
+            ignored.append(dict(c, reason=f"the program lists `{pattern}` in ignore_changes",
+                                takes_effect=ignored_takes_effect(head)))
             continue
         v = judge(facts, head, c["path"], provider_inputs)
-        change = dict(c, replace=v.replace, disruptive=v.disruptive, action=v.action, reason=v.reason)
+        change = dict(c, replace=v.replace, disruptive=v.disruptive, action=v.action, reason=v.reason,
+                      takes_effect=takes_effect(head, c["path"], v))
         if v.effect:
             change["effect"] = v.effect
         if v.diff_suppress:

@@ -15,6 +15,7 @@ import json
 import re
 from typing import Any, Optional
 
+from .change_rules import WHEN
 from .render import md_escape, money, num
 from .values import public
 
@@ -146,6 +147,9 @@ def _brief_change(c: dict) -> str:
 
 def _change_text(c: dict) -> str:
     text = f"{_code(c['path'])}: {_code(c['before'])} → {_code(c['after'])}"
+    when = c.get("takes_effect")
+    if when in ("next_job_start", "new_nodes_only"):
+        text += f" *takes effect {WHEN[when]}*"
     if c.get("replace"):
         return text + f" **forces replacement** ({md_escape(c['reason'])})"
     if c.get("disruptive"):
@@ -217,10 +221,11 @@ def _profile_rows(d: dict) -> list[str]:
 
 
 def _ignored_rows(d: dict) -> list[str]:
-    out = ["| Resource | Input | Before | After |", "|---|---|---|---|"]
+    out = ["| Resource | Input | Before | After | Takes effect |", "|---|---|---|---|---|"]
     for x in d["resources"].get("ignored", []):
         for c in x["changes"]:
-            out.append(f"| `{md_escape(x['name'])}` | {_code(c['path'])} | {_code(c['before'])} | {_code(c['after'])} |")
+            out.append(f"| `{md_escape(x['name'])}` | {_code(c['path'])} | {_code(c['before'])} | {_code(c['after'])} "
+                       f"| {WHEN.get(c.get('takes_effect', 'never'), 'never')} |")
     return out
 
 

@@ -90,7 +90,7 @@ mount_cpfs() {
 grow_disks() {
   local mnt
   for mnt in "${DATA_DISK_MOUNT:-}" "${CHECKPOINT_DISK_MOUNT:-}"; do
-    [ -n "$mnt" ] && mountpoint -q "$mnt" || continue
+    if [ -z "$mnt" ] || ! mountpoint -q "$mnt"; then continue; fi
     resize2fs "$(findmnt -no SOURCE "$mnt")" >/dev/null 2>&1 || log "WARNING: cannot grow the filesystem at $mnt"
   done
 }
@@ -298,7 +298,10 @@ main() {
     log "this spot instance is being reclaimed: not starting the job"
     exit 0
   fi
-  fetch_settings && load_settings || { log "FATAL: cannot read the job settings $JOB_SETTINGS_URI (or they do not match this instance's $JOB_SETTINGS_TAG tag)"; finish 15; }
+  if ! fetch_settings || ! load_settings; then
+    log "FATAL: cannot read the job settings $JOB_SETTINGS_URI (or they do not match this instance's $JOB_SETTINGS_TAG tag)"
+    finish 15
+  fi
   mount_cpfs || { log "FATAL: cannot mount CPFS $CPFS_SOURCE at $CPFS_MOUNT"; finish 16; }
   grow_disks
   mkdir -p "$CHECKPOINT_DIR"

@@ -72,6 +72,3 @@ setup_disk() {
   mount -t "$fstype" "$dev" "$mnt"
   log "$what $dev mounted at $mnt"
 }
-
-setup_data_disk() { setup_disk "$DATA_DISK_MOUNT" "$DATA_DISK_LABEL" "$DATA_DISK_GIB" "data disk"; }
-setup_checkpoint_disk() { setup_disk "$CHECKPOINT_DISK_MOUNT" "$CHECKPOINT_DISK_LABEL" "$CHECKPOINT_DISK_GIB" "checkpoint disk"; }
