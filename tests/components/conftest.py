@@ -22,6 +22,9 @@ ZONES = ["cn-shenzhen-e", "cn-shenzhen-f"]
 CPFS_ZONES = ["cn-shenzhen-f"]
 IMAGE_ID = "m-wz9mockimage0000001"
 CPFS_DOMAIN = "cpfs-0123abcd-mock.cn-shenzhen.cpfs.aliyuncs.com"
+ACCOUNT_ID = "1234567890123456"
+#: what DescribeInstanceTypes QueuePairNumber answers in these tests (QueuePairsPerEri)
+QUEUE_PAIRS = 64
 
 
 @dataclass
@@ -37,6 +40,7 @@ class Registration:
     dependencies: list[str]
     ignore_changes: list[str]
     inputs: dict[str, Any]
+    delete_before_replace: bool = False
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
@@ -73,6 +77,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             state["exportId"] = f"exp-{args.name}"
         elif args.typ == "pulumi-python:dynamic:Resource" and state.get("kind") == "cpfs-export-address":
             state["domain"] = self.cpfs_domain
+        elif args.typ == "pulumi-python:dynamic:Resource" and state.get("kind") == "ecs-queue-pairs":
+            state.update(max=QUEUE_PAIRS, per_eri=QUEUE_PAIRS // int(state["eris"]))
         return rid, state
 
     def call(self, args: pulumi.runtime.MockCallArgs):
@@ -82,6 +88,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             return {"ids": list(self.zones), "zones": [{"id": z} for z in self.zones]}
         if args.token == "alicloud:nas/getZones:getZones":
             return {"zones": [{"zoneId": z} for z in self.cpfs_zones]}
+        if args.token == "alicloud:index/getCallerIdentity:getCallerIdentity":
+            return {"accountId": ACCOUNT_ID, "id": ACCOUNT_ID, "identityType": "Account"}
         if args.token == "alicloud:ecs/getImages:getImages":
             return {"ids": list(self.images),
                     "images": [{"id": i, "imageId": i, "name": f"{args.args.get('imageFamily')}-{i}"}
@@ -102,7 +110,8 @@ class RecordingMonitor(MockMonitor):
                 custom=bool(request.custom), protect=bool(request.protect),
                 retain_on_delete=bool(request.retainOnDelete), provider=request.provider,
                 dependencies=list(request.dependencies), ignore_changes=list(request.ignoreChanges),
-                inputs=rpc.deserialize_properties(request.object)))
+                inputs=rpc.deserialize_properties(request.object),
+                delete_before_replace=bool(request.deleteBeforeReplace)))
         return response
 
 
