@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from .dlc_specs import DlcFacts, dlc_facts, load_dlc_facts
 from .limits import ServiceLimit, ServiceLimits, load_limits, service_limits
-from .loader import Catalog, CatalogError, is_mainland_china, load_catalog
+from .errors import CatalogError
+from .loader import Catalog, is_mainland_china, load_catalog
 from .models import (
     GpuModel,
     InstanceFamily,

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .loader import DATA_DIR, CatalogError, _read_yaml
+from .loader import DATA_DIR, CatalogError, read_data_yaml
 
 DLC_FILE = "dlc_specs.yaml"
 
@@ -206,12 +206,12 @@ class DlcFacts(_Frozen):
 
 def load_dlc_facts(data_dir: Path = DATA_DIR) -> DlcFacts:
     """Read ``dlc_specs.yaml`` and check its source tags and preset references."""
-    raw: Any = _read_yaml(data_dir / DLC_FILE)
+    raw: Any = read_data_yaml(data_dir / DLC_FILE)
     try:
         facts = DlcFacts.model_validate(raw)
     except ValidationError as exc:
         raise CatalogError(f"{DLC_FILE}: {exc}") from None
-    tags = {row["tag"] for row in _read_yaml(data_dir / "sources.yaml") or []}
+    tags = {row["tag"] for row in read_data_yaml(data_dir / "sources.yaml") or []}
     errors = [f"{DLC_FILE} cites unknown source {t!r}" for t in sorted(facts.cited_tags() - tags)]
     presets = {p.name for p in facts.nccl_presets}
     errors += [f"{DLC_FILE}: {s.name} names unknown NCCL preset {s.nccl_preset!r}"

@@ -13,7 +13,8 @@ from typing import Any, Iterable, Optional
 import yaml
 from pydantic import ValidationError
 
-from ..errors import InputError, Problem, TrainstackError, did_you_mean
+from ..errors import InputError, Problem, did_you_mean
+from .errors import CatalogError
 from .models import (
     GpuModel,
     InstanceFamily,
@@ -23,14 +24,11 @@ from .models import (
     ResolvedInstance,
     SourceRef,
 )
+from .overlay import OverlayError, apply_overlays, read_overlays
 
 DATA_DIR = Path(__file__).parent / "data"
 #: Environment variable pointing at another overlay directory (tests, forks).
 OVERLAY_DIR_ENV = "TRAINSTACK_CATALOG_OVERLAYS"
-
-
-class CatalogError(TrainstackError):
-    """The catalog data itself is inconsistent (a bug in data files, exit 2)."""
 
 
 def is_mainland_china(region: str) -> bool:
@@ -38,7 +36,7 @@ def is_mainland_china(region: str) -> bool:
     return region.startswith("cn-") and region != "cn-hongkong"
 
 
-def _read_yaml(path: Path) -> Any:
+def read_data_yaml(path: Path) -> Any:
     with path.open(encoding="utf-8") as fh:
         return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe loaders
 
@@ -342,7 +340,7 @@ def _supplementary_prices(data_dir: Path, known: set[tuple[str, str]]) -> list[R
     if not path.exists():
         return []
     rows = []
-    for block in _read_yaml(path) or []:
+    for block in read_data_yaml(path) or []:
         for name, price in block["on_demand_cny_per_hour"].items():
             if (block["region"], name) not in known:
                 rows.append(RegionPrice(region=block["region"], instance_type=name, on_demand_cny_per_hour=price,
@@ -354,7 +352,6 @@ def _overlay_records(directory: Path) -> list[dict[str, Any]]:
     """Validated refresh overlays; a broken file is an InputError naming it (exit 2)."""
     if not directory.is_dir() or not any(directory.glob("*.json")):
         return []
-    from .overlay import OverlayError, read_overlays  # local: only refreshed catalogs need it
 
     try:
         return read_overlays(directory)
@@ -366,20 +363,18 @@ def _overlay_records(directory: Path) -> list[dict[str, Any]]:
 
 def build_catalog(data_dir: Path = DATA_DIR, overlays: Optional[list[dict[str, Any]]] = None) -> Catalog:
     """Read every data file and build a validated :class:`Catalog` (uncached)."""
-    sources = _parse(SourceRef, _read_yaml(data_dir / "sources.yaml"), "sources.yaml")
-    gpus = _parse(GpuModel, _read_yaml(data_dir / "gpus.yaml"), "gpus.yaml")
-    fam_doc = _read_yaml(data_dir / "families.yaml")
+    sources = _parse(SourceRef, read_data_yaml(data_dir / "sources.yaml"), "sources.yaml")
+    gpus = _parse(GpuModel, read_data_yaml(data_dir / "gpus.yaml"), "gpus.yaml")
+    fam_doc = read_data_yaml(data_dir / "families.yaml")
     families = _parse(InstanceFamily, fam_doc["families"], "families.yaml")
     excluded = dict(fam_doc.get("excluded_families") or {})
-    types = _parse(InstanceType, _read_yaml(data_dir / "instance_types.yaml"), "instance_types.yaml")
-    settings = _read_yaml(data_dir / "settings.yaml")
+    types = _parse(InstanceType, read_data_yaml(data_dir / "instance_types.yaml"), "instance_types.yaml")
+    settings = read_data_yaml(data_dir / "settings.yaml")
     by_name = {t.name: t for t in types}
     prices = _snapshot_prices(settings["price_snapshot"], by_name, frozenset(excluded), data_dir)
     prices += _supplementary_prices(data_dir, {(p.region, p.instance_type) for p in prices})
     records = _overlay_records(overlay_dir()) if overlays is None else overlays
     if records:
-        from .overlay import apply_overlays  # local: only refreshed catalogs need it
-
         families, types, prices = apply_overlays(records, families, types, prices)
     return Catalog(sources=sources, gpus=gpus, families=families, instance_types=types,
                    prices=prices, settings=settings, excluded_families=excluded, overlays=records)

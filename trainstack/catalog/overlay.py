@@ -52,6 +52,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from .errors import CatalogError
 from .models import GpuModel, InstanceFamily, InstanceType, RegionPrice
 
 SCHEMA_VERSION = 1
@@ -389,11 +390,9 @@ def apply_overlays(records: Iterable[dict[str, Any]], families: list[InstanceFam
                    ) -> tuple[list[InstanceFamily], list[InstanceType], list[RegionPrice]]:
     """Merge refresh overlays into the curated records (see the module doc for the rules).
 
-    Raises :class:`trainstack.catalog.loader.CatalogError` (exit 2) naming the file when an
+    Raises :class:`trainstack.catalog.errors.CatalogError` (exit 2) naming the file when an
     overlay is invalid. Overlays are applied oldest first; for one region the newest wins.
     """
-    from .loader import CatalogError
-
     records = list(records)
     problems = []
     for rec in records:

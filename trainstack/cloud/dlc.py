@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from ..errors import CloudApiError
 from .credentials import sdk_config
-from .errors import ApiErrorInfo, _clean, fix_for, is_not_found
+from .errors import ApiErrorInfo, clean_field, fix_for, is_not_found
 
 
 def default_client(region: str) -> Any:
@@ -53,9 +53,9 @@ class DlcApiError(CloudApiError):
 
 def job_reason(body: Any) -> str:
     """A job's ``ReasonCode: ReasonMessage`` (empty when it has none)."""
-    code, message = _clean(getattr(body, "reason_code", None)), _clean(getattr(body, "reason_message", None))
+    code, message = clean_field(getattr(body, "reason_code", None)), clean_field(getattr(body, "reason_message", None))
     return ": ".join(p for p in (code, message) if p)
 
 
 def job_status(body: Any) -> str:
-    return _clean(getattr(body, "status", None)) or ""
+    return clean_field(getattr(body, "status", None)) or ""

@@ -16,7 +16,7 @@ from ..errors import CloudApiError
 from .credentials import CREDENTIALS_FIX
 
 
-def _clean(value: Any) -> Optional[str]:
+def clean_field(value: Any) -> Optional[str]:
     """The SDKs format missing fields as the string 'None'."""
     if value is None:
         return None
@@ -42,14 +42,14 @@ class ApiErrorInfo:
         inner = getattr(exc, "inner_exception", None)
         if inner is not None and getattr(inner, "code", None) is None and inner is not exc:
             return cls._from_cause(inner)
-        code = _clean(getattr(exc, "code", None))
+        code = clean_field(getattr(exc, "code", None))
         if code is None and not hasattr(exc, "code"):
             return cls._from_cause(exc)
         data = getattr(exc, "data", None)
         data = data if isinstance(data, dict) else {}
         status = getattr(exc, "status_code", None) or getattr(exc, "statusCode", None) or data.get("statusCode")
-        request_id = _clean(getattr(exc, "request_id", None)) or _clean(data.get("RequestId") or data.get("requestId"))
-        message = _clean(getattr(exc, "message", None)) or _clean(data.get("Message") or data.get("message")) or ""
+        request_id = clean_field(getattr(exc, "request_id", None)) or clean_field(data.get("RequestId") or data.get("requestId"))
+        message = clean_field(getattr(exc, "message", None)) or clean_field(data.get("Message") or data.get("message")) or ""
         m = re.fullmatch(r"code: \d+, (.*?)(?: request id: \S*)?", message, re.S)
         if m:
             message = m.group(1)

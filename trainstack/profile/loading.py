@@ -16,7 +16,7 @@ from ..models import preset_names
 from ..errors import InputError, Problem
 from ..secrets import find_secrets
 from .model import TrainingProfile
-from .problems import _dedupe, _problem_from
+from .problems import dedupe, problem_from
 from .yamlfile import read_yaml_document
 
 
@@ -44,8 +44,8 @@ def parse_profile(doc: Any, file: Optional[str] = None, base_dir: Optional[Path]
     try:
         profile = TrainingProfile.model_validate(doc, context={"profile_dir": base_dir})
     except ValidationError as exc:
-        problems = secret_problems + [_problem_from(e, doc, file) for e in exc.errors()]
-        raise InputError(f"{file or 'profile'}: {len(problems)} problem(s)", problems=_dedupe(problems)) from None
+        problems = secret_problems + [problem_from(e, doc, file) for e in exc.errors()]
+        raise InputError(f"{file or 'profile'}: {len(problems)} problem(s)", problems=dedupe(problems)) from None
     except (RecursionError, OverflowError) as exc:
         raise InputError(f"{file or 'profile'}: unusable value ({type(exc).__name__})",
                          problems=[Problem(path="", message=f"unusable value: {exc}", file=file)]) from None

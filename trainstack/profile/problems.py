@@ -12,7 +12,7 @@ from ..errors import Problem, did_you_mean
 from .model import TrainingProfile
 
 
-def _dedupe(problems: list[Problem]) -> list[Problem]:
+def dedupe(problems: list[Problem]) -> list[Problem]:
     seen, out = set(), []
     for p in problems:
         key = (p.path, p.message)
@@ -92,7 +92,7 @@ def _document_loc(raw: tuple, doc: Any) -> tuple:
     return tuple(out)
 
 
-def _problem_from(err: dict, doc: dict, file: Optional[str]) -> Problem:
+def problem_from(err: dict, doc: dict, file: Optional[str]) -> Problem:
     loc = _document_loc(tuple(err["loc"]), doc)
     path = ".".join(str(p) for p in loc)
     typ = err["type"]
