@@ -38,10 +38,15 @@ def profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem
     unknown region; a GPU model no sold type carries, unknown or known only for estimates, e.g. H800:
     "not sold on Alibaba ECS"; an instance type the catalog lacks) and what no plan could launch
     (``job.command``; ``job.secrets`` on a DLC job)."""
+    from .bootstrap.locations import classify_code_uri
     from .launchers import check_command
     from .launchers.dlc import secrets_problems
 
     problems = check_command(profile.job.command, None)
+    try:
+        classify_code_uri(profile.job.code_uri)
+    except ValueError as exc:
+        problems.append(Problem(path="job.code_uri", message=str(exc)))
     if profile.resources.target == "dlc":
         problems += secrets_problems(profile.job.secrets)
     if profile.region not in catalog.regions():
@@ -178,7 +183,12 @@ def _launch(plan: Plan) -> list[Optional[Problem]]:
     from .bootstrap import check_job
     from .launchers.dlc import dlc_job_problems
 
-    return list(dlc_job_problems(plan) if plan.target == "dlc" else check_job(plan))
+    if plan.target == "dlc":
+        return list(dlc_job_problems(plan))
+    try:
+        return list(check_job(plan))
+    except ValueError as exc:  # what the node bootstrap refuses outright (a bad code_uri, a name)
+        return [Problem(path="job", message=bootstrap_message(plan, 0, exc))]
 
 
 def _dlc(plan: Plan) -> list[Optional[Problem]]:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, 
 
 from ..models import Architecture, HfConfigError, derive_architecture, find_preset, load_hf_config
 
-DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
+DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?\Z")  # \Z: "$" would accept a trailing newline
 SCHEMA_URL_COMMENT = "# yaml-language-server: $schema=../../profile.schema.json"
 class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
