@@ -10,9 +10,9 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-import yaml
 from pydantic import ValidationError
 
+from ..datafile import load_data_yaml
 from ..errors import InputError, Problem, did_you_mean
 from .errors import CatalogError
 from .models import (
@@ -37,8 +37,7 @@ def is_mainland_china(region: str) -> bool:
 
 
 def read_data_yaml(path: Path) -> Any:
-    with path.open(encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe loaders
+    return load_data_yaml(path)
 
 
 def overlay_dir() -> Path:
