@@ -34,7 +34,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
-from trainstack.catalog import Catalog, load_catalog
+from trainstack.catalog import TRAINING_RDMA, Catalog, load_catalog
 from trainstack.errors import TrainstackError
 from trainstack.plan import ESSD_MIN_GIB
 
@@ -74,7 +74,7 @@ DEFAULT_ENFORCEMENT: dict[str, EnforcementLevel] = {
 }
 
 DEFAULT_REQUIRED_TAGS = [P.NAME_TAG]
-RDMA_KINDS = ("erdma", "roce")
+RDMA_KINDS = TRAINING_RDMA
 
 
 def catalog() -> Catalog:

@@ -20,6 +20,8 @@ UsableBasis = Literal["torch-total", "nvidia-smi-less-allowance", "assumed"]
 
 #: Interconnects on which multi-GPU training within one node is allowed.
 TRAINING_INTERCONNECTS = ("nvlink", "nvswitch")
+#: Node networks over which several nodes may train together (RDMA; kernel TCP never).
+TRAINING_RDMA = ("erdma", "roce")
 
 
 class _Frozen(BaseModel):

@@ -11,15 +11,14 @@ import math
 from typing import Any, Optional
 
 from ..catalog import Catalog, GpuModel, load_catalog
-from ..catalog.models import TRAINING_INTERCONNECTS
+from ..catalog.models import TRAINING_INTERCONNECTS, TRAINING_RDMA
 from ..errors import InputError, Problem
 from ..profile import TrainingProfile, load_profile
 from ..rules import check_profile
 from ..sizing import Estimate, GpuHourPrice, estimate, fit_suggestions, gpu_hour_price
-from ..sizing.estimate import min_margin_gib
-from ..sizing.estimate import NodeLayout
-from ..sizing.memory import COMPONENTS, PHASE_LABELS
 from ..sizing import constants as K
+from ..sizing.estimate import NodeLayout, min_margin_gib
+from ..sizing.memory import COMPONENTS, PHASE_LABELS
 from ..textable import render_table
 
 
@@ -105,7 +104,7 @@ def node_layout(catalog: Catalog, gpu: GpuModel, count: int, region: Optional[st
     lay = _node_layout(catalog, gpu, count, region)
     if network_gbps is None or count <= 1:
         return lay
-    network = lay.network if lay.network in ("erdma", "roce") else "roce"
+    network = lay.network if lay.network in TRAINING_RDMA else "roce"
     return lay.model_copy(update={"network_gbps": network_gbps, "network": network,
                                   "label": (lay.label or "") + f"; node network {network_gbps:g} Gbit/s per node "
                                                                "(--network-gbps, what-if)"})
@@ -126,7 +125,7 @@ def _node_layout(catalog: Catalog, gpu: GpuModel, count: int, region: Optional[s
 
     best = max(nodes, key=lambda i: (usable(i), i.gpu_count, i.type.rdma_bandwidth_gbps or 0, i.rdma != "none"))
     per_node = min(count, best.gpu_count)
-    rdma = best.rdma if best.rdma in ("erdma", "roce") else "tcp"
+    rdma = best.rdma if best.rdma in TRAINING_RDMA else "tcp"
     gbps = best.type.rdma_bandwidth_gbps if rdma != "tcp" else best.type.network_bandwidth_gbps
     return NodeLayout(gpus_per_node=per_node, interconnect=best.interconnect, network=rdma,
                       network_gbps=gbps, label=f"{count} x {gpu.name} laid out as {math.ceil(count / per_node)} "

@@ -7,7 +7,7 @@ import math
 from typing import Optional
 
 from ..catalog.limits import service_limits
-from ..catalog.models import ResolvedInstance
+from ..catalog.models import TRAINING_RDMA, ResolvedInstance
 from ..errors import InputError
 from ..plan import DEPLOYMENT_SET_MAX, NetworkPlan, Plan
 from ..profile import TrainingProfile
@@ -28,7 +28,7 @@ def plan_network(profile: TrainingProfile, inst: Optional[ResolvedInstance], nod
     rdma, eri, mtu, env = "none", 0, 1500, {}
     dset, groups = None, 0
     if inst is not None and nodes > 1:
-        rdma = inst.rdma if inst.rdma in ("erdma", "roce") else "none"
+        rdma = inst.rdma if inst.rdma in TRAINING_RDMA else "none"
         if rdma == "erdma":
             eri = max(1, inst.type.eri_count or 1)
             mtu = 8500

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Literal, Optional
 
 from .. import sizing
-from ..catalog import Catalog, PriceQuote, ResolvedInstance
+from ..catalog import TRAINING_RDMA, Catalog, PriceQuote, ResolvedInstance
 from ..plan import Candidate, Plan, Rejection
 from ..profile import TrainingProfile
 from ..reasons import Reason, ReasonCode, reason
@@ -36,7 +36,7 @@ SPOT_RESTART_ALLOWANCE = 1.15
 #: Without ``training.tokens`` the time objective ranks by hours per this many tokens.
 TIME_REFERENCE_TOKENS = 1e9
 #: RDMA kinds over which several nodes may train together.
-RDMA_KINDS = ("erdma", "roce")
+RDMA_KINDS = TRAINING_RDMA
 
 
 @dataclass

@@ -22,6 +22,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Callable, Optional, Sequence
 
+from ..dlc_job import KIND as DLC_KIND
+
 FAKE_IMAGE_ID = "m-offline-preview"
 DYNAMIC = "pulumi-python:dynamic:Resource"
 FAKE_IMAGE_NAME = "offline preview: not a real image (looked up by family at deploy time)"
@@ -139,6 +141,6 @@ class OfflineCloud:
         kind = inputs.get("kind")
         if kind == "cpfs-export-address":  # the NFS domain is read from the NAS API at deploy time
             return {"domain": f"{inputs.get('export_id')}.{self.region}.cpfs.offline-preview.invalid"}
-        if kind == "pai-dlc-job":
+        if kind == DLC_KIND:
             return {"job_id": f"dlc-offline{_digest(rid)}", "status": "offline preview"}
         return {}

@@ -16,12 +16,12 @@ from typing import Any, Iterator, Optional
 
 from trainstack.catalog.provider_facts import ProviderFacts, load_provider_facts
 
+from ..dlc_job import KIND as DLC_KIND
 from .change_rules import DYNAMIC, effect_label, judge, matches, replace_effects
 from .sources import PLAN_SCHEMA_VERSION
 
 DIFF_SCHEMA_VERSION = 2
 INSTANCE = "alicloud:ecs/instance:Instance"
-DLC_KIND = "pai-dlc-job"
 #: Resources that are (or run) GPU nodes: their replacements and disruptions lead the PR comment.
 NODE_TYPES = frozenset({INSTANCE, "alicloud:ess/scalingGroup:ScalingGroup",
                         "alicloud:ess/scalingConfiguration:ScalingConfiguration"})

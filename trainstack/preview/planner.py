@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ..dlc_job import KIND as DLC_KIND
 from ..errors import InputError, TrainstackError
 from ..plan import Plan
 from ..stack_config import plan_for_config
@@ -24,7 +25,6 @@ from .values import public, reveal, shorten
 
 #: ``run_policies(resources, config) -> verdicts`` (policies/runner.py)
 PolicyRunner = Callable[[list, Optional[dict]], list]
-DLC_KIND = "pai-dlc-job"
 
 
 def plan_source(source: Source, project: Project, *, policy_runner: Optional[PolicyRunner] = None,
