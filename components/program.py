@@ -4,12 +4,8 @@
 :func:`build` (a Plan in, the stack and its exports out) or :func:`run_program` with an injected
 ``plan_loader``.
 
-Stack config (``stacks/Pulumi.<stack>.yaml``):
-- ``trainstack:profile`` (required): profile path, relative to ``stacks/`` or absolute.
-- ``trainstack:zone`` (optional): pin the zone (overrides the profile's ``zone``).
-- ``trainstack:autoReleaseAt`` (optional): hard deadline, UTC ``YYYY-MM-DDTHH:MM:SSZ``; ECS
-  releases the nodes then (checkpoint storage is separate and survives).
-- ``alicloud:region`` (optional): must equal the profile's region if set.
+The stack config keys and their rules are in :mod:`trainstack.stack_config` (pure, shared with
+``trainstack validate --stack`` and the offline plan).
 """
 
 from __future__ import annotations
