@@ -35,6 +35,7 @@ from pulumi_policy import (
 from pulumi_policy.proxy import UnknownValueError
 
 from trainstack.catalog import TRAINING_RDMA, Catalog, load_catalog
+from trainstack.cidrs import ssh_source_problem
 from trainstack.errors import TrainstackError
 from trainstack.plan import ESSD_MIN_GIB
 
@@ -278,14 +279,16 @@ def _opens_port(port_range: Any, port: int) -> Optional[str]:
     return None
 
 
-def _is_anywhere(cidr: Any) -> bool:
+def _ssh_source_problem(cidr: Any) -> Optional[str]:
+    """Why this rule's source must not reach SSH (trainstack.cidrs: the profile's rule), or None."""
     text = P.as_str(cidr)
-    if text is None:
-        return False
+    if text is None or not text.strip():
+        return None
     try:
-        return ipaddress.ip_network(text.strip(), strict=False).prefixlen == 0
+        ipaddress.ip_network(text.strip(), strict=False)
     except ValueError:
-        return False
+        return None  # not a CIDR the provider would accept; nothing to judge
+    return ssh_source_problem(text)
 
 
 def no_public_ssh(level: Optional[EnforcementLevel] = None) -> ResourceValidationPolicy:
@@ -304,15 +307,17 @@ def no_public_ssh(level: Optional[EnforcementLevel] = None) -> ResourceValidatio
         if exposed is None:
             return
         for key in ("cidrIp", "ipv6CidrIp"):
-            if key in p and _is_anywhere(p[key]):
-                report(f"{args.name}: ingress rule opens {exposed} to {P.as_str(p[key])}; SSH must not be "
-                       "reachable from the whole internet: restrict it to your networks (profile "
+            problem = _ssh_source_problem(p[key]) if key in p else None
+            if problem:
+                report(f"{args.name}: ingress rule opens {exposed} to {P.as_str(p[key])}: {problem}; SSH must "
+                       "not be reachable from the internet at large: restrict it to your networks (profile "
                        "access.ssh_cidrs) or use a bastion")
 
     return ResourceValidationPolicy(
         name=NO_PUBLIC_SSH,
-        description="Checks whether security group rules open SSH (port 22, or all ports) to "
-                    "0.0.0.0/0 or ::/0.",
+        description="Checks whether security group rules open SSH (port 22, or all ports) to the whole "
+                    "internet (0.0.0.0/0, ::/0, ::ffff:0.0.0.0/96 and other IPv4-embedding ranges) or to a "
+                    "public range wider than /24 (IPv6: /48).",
         validate=validate,
         enforcement_level=_level(NO_PUBLIC_SSH, level),
     )

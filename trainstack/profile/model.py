@@ -18,8 +18,21 @@ from ..models import Architecture, HfConfigError, derive_architecture, find_pres
 
 DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?\Z")  # \Z: "$" would accept a trailing newline
 SCHEMA_URL_COMMENT = "# yaml-language-server: $schema=../../profile.schema.json"
+#: a zone id is its region's id and one letter: cn-shenzhen-a, ap-southeast-1a (catalog zone lists)
+ZONE_SUFFIX = re.compile(r"-?[a-z]")
+#: characters that never belong in an id, a tag or a URI: C0/C1 controls, DEL, line separators
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _no_control(v: Optional[str], what: str = "value") -> Optional[str]:
+    if v is not None and CONTROL.search(v):
+        raise ValueError(f"the {what} holds a control character (a newline or tab?)")
+    return v
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # NaN and Infinity are never a size, a price or a budget: refused like any wrong number
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class ModelSpec(_Strict):
@@ -223,6 +236,21 @@ class JobSpec(_Strict):
                                           "at job start ({kms_secret: NAME}); ECS nodes only")
     max_runtime_hours: Optional[float] = Field(None, gt=0, le=24 * 90, description="Hard stop; nodes stop billing")
 
+    @field_validator("image", "code_uri")
+    @classmethod
+    def _uri_text(cls, v: Optional[str]) -> Optional[str]:
+        _no_control(v, "URI")
+        if v is not None and (not v.strip() or any(c.isspace() for c in v)):
+            raise ValueError("must be one URI or image reference without spaces")
+        if v is not None and v.startswith("oss://"):
+            from ..ossuri import OssUriError, parse_oss_uri
+
+            try:
+                parse_oss_uri(v)
+            except OssUriError as exc:
+                raise ValueError(f"oss:// URI {exc}") from None
+        return v
+
     @field_validator("env")
     @classmethod
     def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
@@ -263,8 +291,8 @@ class ResourcesSpec(_Strict):
     spot: Literal["never", "allow", "require"] = "allow"
     objective: Literal["cost", "time"] = "cost"
     deadline_hours: Optional[float] = Field(None, gt=0, le=24 * 365)
-    max_hourly_cost: Optional[float] = Field(None, gt=0, description="CNY per hour")
-    max_total_cost: Optional[float] = Field(None, gt=0, description="CNY")
+    max_hourly_cost: Optional[float] = Field(None, gt=0, le=1e6, description="CNY per hour")
+    max_total_cost: Optional[float] = Field(None, gt=0, le=1e10, description="CNY")
     memory_margin_percent: float = Field(
         3.0, ge=0, le=50, description="GPU memory (share of usable) a plan must leave free after the estimate's "
                                       "required memory; below it a GPU does not fit")
@@ -309,8 +337,16 @@ class StorageSpec(_Strict):
     @field_validator("dataset_uri")
     @classmethod
     def _uri(cls, v: Optional[str]) -> Optional[str]:
-        if v and not re.match(r"^(oss|cpfs|nas)://\S+$", v):
-            raise ValueError("dataset_uri must start with oss://, cpfs:// or nas://")
+        if v and not re.fullmatch(r"(oss|cpfs|nas)://[^\s\x00-\x1f\x7f]+", v):
+            raise ValueError("dataset_uri must start with oss://, cpfs:// or nas:// (one URI, no spaces or "
+                             "control characters)")
+        if v and v.startswith("oss://"):
+            from ..ossuri import OssUriError, parse_oss_uri
+
+            try:
+                parse_oss_uri(v)
+            except OssUriError as exc:
+                raise ValueError(f"oss:// URI {exc}") from None
         return v
 
 
@@ -343,16 +379,24 @@ class AccessSpec(_Strict):
     ssh_cidrs: tuple[str, ...] = ()
     key_pair: Optional[str] = Field(None, max_length=128)
 
+    @field_validator("key_pair")
+    @classmethod
+    def _key_pair_name(cls, v: Optional[str]) -> Optional[str]:
+        # ECS KeyPairName: 2-128 characters, a letter first, then letters, digits, '.', '_', '-', ':'
+        if v is not None and not re.fullmatch(r"[A-Za-z\u0080-\uffff][\w.:-]{1,127}", v):
+            raise ValueError("must be an ECS key pair name: 2-128 characters, a letter first, then letters, "
+                             "digits, '.', '_', '-' or ':'")
+        return v
+
     @field_validator("ssh_cidrs")
     @classmethod
     def _cidrs(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        from ..cidrs import ssh_source_problem
+
         for c in v:
-            net = ipaddress.ip_network(c, strict=False)
-            if net.prefixlen == 0:
-                raise ValueError(f"{c} opens SSH to the whole internet; list your office or VPN CIDRs")
-            if not net.is_private and net.prefixlen < (16 if net.version == 4 else 32):
-                raise ValueError(f"{c} opens SSH to {net.num_addresses:,} public addresses; use a /16 or "
-                                 "narrower office or VPN range")
+            problem = ssh_source_problem(c)
+            if problem:
+                raise ValueError(problem)
         return v
 
 
@@ -376,23 +420,48 @@ class TrainingProfile(_Strict):
     @field_validator("name")
     @classmethod
     def _dns(cls, v: str) -> str:
-        if not DNS_LABEL.match(v):
-            raise ValueError("must be DNS-safe: lowercase letters, digits and '-', starting with a letter, at most 63")
+        # the name becomes resource names, DNS labels, ECS host names (no '--': RunInstances HostName)
+        # and a value in cloud-init YAML: one DNS label, matched whole (a trailing newline is not)
+        if not DNS_LABEL.fullmatch(v) or "--" in v:
+            raise ValueError("must be DNS-safe: lowercase letters, digits and single '-', starting with a letter, "
+                             "ending with a letter or digit, at most 63")
         return v
 
     @field_validator("region")
     @classmethod
     def _region_shape(cls, v: str) -> str:
-        if not re.fullmatch(r"[a-z]{2}-[a-z0-9-]+", v):
+        if not re.fullmatch(r"[a-z]{2}-[a-z0-9]+(-[a-z0-9]+)*", v):
             raise ValueError("must look like cn-shenzhen")
+        return v
+
+    @field_validator("zone")
+    @classmethod
+    def _zone_shape(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not re.fullmatch(r"[a-z]{2}-[a-z0-9]+(-[a-z0-9]+)*", v):
+            raise ValueError("must be a zone id such as cn-shenzhen-a")
+        return v
+
+    @field_validator("image_id")
+    @classmethod
+    def _image_id(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}", v):
+            raise ValueError("must be an ECS image id such as m-wz9..., or an image name without spaces")
         return v
 
     @field_validator("tags")
     @classmethod
     def _tags(cls, v: dict[str, str]) -> dict[str, str]:
-        for k in v:
+        # ECS/OSS tag rules: key 1-128 and value 0-128 characters, neither containing http:// or
+        # https://, keys not starting with aliyun or acs: (Alibaba "Tag" docs); trainstack: is ours
+        for k, val in v.items():
             if k.startswith(("trainstack:", "aliyun", "acs:")):
                 raise ValueError(f"tag {k!r} uses a reserved prefix (trainstack:, aliyun, acs:)")
+            if not 1 <= len(k) <= 128 or len(val) > 128:
+                raise ValueError("tag keys are 1-128 characters and values at most 128")
+            if CONTROL.search(k) or CONTROL.search(val):
+                raise ValueError("tags must not hold control characters (a newline?)")
+            if any(s in (k + " " + val).lower() for s in ("http://", "https://")):
+                raise ValueError("tags must not contain http:// or https://")
         return v
 
     @model_validator(mode="after")
@@ -400,8 +469,19 @@ class TrainingProfile(_Strict):
         t, r = self.training, self.resources
         if r.gpus == 1 and t.zero_stage > 0:
             raise ValueError(f"zero_stage {t.zero_stage} shards over data-parallel GPUs; with gpus: 1 use zero_stage: 0")
-        if self.zone and not self.zone.startswith(self.region):
-            raise ValueError(f"zone {self.zone} is not in region {self.region}")
+        if self.zone and not (self.zone.startswith(self.region)
+                              and ZONE_SUFFIX.fullmatch(self.zone[len(self.region):])):
+            raise ValueError(f"zone {self.zone} is not in region {self.region} (a zone id is the region id "
+                             f"and a letter, e.g. {self.region}-a)")
+        lora = t.adapters
+        if lora is not None:
+            try:
+                hidden = self.architecture.hidden_size
+            except (KeyError, ValueError):  # an unknown preset is reported by ModelSpec
+                hidden = None
+            if hidden is not None and lora.rank > hidden:
+                raise ValueError(f"training.lora.rank {lora.rank} is above the model's hidden size {hidden}: "
+                                 "an adapter that wide has more parameters than the layer it adapts")
         if r.self_healing and r.target == "dlc":
             raise ValueError("resources.self_healing applies to ECS nodes; PAI-DLC (target: dlc) restarts jobs itself")
         if r.self_healing and self.storage.checkpoint == "essd":
