@@ -20,7 +20,10 @@ from trainstack.errors import InputError
 from trainstack.plan import Plan
 from trainstack.profile import TrainingProfile
 from trainstack.rules import planned
-from trainstack.stack_config import PROJECT_ROOT, check_auto_release_time, check_region, load_profile_with_overrides, profile_path
+from trainstack.stack_config import (  # noqa: F401 (re-exported)
+    PLAIN_CREDENTIAL_KEYS, PROJECT_ROOT, check_auto_release_time, check_region, check_stack_config,
+    load_profile_with_overrides, profile_path, trusted_profile,
+)
 
 from .stack import TrainingStack
 
@@ -65,6 +68,10 @@ def run_program(plan_loader: Optional[PlanLoader] = None, root: Union[str, Path]
     """Read the stack config, resolve the Plan and declare everything. Raises TrainstackError
     for user mistakes (``__main__`` turns it into a clean Pulumi error)."""
     cfg = pulumi.Config("trainstack")
+    from pulumi.runtime.config import get_config, is_config_secret
+
+    check_stack_config({k: get_config(k) for k in PLAIN_CREDENTIAL_KEYS},
+                       [k for k in PLAIN_CREDENTIAL_KEYS if is_config_secret(k)])
     path = profile_path(cfg.require("profile"), Path(root))
     profile = load_profile_with_overrides(path, zone=cfg.get("zone"))
     check_region(profile, pulumi.Config("alicloud").get("region"))

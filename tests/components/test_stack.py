@@ -155,7 +155,9 @@ def test_release_deadline_comes_from_stack_config(engine):
 
 def test_profile_path_is_relative_to_stacks_or_absolute(tmp_path):
     assert profile_path("profiles/x.yaml") == STACKS / "profiles" / "x.yaml"
-    assert profile_path(str(tmp_path / "p.yaml")) == tmp_path / "p.yaml"
+    assert profile_path(str(STACKS / "profiles" / "x.yaml")) == STACKS / "profiles" / "x.yaml"
+    with pytest.raises(InputError, match="outside stacks"):
+        profile_path(str(tmp_path / "p.yaml"))
 
 
 def test_main_turns_a_user_mistake_into_a_pulumi_error(engine):

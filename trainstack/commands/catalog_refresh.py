@@ -35,7 +35,22 @@ def register(actions) -> None:
     p.set_defaults(func=run)
 
 
+def check_usd_rate(value):
+    """``--usd-rate``: a finite CNY-per-USD rate within the overlay's bounds (never nan or inf)."""
+    import math
+
+    from ..catalog.overlay import MAX_USD_TO_CNY
+    from ..errors import InputError, Problem
+
+    if value is not None and (not math.isfinite(value) or not 0 < value <= MAX_USD_TO_CNY):
+        raise InputError(f"--usd-rate {value} is not a usable rate", problems=[Problem(
+            path="--usd-rate", message="must be a positive, finite CNY-per-USD rate",
+            given=value, has_given=True, allowed=f"(0, {MAX_USD_TO_CNY:g}]")])
+    return value
+
+
 def run(args) -> int:
+    check_usd_rate(args.usd_rate)
     from .. import refresh
     from ..catalog import loader
 

@@ -9,6 +9,7 @@ into the document.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any, Callable, Optional
 from ..dlc_job import KIND as DLC_KIND
 from ..errors import InputError, TrainstackError
 from ..plan import Plan
-from ..stack_config import plan_for_config
+from ..stack_config import plan_for_config, trusted_profile
 from .cloud import FAKE_IMAGE_ID, OfflineCloud
 from .engine import RecordedResource, Recording, record_program
 from .sources import PLAN_SCHEMA_VERSION, Project, Source, stack_config
@@ -39,10 +40,13 @@ def plan_source(source: Source, project: Project, *, policy_runner: Optional[Pol
         secret_keys, stack = (), ""
     else:
         raise InputError(f"{source.label} is a saved plan; `plan` needs a profile or a stack")
-    plan = resolve_config(config, project)
-    profile = config_profile(config, project)
-    stack = stack or plan.name
-    recording = run_program(project, stack, config, secret_keys, plan)
+    # a profile named on the command line may live anywhere; stack config stays confined to stacks/
+    trust = trusted_profile(source.path) if source.kind == "profile" else contextlib.nullcontext()
+    with trust:
+        plan = resolve_config(config, project, secret_keys)
+        profile = config_profile(config, project)
+        stack = stack or plan.name
+        recording = run_program(project, stack, config, secret_keys, plan)
     resources = policy_resources(recording, config)
     runner = policy_runner or default_policy_runner()
     try:
@@ -56,9 +60,9 @@ def plan_source(source: Source, project: Project, *, policy_runner: Optional[Pol
     return build_document(source, project, stack, plan, recording, verdicts, profile=profile)
 
 
-def resolve_config(config: dict[str, str], project: Project) -> Plan:
+def resolve_config(config: dict[str, str], project: Project, secret_keys: tuple[str, ...] = ()) -> Plan:
     """The Plan the program will build for this config (same profile path rules and overrides)."""
-    return plan_for_config(config, project.name, project.root)
+    return plan_for_config(config, project.name, project.root, secret_keys)
 
 
 def config_profile(config: dict[str, str], project: Project):
