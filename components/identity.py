@@ -2,8 +2,12 @@
 
 - Trust: only the ECS service may assume the role (instance RAM role, credentials from the
   metadata service, which the nodes only answer with IMDSv2 tokens).
-- OSS: read/write on the checkpoint bucket; read-only on the dataset bucket and the code bucket
-  when the profile points at ``oss://`` URIs. Nothing else.
+- OSS: read/write on the checkpoint bucket; read-only on exactly the dataset prefix and the code
+  object when the profile points at ``oss://`` URIs (``GetObject`` on ``bucket/prefix*``,
+  ``ListObjects`` on the bucket only under that prefix, condition ``oss:Prefix``). Every resource
+  names a concrete bucket: URIs are parsed with Alibaba's bucket-name rules
+  (:mod:`trainstack.ossuri`), so ``oss://*/`` or ``oss://team-*/`` never become ``acs:oss:*:*:*``;
+  the ``no-wildcard-oss-access`` policy blocks any policy that still names a ``*`` bucket.
 - KMS: ``kms:GetSecretValue`` on exactly the secrets named in ``job.secrets`` (and
   ``kms:Decrypt`` on the keys named beside them), so the node reads them at job start
   (docs/bootstrap.md "Job secrets"); no statement at all without job secrets.
@@ -19,11 +23,12 @@ from __future__ import annotations
 
 import json
 from typing import Optional, Sequence
-from urllib.parse import urlparse
 
 import pulumi
 import pulumi_alicloud as alicloud
 
+from trainstack.errors import InputError
+from trainstack.ossuri import OssUri, OssUriError, parse_oss_uri
 from trainstack.plan import Plan
 
 from trainstack.tags import base_tags
@@ -50,10 +55,35 @@ def role_name(plan: Plan) -> str:
     return f"{plan.name[:52]}-train-node"
 
 
+def oss_location(uri: Optional[str], field: str = "uri") -> Optional[OssUri]:
+    """The bucket and key of an ``oss://`` URI (None for other schemes); a bad one is an InputError."""
+    if not uri or not uri.startswith("oss://"):
+        return None
+    try:
+        return parse_oss_uri(uri)
+    except OssUriError as exc:
+        raise InputError(f"{field}: oss:// URI {exc}") from None
+
+
 def oss_bucket_of(uri: Optional[str]) -> Optional[str]:
-    if uri and uri.startswith("oss://"):
-        return urlparse(uri).netloc.split(".")[0] or None
-    return None
+    loc = oss_location(uri)
+    return loc.bucket if loc else None
+
+
+def _read_statements(locations: Sequence[OssUri]) -> list[dict]:
+    """Read-only access to exactly these objects/prefixes (listing limited to the prefix)."""
+    objects = sorted({loc.ram_object_resource() for loc in locations})
+    statements = [{"Effect": "Allow", "Action": ["oss:GetObject"], "Resource": objects}]
+    by_bucket: dict[str, set[str]] = {}
+    for loc in locations:
+        by_bucket.setdefault(loc.bucket, set()).add(loc.list_prefix())
+    for bucket, prefixes in sorted(by_bucket.items()):
+        statement: dict = {"Effect": "Allow", "Action": ["oss:ListObjects", "oss:GetBucketInfo"],
+                           "Resource": [f"acs:oss:*:*:{bucket}"]}
+        if "" not in prefixes:
+            statement["Condition"] = {"StringLike": {"oss:Prefix": sorted(f"{p}*" for p in prefixes)}}
+        statements.append(statement)
+    return statements
 
 
 def _bucket_arns(bucket: str) -> list[str]:
@@ -66,11 +96,11 @@ def oss_policy_document(plan: Plan) -> Optional[dict]:
     ckpt = plan.storage.oss.bucket if plan.storage.oss else None
     if ckpt:
         statements.append({"Effect": "Allow", "Action": CHECKPOINT_ACTIONS, "Resource": _bucket_arns(ckpt)})
-    readonly = sorted({b for b in (oss_bucket_of(plan.storage.dataset_uri), oss_bucket_of(plan.job.code_uri))
-                       if b and b != ckpt})
+    readonly = [loc for loc in (oss_location(plan.storage.dataset_uri, "storage.dataset_uri"),
+                                oss_location(plan.job.code_uri, "job.code_uri"))
+                if loc is not None and loc.bucket != ckpt]
     if readonly:
-        statements.append({"Effect": "Allow", "Action": READ_ACTIONS,
-                           "Resource": [arn for b in readonly for arn in _bucket_arns(b)]})
+        statements += _read_statements(readonly)
     return {"Version": "1", "Statement": statements} if statements else None
 
 
