@@ -125,7 +125,12 @@ class NetworkPlan(_Frozen):
 def _node_ips(vswitch_cidr: str, nodes: int) -> tuple[str, ...]:
     net = ipaddress.ip_network(vswitch_cidr)
     if nodes + 10 > net.num_addresses - 4:
-        raise ValueError(f"vSwitch {vswitch_cidr} is too small for {nodes} nodes")
+        from .errors import InputError
+
+        raise InputError(f"network: vSwitch {vswitch_cidr} is too small for {nodes} node(s): nodes take fixed "
+                         f"addresses from host .10 on and Alibaba reserves 4 per vSwitch, so it needs at least "
+                         f"{nodes + 14} addresses", hint="use a larger network.vswitch_cidr / vpc_cidr (a /24 holds "
+                                                         "242 nodes)")
     return tuple(str(net.network_address + 10 + i) for i in range(nodes))
 
 

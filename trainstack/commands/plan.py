@@ -38,13 +38,19 @@ def run(args) -> int:
     project = find_project()
     if args.stack:
         path = project.stack_file(args.stack)
-        if not path.is_file():
-            raise unknown_stack(project, args.stack)
+        if "/" in args.stack or "\x00" in args.stack or not path.name.startswith("Pulumi."):
+            raise unknown_stack(project, args.stack.replace("/", "_"))
+        try:
+            path.lstat()
+        except (OSError, ValueError):
+            raise unknown_stack(project, args.stack) from None
         source = Source("stack", args.stack, path, stack=args.stack)
     else:
+        from ..fsutil import read_regular_file
+        from ..profile import MAX_PROFILE_BYTES
+
         path = Path(args.profile)
-        if not path.is_file():
-            raise InputError(f"{args.profile}: no such profile file")
+        read_regular_file(path, what="profile", limit=MAX_PROFILE_BYTES)  # exists, regular, bounded
         source = Source("profile", args.profile, path)
     doc = plan_source(source, project, policy_config=load_policy_config(args.policy_config))
     text = render(doc, args.format)

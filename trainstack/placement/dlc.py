@@ -104,12 +104,28 @@ def smallest_fit(profile: TrainingProfile, usable_gib: float, limit: int) -> Opt
     return None
 
 
+def _quota_pod_size(catalog: Catalog, gpu: str, per_pod: int, labels: list[str]) -> Optional[tuple[int, float]]:
+    """A quota's node size is unknown offline: size each pod's CPU and memory (ResourceConfig needs
+    them) as the catalog's smallest node with this GPU that holds the pod, prorated per GPU."""
+    refs = sorted((i for i in catalog.resolved_instances()
+                   if i.gpu is not None and i.gpu.name == gpu and i.gpu_count >= per_pod
+                   and i.type.vcpu and i.type.memory_gib), key=lambda i: (i.gpu_count, i.name))
+    if not refs:
+        return None
+    ref = refs[0]
+    size = (max(1, int(ref.type.vcpu * per_pod // ref.gpu_count)), round(ref.type.memory_gib * per_pod / ref.gpu_count, 1))
+    labels.append(f"quota pod size {size[0]} vCPU / {size[1]} GiB taken from {ref.name} ({per_pod} of its "
+                  f"{ref.gpu_count} {gpu}): the quota's node size is unknown offline")
+    return size
+
+
 def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Resolution] = None) -> Resolution:
     t, r = profile.training, profile.resources
     labels = ["DLC cost unknown offline: PAI-DLC prices are not in the catalog"]
     quota = profile.dlc.resource_id
     cands: list[Candidate] = []
     inst: Optional[ResolvedInstance] = None
+    quota_pod: Optional[tuple[int, float]] = None
     if quota:
         gpu = catalog.gpu(r.gpu_models[0]) if r.gpu_models else catalog.gpu(DEFAULT_QUOTA_GPU)
         if not r.gpu_models:
@@ -121,6 +137,7 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
                 suggestions=["enable gradient checkpointing", "use LoRA/QLoRA", "zero_stage: 3"])
         per_pod = min(total, QUOTA_GPUS_PER_POD)
         pods = math.ceil(total / per_pod)
+        quota_pod = _quota_pod_size(catalog, gpu.name, per_pod, labels)
         chosen = Candidate(target="dlc", instance_type=None, gpu_model=gpu.name, nodes=pods, gpus_per_node=per_pod,
                            labels=tuple(labels))
         rdma = profile.dlc.enable_rdma if profile.dlc.enable_rdma is not None else pods > 1
@@ -178,8 +195,8 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
     dlc = DlcPlan(workspace_id=profile.dlc.workspace_id, resource_id=quota, job_type=profile.dlc.job_type,
                   image=image, image_is_default=is_default, ecs_spec=None if quota else chosen.instance_type,
                   pod_count=chosen.nodes, gpus_per_pod=chosen.gpus_per_node,
-                  cpu_per_pod=(inst.type.vcpu if inst else None),
-                  memory_gib_per_pod=(inst.type.memory_gib if inst else None),
+                  cpu_per_pod=(inst.type.vcpu if inst else quota_pod[0] if quota_pod else None),
+                  memory_gib_per_pod=(inst.type.memory_gib if inst else quota_pod[1] if quota_pod else None),
                   enable_rdma=rdma, spot=spot, spot_price_limit=limit, command=profile.job.command, envs=envs,
                   max_running_minutes=max_minutes)
     plan = Plan(

@@ -363,8 +363,10 @@ class NetworkSpec(_Strict):
         net = ipaddress.ip_network(v, strict=True)
         if net.version != 4 or not net.is_private:
             raise ValueError("must be a private IPv4 CIDR such as 10.0.0.0/16")
-        if not 8 <= net.prefixlen <= 29:
-            raise ValueError("prefix length must be between /8 and /29")
+        # /28 at most: nodes take fixed addresses from host .10 on and Alibaba reserves 4 per vSwitch
+        if not 8 <= net.prefixlen <= 28:
+            raise ValueError("prefix length must be between /8 and /28 (nodes take fixed addresses from host .10 "
+                             "on; a /29 has no room for one)")
         return v
 
     @model_validator(mode="after")
