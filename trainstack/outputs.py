@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import stat
 import sys
@@ -140,8 +141,25 @@ class _GuardedStream:
             err.on_stdout = True
             raise err from None
 
+    def _fd(self) -> Optional[int]:
+        try:
+            return self._inner.fileno()
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+            return None
+
     def write(self, s: str) -> int:
-        return self._guard(self._inner.write, s)
+        fd = self._fd()
+        if fd is None:  # an in-memory stream (tests, redirect_stdout)
+            return self._guard(self._inner.write, s)
+        # a real file: write through os.write so a short write followed by an error (EFBIG,
+        # ENOSPC) is seen; Python's buffered layer can drop the rest of a short write silently
+        self._guard(self._inner.flush)
+        data = s.encode(getattr(self._inner, "encoding", None) or "utf-8",
+                        getattr(self._inner, "errors", None) or "strict")
+        view = memoryview(data)
+        while view:
+            view = view[self._guard(os.write, fd, view):]
+        return len(s)
 
     def flush(self) -> None:
         self._guard(self._inner.flush)

@@ -6,8 +6,9 @@ key and value of a document:
 
 * **Secret-named keys** in any case style (``DB_PWD``, ``authToken``, ``my-api-key``,
   ``GITLAB_PAT``): the key is split into words and its last word (or an unmistakable pair such as
-  *access key*, *api key*, *client secret*) names a secret. Counts stay ordinary names:
-  ``MAX_TOKENS``, ``TOKEN_LIMIT``, ``NUM_PASSES``, ``TOKENIZERS_PARALLELISM``, ``tokens``.
+  *access key*, *api key*, *client secret*) names a secret. Counts and references stay ordinary
+  names: ``MAX_TOKENS``, ``TOKEN_LIMIT``, ``NUM_PASSES``, ``TOKENIZERS_PARALLELISM``, ``tokens``,
+  ``PASSWORD_FILE``, ``SECRET_NAME``.
 * **Credential-shaped values**, by the published formats (prefixes and lengths as in gitleaks'
   default rules, gitleaks/gitleaks config/gitleaks.toml @ 009e025a, and the vendors' token docs):
   Alibaba Cloud AccessKey IDs (``LTAI...``), 30-character AccessKey secrets, STS tokens
@@ -50,6 +51,8 @@ _SECRET_PAIRS = {("access", "key"), ("api", "key"), ("private", "key"), ("secret
 #: words that make a key a count or a limit, never a secret (``MAX_TOKENS``, ``NUM_PASSES``)
 _QUANTITY_WORDS = {"max", "min", "num", "number", "count", "total", "limit", "limits", "per", "size", "len",
                    "length", "budget", "rate", "parallelism", "http", "inherit"}
+#: a key ending in one of these names where a secret lives, not the secret (``PASSWORD_FILE``)
+_REFERENCE_WORDS = {"file", "path", "dir", "env", "ref", "name", "url", "uri", "arn", "kms"}
 #: keys that hold references or settings, not secrets (normalised: words joined, lower case)
 SAFE_KEYS = {"keypair", "keypairname", "keyname", "kmskeyid", "kmssecret", "secretref", "secretname",
              "tokens", "httptokens", "passwordinherit", "secrets"}
@@ -68,7 +71,7 @@ def is_secret_name(key: str) -> bool:
     words = key_words(key)
     if not words or "".join(words) in SAFE_KEYS:
         return False
-    if any(w in _QUANTITY_WORDS for w in words):
+    if any(w in _QUANTITY_WORDS for w in words) or words[-1] in _REFERENCE_WORDS:
         return False
     if words[-1] in _SECRET_LAST_WORDS or any(w in _SECRET_ANY_WORDS for w in words):
         return True
