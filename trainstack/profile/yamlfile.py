@@ -70,6 +70,8 @@ def _unsupported(loader: yaml.SafeLoader, node: Node) -> Any:
 def _construct_mapping(loader: yaml.SafeLoader, node: MappingNode, deep: bool = False) -> dict:
     seen: set = set()
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *base` is expanded by SafeLoader (flatten_mapping)
         if not isinstance(key_node, ScalarNode):
             kind = "list" if isinstance(key_node, SequenceNode) else "mapping"
             raise ConstructorError(None, None, f"a key must be a single value, not a {kind}", key_node.start_mark)
