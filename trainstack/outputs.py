@@ -69,6 +69,9 @@ def check_target(path: Union[str, Path], follow_symlink: bool = False, option: s
         resolved = Path(os.path.realpath(target))
         if resolved == target or os.path.islink(resolved):
             raise _fail(where, "is a symbolic link that does not resolve (a loop?)", option)
+        if not os.path.lexists(resolved):
+            raise _fail(where, "is a symbolic link to a file that does not exist; trainstack replaces an "
+                               "existing file through a link, it does not create one", option)
         return check_target(resolved, False, option)
     if not stat.S_ISREG(st.st_mode):
         raise _fail(where, f"is {file_kind(st.st_mode)}; trainstack only replaces regular files", option)
