@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from components.identity import oss_policy_document
-from components.program import check_auto_release_at, check_stack_config, profile_path
+from trainstack.stack_config import check_auto_release_at, check_stack_config, profile_path
 from policies.runner import run_policies
 from trainstack.catalog.overlay import validate_overlay
 from trainstack.cidrs import ssh_source_problem
