@@ -197,6 +197,13 @@ def add_out_argument(parser, help_text: str = "write to this file (atomically) i
                         help="when --out is a symbolic link, replace the file it points to (the link stays)")
 
 
+def check_out_argument(args) -> None:
+    """Refuse a bad ``--out`` before the work that produces the output (a plan takes seconds)."""
+    out = getattr(args, "out", None)
+    if out:
+        check_target(out, bool(getattr(args, "out_follow_symlink", False)))
+
+
 def emit(args, text: str) -> None:
     """``text`` to ``args.out`` (see :func:`write_file`) or to standard output."""
     out = getattr(args, "out", None)

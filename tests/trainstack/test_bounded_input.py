@@ -94,6 +94,7 @@ def test_the_378_byte_alias_bomb_fails_fast():
     ("a: !!python/object:os.system x\n", "not supported"),
     ('a: "\\ud800"\n', "lone surrogate"),
     ('a: "x\\0y"\n', "NUL"),
+    ("\x1b", "control character"),
     ("a: 1\na: 2\n", "duplicate key 'a'"),
 ])
 def test_yaml_outside_the_plain_types_is_refused(text, needle):

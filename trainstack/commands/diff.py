@@ -32,6 +32,9 @@ def run(args) -> int:
     from ..preview.render_diff import render
     from ..preview.sources import find_project, load_policy_config
 
+    from ..outputs import check_out_argument
+
+    check_out_argument(args)
     project = find_project()
     config = load_policy_config(args.policy_config)
     base, head = load_side(args.base, project, config), load_side(args.head, project, config)

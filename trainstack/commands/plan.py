@@ -32,6 +32,9 @@ def run(args) -> int:
     from ..preview.render import policy_counts, render
     from ..preview.sources import Source, find_project, load_policy_config, unknown_stack
 
+    from ..outputs import check_out_argument
+
+    check_out_argument(args)
     if bool(args.profile) == bool(args.stack):
         raise InputError("give a PROFILE path or --stack NAME" if not args.profile
                          else "give either a PROFILE path or --stack NAME, not both")

@@ -154,8 +154,9 @@ def parse_yaml_text(text: str, name: str, what: str = "profile") -> Any:
     bad = _bad_char(text)
     if bad:
         raise fail(f"holds {bad}; save the {what} as plain UTF-8 text")
-    loader = BoundedLoader(text)
+    loader = None
     try:
+        loader = BoundedLoader(text)
         node = loader.get_single_node()
         if node is None:
             return None
@@ -165,10 +166,14 @@ def parse_yaml_text(text: str, name: str, what: str = "profile") -> Any:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise fail(f"is not valid YAML{where}: {exc.problem or exc.context}") from None
+    except yaml.reader.ReaderError as exc:
+        raise fail(f"is not valid YAML: character #x{exc.character:04x} at position {exc.position} is not "
+                   "allowed (a control character?)") from None
     except (yaml.YAMLError, RecursionError, ValueError, TypeError) as exc:
         raise fail(f"is not valid YAML: {type(exc).__name__}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_yaml_document(path: Union[str, Path], what: str = "profile", limit: int = MAX_PROFILE_BYTES,
