@@ -8,6 +8,7 @@ is a bug and may show a traceback. Exit codes: 2 bad input, 3 infeasible, 4 poli
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -77,7 +78,9 @@ class Problem:
         if hidden:
             out["given_hidden"] = hidden
         elif self.has_given:
-            out["given"] = self.given if isinstance(self.given, (str, int, float, bool, type(None))) else repr(self.given)
+            plain = isinstance(self.given, (str, int, bool, type(None))) or (
+                isinstance(self.given, float) and math.isfinite(self.given))
+            out["given"] = self.given if plain else repr(self.given)  # NaN/inf as text: JSON stays standard
         if self.allowed:
             out["allowed"] = self.allowed
         if self.suggestions:

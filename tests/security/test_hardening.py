@@ -194,3 +194,11 @@ def test_the_ci_comment_never_repeats_a_foreign_files_lines(tmp_path, monkeypatc
     assert ci.main(["comment", "--base-plans", str(tmp_path), "--out", str(out), "evil"]) == 2
     text = out.read_text()
     assert "cannot be planned" in text and "outside stacks" in text and "ShadowLineMarker" not in text
+
+
+def test_a_nan_given_value_keeps_the_error_json_standard(tmp_path, capsys):
+    f = tmp_path / "p.yaml"
+    f.write_text("name: a\nmodel: {preset: llama-3-8b}\nresources: {max_hourly_cost: .nan}\n")
+    assert main(["validate", "--json", str(f)]) == 2
+    doc = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(c))
+    assert doc["problems"][0]["path"] == "resources.max_hourly_cost"
