@@ -212,7 +212,7 @@ def saved_plan_problems(doc: dict) -> list[tuple[str, str]]:
 
     for key in ("stack", "catalog_date", "kind", "project"):
         need(key, doc.get(key), (str,), "a string or null")
-    for key in ("summary", "exports", "plan", "source"):
+    for key in ("summary", "exports", "plan", "source", "profile"):
         need(key, doc.get(key), (dict,), "an object or null")
     if need("cost", doc.get("cost"), (dict,), "an object or null"):
         cost = doc["cost"]
@@ -235,10 +235,11 @@ def saved_plan_problems(doc: dict) -> list[tuple[str, str]]:
                 if not isinstance(r.get(key), str):
                     out.append((f"{where}.{key}", "must be a string"))
             need(f"{where}.inputs", r.get("inputs"), (dict,), "an object or null")
-            roc = r.get("replace_on_changes")
-            if roc is not None and not (isinstance(roc, list) and all(isinstance(x, str) for x in roc)):
-                out.append((f"{where}.replace_on_changes", "must be a list of input names"))
-            for key in ("protect", "retain_on_delete"):
+            for key in ("replace_on_changes", "ignore_changes", "dependencies"):
+                names = r.get(key)
+                if names is not None and not (isinstance(names, list) and all(isinstance(x, str) for x in names)):
+                    out.append((f"{where}.{key}", "must be a list of names"))
+            for key in ("protect", "retain_on_delete", "delete_before_replace"):
                 need(f"{where}.{key}", r.get(key), (bool,), "true or false")
     if need("policy", doc.get("policy"), (list,), "a list of verdicts"):
         for i, v in enumerate(doc["policy"]):
