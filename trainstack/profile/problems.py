@@ -94,7 +94,8 @@ def _document_loc(raw: tuple, doc: Any) -> tuple:
 
 _NAME_LIKE = re.compile(r"[\w.:/@+ \[\]-]{1,64}")
 #: the whole-profile and section fields whose values come from a fixed list (enums, names)
-CLOSED_VOCABULARY = {"region", "zone", "model.preset"}
+#: (model.preset is not one: Hugging Face repo ids are accepted, mixed case and all)
+CLOSED_VOCABULARY = {"region", "zone"}
 
 
 def echoable_key(key: Any) -> bool:
@@ -167,8 +168,7 @@ def problem_from(err: dict, doc: dict, file: Optional[str]) -> Problem:
         if hidden:
             return Problem(path=path, message=msg, file=file, hidden=hidden, allowed=allowed, suggestions=suggestions)
     if found and path in CLOSED_VOCABULARY:
-        names = sorted(presets()) if path == "model.preset" else []
-        hidden = closed_value_hidden(given, names)
+        hidden = closed_value_hidden(given, [])
         if hidden:
             return Problem(path=path, message=msg, file=file, hidden=hidden, allowed=allowed, suggestions=suggestions)
     return Problem(path=path, message=msg, file=file, given=given, has_given=found,
