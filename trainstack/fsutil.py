@@ -7,7 +7,7 @@ with ``O_NONBLOCK`` and re-checks the opened file (a swap between check and open
 reads at most ``limit`` bytes. :func:`parse_json` refuses NaN/Infinity and nesting beyond a depth
 before ``json`` recurses. Every failure is an :class:`InputError` naming the file (exit 2).
 
-Writing lives in :mod:`trainstack.outputs`; :func:`atomic_write_text` stays here for callers.
+Writing lives in :mod:`trainstack.outputs`.
 """
 
 from __future__ import annotations
@@ -141,10 +141,3 @@ def parse_json(text: str, *, name: str, what: str, max_depth: int = MAX_JSON_DEP
 
 def read_json_file(path: Union[str, Path], *, what: str, limit: int, max_depth: int = MAX_JSON_DEPTH) -> Any:
     return parse_json(read_text_file(path, what=what, limit=limit), name=str(path), what=what, max_depth=max_depth)
-
-
-def atomic_write_text(path: Union[str, Path], text: str, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``text`` atomically (see :func:`trainstack.outputs.write_file`)."""
-    from .outputs import write_file
-
-    write_file(path, text, mode=mode)

@@ -52,6 +52,11 @@ def _reason(exc: OSError) -> str:
     return text
 
 
+def atomic_write_text(path: Union[str, Path], text: str, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``text`` atomically, the new file with ``mode`` (see :func:`write_file`)."""
+    write_file(path, text, mode=mode)
+
+
 def check_target(path: Union[str, Path], follow_symlink: bool = False, option: str = "--out") -> Path:
     """The file to replace for ``path``, or an OutputError saying why it must not be replaced."""
     where = str(path)

@@ -6,7 +6,7 @@ import pytest
 
 from trainstack.cli import main
 from trainstack.errors import InputError
-from trainstack.fsutil import atomic_write_text
+from trainstack.outputs import atomic_write_text
 
 
 def test_atomic_write_replaces_whole_file_with_shareable_mode(tmp_path):

@@ -130,7 +130,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                                                          file=sys.stderr))
             print(json.dumps(stacks) if args.json else "\n".join(stacks))
             return 0
-        from ..fsutil import atomic_write_text
+        from ..outputs import atomic_write_text
 
         from .sources import load_policy_config
 

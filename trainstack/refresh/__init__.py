@@ -31,7 +31,7 @@ from ..catalog.loader import Catalog, CatalogError, build_catalog, clear_cache
 from ..cloud.ecs import EcsClient, make_client
 from ..cloud.retry import Sleep
 from ..errors import CloudApiError, InputError, Problem, did_you_mean
-from ..fsutil import atomic_write_text
+from ..outputs import atomic_write_text
 from .fetch import Progress, RegionFetch, fetch_region
 from .parse import MalformedResponse
 from .summary import Summary, diff, render_summary
