@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from plan_factory import hand_edited, multi_node_erdma_plan
 from trainstack.catalog.limits import service_limits
+from trainstack.errors import InputError
 from trainstack.layout import CPFS_MIN_GIB, CPFS_STEP_GIB, default_vswitch_cidr, deployment_set_layout, essd_for
 from trainstack.plan import DEPLOYMENT_SET_MAX, ESSD_MAX_GIB, ESSD_MIN_GIB
 
@@ -51,7 +52,7 @@ def test_node_addresses_are_distinct_inside_the_vswitch_and_clear_of_reserved_on
     network = BASE.network.model_copy(update={"vpc_cidr": vpc, "vswitch_cidr": str(vswitch)})
     try:
         ips = [ipaddress.ip_address(a) for a in network.node_private_ips(nodes)]
-    except ValueError:
+    except InputError:
         assert nodes + 10 > vswitch.num_addresses - RESERVED  # too small: refused, never overlapping
         return
     assert len(set(ips)) == nodes and all(ip in vswitch for ip in ips)
