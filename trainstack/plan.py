@@ -201,6 +201,30 @@ class JobPlan(_Frozen):
     gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per optimizer step (per rank)")
 
 
+class PriceProvenance(_Frozen):
+    """Whose price a plan rests on, how old it is, and whether the type and zone were seen offered.
+
+    The ``prices`` block of ``resolve``/``plan``/``diff`` JSON (``prices.as_of``, ``prices.age_days``,
+    ``prices.source``); ``headline`` is the line every text output prints first.
+    """
+
+    source: Literal["snapshot", "borrowed-region", "price-book", "refresh", "none"]
+    as_of: Optional[str] = Field(None, description="ISO date of the price")
+    age_days: Optional[int] = Field(None, description="Days from as_of to the day the plan was made")
+    stale: bool = Field(False, description="Older than the catalog's price_max_age_days")
+    max_age_days: int = 90
+    priced: str = Field(description="What is priced: ECS type, DLC spec or resource quota id")
+    service: Literal["ecs", "dlc", "dlc-quota"] = "ecs"
+    per: Literal["node", "pod", "GPU"] = "node"
+    whose: str = Field(description="Whose figure it is, in words")
+    borrowed_from: Optional[str] = None
+    type_seen_in_region: Optional[bool] = Field(None, description="Type seen offered in the region (ECS only)")
+    zone: Optional[str] = None
+    zone_seen: Optional[bool] = Field(None, description="Zone seen offered for the type; None: chosen at deploy")
+    spot_estimated: Optional[bool] = Field(None, description="Spot plans: the spot price is an estimate")
+    headline: str
+
+
 class Candidate(_Frozen):
     """One considered way to run the job (chosen, alternative or rejected)."""
 
@@ -271,6 +295,7 @@ class Plan(_Frozen):
     alternatives: tuple[Candidate, ...] = ()
     rejected: tuple[Rejection, ...] = ()
     catalog_date: Optional[str] = None
+    prices: Optional[PriceProvenance] = Field(None, description="Whose price, how old, seen offered or not")
 
     @model_validator(mode="after")
     def _spot_pool_fits(self) -> "Plan":

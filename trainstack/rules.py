@@ -70,6 +70,13 @@ def profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem
             catalog.instance(t, path=f"resources.instance_types[{i}]")
         except InputError as exc:
             problems.extend(exc.problems)
+    if profile.price_book is not None:
+        from .catalog.price_book import catalog_for
+
+        try:
+            catalog_for(profile, catalog)
+        except InputError as exc:  # each problem names the price book file and its entry
+            problems.extend(exc.problems)
     return problems
 
 
@@ -97,9 +104,12 @@ def check_profile(profile: TrainingProfile, catalog: Catalog, file: Optional[str
     """Raise for the profile rules that need the catalog; return the warnings."""
     problems = profile_problems(profile, catalog)
     if problems:
-        raise InputError(f"{file or 'profile'}: names the catalog does not know",
-                         problems=[replace(p, file=file) for p in problems],
-                         hint="`trainstack catalog --all` lists every region, GPU model and instance type")
+        in_book = any(p.file is not None for p in problems)  # only price-book problems name their own file
+        raise InputError(f"{file or 'profile'}: " + ("problems in its price book" if in_book
+                                                     else "names the catalog does not know"),
+                         problems=[replace(p, file=p.file or file) for p in problems],
+                         hint="price book format: README, \"Prices\"" if in_book else
+                         "`trainstack catalog --all` lists every region, GPU model and instance type")
     return [replace(w, file=file) for w in profile_warnings(profile, catalog)]
 
 

@@ -12,6 +12,8 @@ Stack config (``stacks/Pulumi.<stack>.yaml``):
 - ``trainstack:zone`` (optional): pin the zone (overrides the profile's ``zone``).
 - ``trainstack:autoReleaseAt`` (optional): hard deadline, UTC ``YYYY-MM-DDTHH:MM:SSZ``; ECS
   releases the nodes then (checkpoint storage is separate and survives).
+- ``trainstack:priceBook`` (optional): the team's price book, relative to ``stacks/`` or absolute;
+  replaces the profile's ``price_book`` (README, "Prices").
 - ``alicloud:region`` (optional): must equal the profile's region if set.
 - ``alicloud:accessKey``/``secretKey``/``securityToken`` only as secrets (``pulumi config set
   --secret``); a plain value is refused (README "Credentials").
@@ -74,13 +76,17 @@ def profile_path(value: str, root: Path = PROJECT_ROOT) -> Path:
     return candidate
 
 
-def load_profile_with_overrides(path: Path, zone: Optional[str] = None) -> TrainingProfile:
+def load_profile_with_overrides(path: Path, zone: Optional[str] = None, price_book: Optional[str] = None,
+                                root: Path = PROJECT_ROOT) -> TrainingProfile:
     """Load the profile, applying stack-level overrides before validation (so a wrong zone is
-    reported like a wrong profile field)."""
+    reported like a wrong profile field). ``price_book`` (``trainstack:priceBook``) is relative to
+    ``<root>/stacks`` like the profile path."""
     doc = read_yaml_document(path)
     if zone:
         doc["zone"] = zone
-    return parse_profile(doc, file=str(path))
+    if price_book:
+        doc["price_book"] = str(profile_path(price_book, root))
+    return parse_profile(doc, file=str(path), base_dir=Path(path).resolve().parent)
 
 
 def check_region(profile: TrainingProfile, configured: Optional[str]) -> None:
@@ -135,7 +141,8 @@ def plan_for_config(config: dict[str, str], project: str, root: Path = PROJECT_R
         raise InputError(f"stack config has no {project}:profile",
                          hint=f"pulumi config set {project}:profile profiles/<name>.yaml")
     path = profile_path(value, root)
-    profile = load_profile_with_overrides(path, zone=config.get(f"{project}:zone"))
+    profile = load_profile_with_overrides(path, zone=config.get(f"{project}:zone"),
+                                          price_book=config.get(f"{project}:priceBook"), root=root)
     check_region(profile, config.get("alicloud:region"))
     check_auto_release_time(config.get(f"{project}:autoReleaseAt"))
     return planned(profile, file=str(path))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..catalog import Catalog, load_catalog
+from ..catalog.price_book import catalog_for
 from ..errors import InfeasibleError
 from ..plan import Plan
 from ..profile import TrainingProfile
@@ -32,7 +33,7 @@ def resolve(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> Plan
 
 def resolve_all(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> Resolution:
     """The plan and everything considered on the way; InfeasibleError when nothing fits."""
-    catalog = catalog or load_catalog()
+    catalog = catalog_for(profile, catalog or load_catalog())
     if wants_dlc(profile):
         ecs_res = considered(profile, catalog) if profile.resources.target == "auto" else None
         return resolve_dlc(profile, catalog, ecs_res)

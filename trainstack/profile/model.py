@@ -418,6 +418,11 @@ class TrainingProfile(_Strict):
     access: AccessSpec = Field(default_factory=AccessSpec)
     image_id: Optional[str] = Field(None, max_length=128)
     tags: dict[str, str] = Field(default_factory=dict)
+    price_book: Optional[str] = Field(
+        None, min_length=1, max_length=4096,
+        description="The team's prices (YAML, README \"Prices\"), relative to the profile file; used over the "
+                    "public snapshot and labelled as the team's price")
+    _base_dir: Optional[Path] = PrivateAttr(None)
 
     @field_validator("name")
     @classmethod
@@ -465,6 +470,23 @@ class TrainingProfile(_Strict):
             if any(s in (k + " " + val).lower() for s in ("http://", "https://")):
                 raise ValueError("tags must not contain http:// or https://")
         return v
+
+    @model_validator(mode="after")
+    def _remember_folder(self, info: ValidationInfo) -> "TrainingProfile":
+        self._base_dir = _base_dir(info)
+        return self
+
+    @property
+    def base_dir(self) -> Optional[Path]:
+        """The profile file's folder: where its relative paths (hf_config, price_book) start."""
+        return self._base_dir
+
+    def price_book_file(self) -> Optional[Path]:
+        """``price_book`` as a path (relative to the profile's folder, else the working directory)."""
+        if self.price_book is None:
+            return None
+        p = Path(self.price_book).expanduser()
+        return p if p.is_absolute() or self._base_dir is None else self._base_dir / p
 
     @model_validator(mode="after")
     def _cross_field(self) -> "TrainingProfile":
