@@ -61,8 +61,8 @@ class PriceBookEntry(BaseModel):
                                     description="PAI-DLC spec: an ECS type name or a Lingjun spec (per pod-hour)")
     resource_id: Optional[str] = Field(None, min_length=1, max_length=128,
                                        description="PAI resource quota id (per GPU-hour)")
-    on_demand_cny_per_hour: float = Field(gt=0, le=MAX_CNY_PER_HOUR)
-    spot_cny_per_hour: Optional[float] = Field(None, gt=0, le=MAX_CNY_PER_HOUR)
+    on_demand_cny_per_hour: float = Field(gt=0, le=MAX_CNY_PER_HOUR, strict=True)
+    spot_cny_per_hour: Optional[float] = Field(None, gt=0, le=MAX_CNY_PER_HOUR, strict=True)
     as_of: _dt.date
     source: str = Field(min_length=1, max_length=500, description="Who set the price and why (free text)")
 
