@@ -46,7 +46,7 @@ def resolve_all(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> 
 def infeasible(profile: TrainingProfile, catalog: Catalog, res: Resolution) -> InfeasibleError:
     return InfeasibleError(
         f"no feasible placement for {profile.name} in {profile.region}: {summarise(res)}",
-        suggestions=suggestions_for(profile, catalog),
+        suggestions=suggestions_for(profile, catalog, res),
         details={"rejected": [r.model_dump(mode="json") for r in res.rejected],
                  "candidates_considered": len(res.candidates)})
 
