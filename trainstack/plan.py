@@ -158,12 +158,27 @@ class SpotPoolPlan(_Frozen):
     notes: tuple[str, ...] = ()
 
 
+class ImageLookup(_Frozen):
+    """PAI's official training image, looked up at deploy time (AIWorkspace ListImages): the newest
+    whose labels match and whose tag names a GPU build with at least ``min_cuda``."""
+
+    labels: tuple[str, ...] = Field(description="ListImages Labels filter, Key=Value each")
+    name: str = Field(description="ListImages Name filter (the framework)")
+    repository: str = Field(description="Repository name the image must come from, e.g. pytorch-training")
+    min_cuda: str = Field(description="Oldest CUDA the GPU generation needs, e.g. 11.8")
+    architecture: str = Field(description="GPU generation the CUDA minimum is for")
+
+
 class DlcPlan(_Frozen):
     workspace_id: Optional[str] = None
     resource_id: Optional[str] = None
     job_type: str = "PyTorchJob"
-    image: str
+    image: Optional[str] = Field(None, description="None: the official image is looked up at deploy time")
+    image_lookup: Optional[ImageLookup] = None
     image_is_default: bool = True
+    quota_spec: Optional[str] = Field(None, description="Node spec of the quota (ECS type or Lingjun spec)")
+    quota_kind: Optional[Literal["lingjun", "general", "unknown"]] = None
+    nccl_preset: Optional[str] = Field(None, description="PAI's NCCL preset the job keeps (Lingjun)")
     ecs_spec: Optional[str] = None
     pod_count: int = 1
     gpus_per_pod: int = 1
@@ -176,6 +191,12 @@ class DlcPlan(_Frozen):
     envs: dict[str, str] = Field(default_factory=dict)
     max_running_minutes: Optional[int] = None
     notes: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _one_image(self) -> "DlcPlan":
+        if (self.image is None) == (self.image_lookup is None):
+            raise ValueError("a DLC plan has an image or an image lookup (exactly one)")
+        return self
 
 
 class JobSecretPlan(_Frozen):

@@ -70,6 +70,7 @@ def profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem
             catalog.instance(t, path=f"resources.instance_types[{i}]")
         except InputError as exc:
             problems.extend(exc.problems)
+    problems += dlc_profile_problems(profile, catalog)
     if profile.price_book is not None:
         from .catalog.price_book import catalog_for
 
@@ -78,6 +79,32 @@ def profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem
         except InputError as exc:  # each problem names the price book file and its entry
             problems.extend(exc.problems)
     return problems
+
+
+def dlc_profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem]:
+    """A DLC job's rules that need the catalog or the DLC facts: an image it can get (a pinned one, or an
+    official one to look up), a quota node spec trainstack can plan (``dlc.quota_spec``), and, on a
+    Lingjun quota, PAI's preset NCCL variables left as PAI sets them (never the eRDMA set)."""
+    from .catalog import dlc_facts
+    from .placement.dlc import image_problem, quota_spec_problems, wants_dlc
+
+    if not wants_dlc(profile):
+        return []
+    out = [p for p in (image_problem(profile),) if p is not None]
+    out += quota_spec_problems(profile, catalog)
+    spec = profile.dlc.quota_spec
+    lingjun = {s.name: s for s in dlc_facts().lingjun_specs}
+    if spec in lingjun and lingjun[spec].nccl_preset:
+        preset = dlc_facts().preset(lingjun[spec].nccl_preset or "")
+        for name in preset.keep:
+            value = profile.job.env.get(name)
+            if value is not None and value != preset.env[name]:
+                out.append(Problem(path=f"job.env.{name}", given=value, has_given=True, allowed=preset.env[name],
+                                   message=f"PAI presets {name}={preset.env[name]} on Lingjun spec {spec} "
+                                           f"[PAI-RDMA]; another value breaks or slows NCCL on its RDMA network "
+                                           f"(the eRDMA set, e.g. NCCL_IB_HCA=erdma, is for eRDMA ECS types); "
+                                           f"fix: remove it"))
+    return out
 
 
 def profile_warnings(profile: TrainingProfile, catalog: Catalog) -> list[Problem]:

@@ -170,3 +170,82 @@ def _relaxed_limits(profile: TrainingProfile, catalog: Catalog) -> list[str]:
         if r.deadline_hours is not None and best.estimated_hours is not None and best.estimated_hours > r.deadline_hours:
             out.append(f"extend resources.deadline_hours to {best.estimated_hours:,.1f}: {describe(best)}")
     return out
+
+
+# ---- PAI-DLC -------------------------------------------------------------------------------------
+
+#: Stands in for a quota id when a "use a quota" suggestion is tested.
+QUOTA_PLACEHOLDER = "your-quota-id"
+
+
+def _dlc_plan_text(profile: TrainingProfile, catalog: Catalog) -> Optional[str]:
+    """The DLC plan of ``profile`` in a few words, or None when it is infeasible too."""
+    from ..errors import InfeasibleError, InputError
+    from .dlc import resolve_dlc
+
+    try:
+        plan = resolve_dlc(profile, catalog, suggest=False).plan
+    except (InfeasibleError, InputError):
+        return None
+    assert plan is not None
+    where = plan.instance_type or f"{plan.gpus_per_node} {plan.gpu_model} per pod"
+    cost = (f"{plan.total_cost_cny:,.0f} CNY" if plan.total_cost_cny is not None else "cost unknown")
+    hours = "" if plan.estimated_hours is None else f", {plan.estimated_hours:,.1f} h"
+    return f"{plan.nodes} pod(s) x {where}, {cost}{hours}"
+
+
+def dlc_suggestions(profile: TrainingProfile, catalog: Catalog, codes: set) -> list[str]:
+    """Tested changes that make a DLC job feasible: a quota or ECS when public resources are too small
+    (each with the plan that works), then the job's own levers (precision, checkpointing, sharding,
+    adapters for fine-tuning only, GPU count, deadline)."""
+    t, r, d = profile.training, profile.resources, profile.dlc
+    out: list[str] = []
+    if ReasonCode.DLC_PUBLIC_LIMIT in codes and not d.resource_id:
+        quota = _try(lambda: _variant(profile, "dlc", resource_id=QUOTA_PLACEHOLDER))
+        text = _dlc_plan_text(quota, catalog) if quota else None
+        if text:
+            out.append(f"use a PAI resource quota (dlc.resource_id, with the dlc.workspace_id it is attached to): "
+                       f"{text} (sized for {r.gpu_models[0] if r.gpu_models else 'A100-80G'} nodes unless "
+                       "dlc.quota_spec names the quota's node)")
+        ecs = _try(lambda: _variant(profile, "resources", target="ecs"))
+        best = _best(ecs, catalog) if ecs else None
+        if best is not None:
+            out.append(f"run on ECS GPU nodes (resources.target: ecs): {describe(best)}")
+        if not d.public_limits_raised:
+            raised = _try(lambda: _variant(profile, "dlc", public_limits_raised=True))
+            text = _dlc_plan_text(raised, catalog) if raised else None
+            if text:
+                out.append(f"if your account manager raised the public-resource limits (dlc.public_limits_raised: "
+                           f"true): {text}")
+    tries: list[tuple[str, Callable[[], TrainingProfile]]] = []
+    if t.precision == "fp8-mixed":
+        tries.append(("train in BF16 with fp32 master weights (training.precision: bf16-mixed)",
+                      lambda: _variant(profile, "training", precision="bf16-mixed")))
+    if not t.gradient_checkpointing:
+        tries.append(("enable gradient checkpointing (training.gradient_checkpointing: true)",
+                      lambda: _variant(profile, "training", gradient_checkpointing=True)))
+    if t.method in ("full", "pretrain") and t.zero_stage < 3:
+        tries.append(("shard with ZeRO-3 (training.zero_stage: 3, gpus: auto)",
+                      lambda: _variant(profile, "training", {"resources": {"gpus": "auto"}}, zero_stage=3)))
+    if adapters_apply(profile):
+        tries.append(("train LoRA adapters instead of all weights (training.method: lora)",
+                      lambda: _variant(profile, "training", method="lora")))
+    if isinstance(r.gpus, int):
+        tries.append(("let trainstack choose the GPU count (resources.gpus: auto)",
+                      lambda: _variant(profile, "resources", gpus="auto")))
+    if r.deadline_hours is not None:
+        tries.append(("drop the deadline (resources.deadline_hours)",
+                      lambda: _variant(profile, "resources", deadline_hours=None)))
+    for text, make in tries:
+        variant = _try(make)
+        plan = _dlc_plan_text(variant, catalog) if variant else None
+        if plan:
+            out.append(f"{text}: {plan}")
+    return list(dict.fromkeys(out))
+
+
+def _try(make: Callable[[], TrainingProfile]) -> Optional[TrainingProfile]:
+    try:
+        return make()
+    except ValueError:  # the change conflicts with another field: not a one-step fix
+        return None

@@ -246,7 +246,8 @@ def dlc_request(resources: list[RecordedResource], plan: Plan, stack: str) -> Op
     from trainstack.cloud import dlc_request as dlc
 
     try:
-        body = dlc.build_request_model(reveal(job.inputs)).to_map()
+        inputs = reveal(job.inputs)
+        body = dlc.build_request_model(inputs, image=dlc.preview_image(inputs)).to_map()
     except (ValueError, KeyError, TypeError):
         body = dlc.preview_request(plan, stack)
     return {"resource": job.name, "body": public(body)}
