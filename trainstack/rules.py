@@ -240,7 +240,7 @@ def _dlc(plan: Plan) -> list[Optional[Problem]]:
                         message="a resource quota needs dlc.workspace_id: it is usable only in a workspace it is "
                                 "attached to, and a workspace trainstack creates has none",
                         allowed="set dlc.workspace_id to the workspace the quota is attached to")]
-    out: list[Optional[Problem]] = []
+    out: list[Optional[Problem]] = list(_pod_fits_node(plan))
     for step in (lambda: job_inputs(plan), lambda: planned_datasets(plan, "")):
         try:
             result = step()
@@ -251,6 +251,31 @@ def _dlc(plan: Plan) -> list[Optional[Problem]]:
             continue
         if isinstance(result, dict):
             out += [Problem(path=f"dlc.{key}", message=f"{key} {why}") for key, why in validate_inputs(result)]
+    return out
+
+
+def _pod_fits_node(plan: Plan) -> list[Problem]:
+    """A quota pod asks for no more vCPU or memory than one node of ``dlc.quota_spec`` has."""
+    from .catalog import dlc_facts
+
+    d = plan.dlc
+    if d is None or not d.resource_id or not d.quota_spec:
+        return []
+    catalog = load_catalog()
+    if catalog.knows(d.quota_spec):
+        node = catalog.instance(d.quota_spec).type
+        vcpu, memory = node.vcpu, node.memory_gib
+    else:
+        spec = next((s for s in dlc_facts().lingjun_specs if s.name == d.quota_spec), None)
+        stated, reading = (spec.stated, spec.name_reading) if spec else (None, None)
+        vcpu = (stated.vcpu if stated else None) or (reading.vcpu if reading else None)
+        memory = (stated.memory_gib if stated else None) or (reading.memory_gib if reading else None)
+    out = []
+    for key, asked, has, unit in (("cpu_per_pod", d.cpu_per_pod, vcpu, "vCPU"),
+                                  ("memory_gib_per_pod", d.memory_gib_per_pod, memory, "GiB")):
+        if asked is not None and has is not None and asked > has:
+            out.append(Problem(path=f"dlc.{key}", given=asked, has_given=True, allowed=f"at most {has:g}",
+                               message=f"a pod cannot have more than one {d.quota_spec} node's {has:g} {unit}"))
     return out
 
 
