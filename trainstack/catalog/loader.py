@@ -9,7 +9,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from pydantic import ValidationError
 
@@ -27,9 +27,6 @@ from .models import (
     SourceRef,
 )
 from .overlay import OverlayError, apply_overlays, read_overlays
-
-if TYPE_CHECKING:
-    from .price_book import PriceBook
 
 DATA_DIR = Path(__file__).parent / "data"
 #: Environment variable pointing at another overlay directory (tests, forks).
@@ -105,7 +102,7 @@ class Catalog:
         self.settings = dict(settings)
         self.overlays = list(overlays)
         #: The team's prices, in front of every public figure (:meth:`with_price_book`).
-        self.price_book: Optional["PriceBook"] = None
+        self.price_book: Optional[Any] = None  # a price_book.PriceBook (not imported: it reads this module's data)
         self.prices: dict[str, dict[str, RegionPrice]] = {}
         for p in prices:
             self.prices.setdefault(p.region, {})[p.instance_type] = p
@@ -253,7 +250,7 @@ class Catalog:
     def seen_in(self, region: str, name: str) -> Optional[RegionPrice]:
         return self.prices.get(region, {}).get(name)
 
-    def with_price_book(self, book: Optional["PriceBook"]) -> "Catalog":
+    def with_price_book(self, book: Optional[Any]) -> "Catalog":
         """This catalog with the team's prices in front of every public figure (a shallow copy)."""
         if book is None or book is self.price_book:
             return self
@@ -283,10 +280,8 @@ class Catalog:
         as_of = local.as_of if local else None
         kind, words = self.price_source(local) if (local and on_demand is not None) else ("none", "")
         if entry is not None:
-            from .price_book import describe
-
             on_demand, as_of, kind = entry.on_demand_cny_per_hour, entry.as_of.isoformat(), "price-book"
-            words = describe(entry, self.price_book)
+            words = entry.describe(self.price_book.path)
             labels.append(f"on-demand price of {name} in {region} is {words}")
         if on_demand is None and is_mainland_china(region):
             donors = sorted(
@@ -342,9 +337,7 @@ class Catalog:
             return PriceQuote(instance_type=name, region=region, service=service, per=per,
                               on_demand_cny_per_hour=None, spot_cny_per_hour=None, labels=(f"{words}; {fix}",),
                               source_kind="none", source=words)
-        from .price_book import describe
-
-        words = describe(entry, self.price_book)
+        words = entry.describe(self.price_book.path)
         spot_labels = ((f"spot price of {what} is the team's price from price book {self.price_book.path} "
                         f"({entry.spot_cny_per_hour:g} CNY/h)",) if entry.spot_cny_per_hour is not None else ())
         return PriceQuote(instance_type=name, region=region, service=service, per=per,

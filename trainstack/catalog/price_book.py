@@ -107,6 +107,11 @@ class PriceBookEntry(BaseModel):
     def unit(self) -> str:
         return UNIT[self.kind]
 
+    def describe(self, book_path: str) -> str:
+        """How an output names this price: whose it is, where it is written and why."""
+        return (f"the team's price from price book {book_path} ({self.on_demand_cny_per_hour:g} CNY per "
+                f"{self.unit}-hour, as of {self.as_of.isoformat()}; source: {short_repr(self.source, 80)})")
+
 
 class _PriceBookFile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -248,12 +253,6 @@ def entry_problems(entries: Iterable[PriceBookEntry], catalog, file: str, today:
         else:
             seen[key] = i
     return out
-
-
-def describe(entry: PriceBookEntry, book: PriceBook) -> str:
-    """How an output names a price-book price: whose it is, where it is written and why."""
-    return (f"the team's price from price book {book.path} ({entry.on_demand_cny_per_hour:g} CNY per "
-            f"{entry.unit}-hour, as of {entry.as_of.isoformat()}; source: {short_repr(entry.source, 80)})")
 
 
 def display_path(path: Path) -> str:

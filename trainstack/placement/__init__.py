@@ -18,7 +18,7 @@ from ..reasons import BUDGET_CODES, ReasonCode
 from .dlc import resolve_dlc, wants_dlc
 from .ecs import considered, resolve_ecs
 from .engine import SPOT_RESTART_ALLOWANCE, Resolution, rank_key, ranked
-from .suggest import suggestions_for
+from .suggest import dlc_suggestions, suggestions_for
 
 __all__ = ["Resolution", "SPOT_RESTART_ALLOWANCE", "considered", "rank_key", "ranked", "resolve", "resolve_all",
            "wants_dlc"]
@@ -36,7 +36,12 @@ def resolve_all(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> 
     catalog = catalog_for(profile, catalog or load_catalog())
     if wants_dlc(profile):
         ecs_res = considered(profile, catalog) if profile.resources.target == "auto" else None
-        return resolve_dlc(profile, catalog, ecs_res)
+        try:
+            return resolve_dlc(profile, catalog, ecs_res)
+        except InfeasibleError as exc:  # tested fixes, chosen by the rejections' reason codes
+            codes = {ReasonCode(c) for c in exc.details.get("reason_codes", ())}
+            exc.suggestions = dlc_suggestions(profile, catalog, codes)
+            raise
     res = resolve_ecs(profile, catalog)
     if res.plan is None:
         raise infeasible(profile, catalog, res)

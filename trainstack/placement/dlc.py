@@ -310,11 +310,9 @@ def choose(profile: TrainingProfile, catalog: Catalog, cands: list[Candidate], q
 
 # ---- infeasible ----------------------------------------------------------------------------------
 
-def infeasible(profile: TrainingProfile, catalog: Catalog, cands: list[Candidate], where: str,
-               suggest: bool = True) -> InfeasibleError:
-    """Nothing runs on DLC: the closest candidate's real cause (its engine reason) and tested fixes."""
-    from .suggest import dlc_suggestions
-
+def infeasible(profile: TrainingProfile, cands: list[Candidate], where: str) -> InfeasibleError:
+    """Nothing runs on DLC: the closest candidate's real cause (its engine reason); ``details`` carry
+    the reason codes the caller's suggestions are chosen by (``placement.resolve_all``)."""
     near = closest(cands) if cands else None
     codes = {c.reason_code for c in cands if c.reason_code is not None}
     if near is None:
@@ -328,17 +326,14 @@ def infeasible(profile: TrainingProfile, catalog: Catalog, cands: list[Candidate
         why = (f"no PAI-DLC public-resource spec fits within {DLC_PUBLIC_MAX_GPUS} GPUs and {DLC_PUBLIC_MAX_VCPU} vCPU "
                f"(the limit unless your account manager raises it); {why}")
     return InfeasibleError(f"{profile.name}: no feasible PAI-DLC placement on {where}: {why}",
-                           suggestions=dlc_suggestions(profile, catalog, codes) if suggest else [],
                            details={"rejected": [], "candidates_considered": len(cands),
                                     "reason_codes": sorted(c.value for c in codes)})
 
 
 # ---- the plan ------------------------------------------------------------------------------------
 
-def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Resolution] = None,
-                suggest: bool = True) -> Resolution:
-    """The DLC plan (InfeasibleError when no candidate passes every rule; with tested suggestions
-    unless ``suggest`` is False, as when a suggestion itself is being tested)."""
+def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Resolution] = None) -> Resolution:
+    """The DLC plan (InfeasibleError, without suggestions, when no candidate passes every rule)."""
     t, r = profile.training, profile.resources
     labels: list[str] = []
     quota = profile.dlc.resource_id
@@ -348,7 +343,7 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
         quote = catalog.quote(profile.region, quota, service="dlc-quota")
         cands = quota_candidates(profile, catalog, node, quote)
         if not any(c.feasible for c in cands):
-            raise infeasible(profile, catalog, cands, f"quota {quota}", suggest)
+            raise infeasible(profile, cands, f"quota {quota}")
         chosen, rest = choose(profile, catalog, cands, quota=True)
         labels += node.labels
         if chosen.hourly_cost_cny is None:
@@ -357,7 +352,7 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
     else:
         cands = public_candidates(profile, catalog)
         if not any(c.feasible for c in cands):
-            raise infeasible(profile, catalog, cands, "public resources", suggest)
+            raise infeasible(profile, cands, "public resources")
         chosen, rest = choose(profile, catalog, cands, quota=False)
         quote = catalog.quote(profile.region, chosen.instance_type or "", service="dlc")
         if chosen.hourly_cost_cny is None:

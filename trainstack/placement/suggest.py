@@ -184,7 +184,7 @@ def _dlc_plan_text(profile: TrainingProfile, catalog: Catalog) -> Optional[str]:
     from .dlc import resolve_dlc
 
     try:
-        plan = resolve_dlc(profile, catalog, suggest=False).plan
+        plan = resolve_dlc(profile, catalog).plan
     except (InfeasibleError, InputError):
         return None
     assert plan is not None
