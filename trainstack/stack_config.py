@@ -52,27 +52,28 @@ def trusted_profile(path: Path) -> Iterator[None]:
             _TRUSTED_PROFILES.discard(resolved)
 
 
-def profile_path(value: str, root: Path = PROJECT_ROOT) -> Path:
-    """``trainstack:profile`` as a path under ``<root>/stacks`` (relative to it, or absolute inside it).
+def profile_path(value: str, root: Path = PROJECT_ROOT, key: str = "trainstack:profile",
+                 example: str = "profiles/my-run.yaml") -> Path:
+    """``trainstack:profile`` (or another file the stack config names, ``key``) as a path under
+    ``<root>/stacks`` (relative to it, or absolute inside it).
 
     Raises InputError for a path that leaves stacks/ (``..``, an absolute path elsewhere, a symlink
     pointing out); the message names the value given, never the file's content."""
     stacks = (Path(root) / STACKS_DIR_NAME).resolve()
     if not isinstance(value, str) or not value.strip() or "\x00" in value:
-        raise InputError("trainstack:profile must be a path relative to stacks/, e.g. profiles/my-run.yaml")
+        raise InputError(f"{key} must be a path relative to stacks/, e.g. {example}")
     p = Path(value)
     candidate = p if p.is_absolute() else stacks / p
     try:
         resolved = candidate.resolve()
     except (OSError, RuntimeError, ValueError):
-        raise InputError(f"trainstack:profile {value!r} cannot be resolved (a symlink loop?)") from None
+        raise InputError(f"{key} {value!r} cannot be resolved (a symlink loop?)") from None
     if resolved in _TRUSTED_PROFILES:
         return resolved
     if resolved != stacks and stacks not in resolved.parents:
-        raise InputError(f"trainstack:profile {value!r} is outside stacks/; stack config may only name "
-                         "profiles under stacks/ (symlinks resolved)",
-                         hint="move the profile under stacks/profiles/ and set trainstack:profile to "
-                              "profiles/<name>.yaml")
+        raise InputError(f"{key} {value!r} is outside stacks/; stack config may only name "
+                         "files under stacks/ (symlinks resolved)",
+                         hint=f"move the file under stacks/ and set {key} to a path like {example}")
     return candidate
 
 
@@ -85,7 +86,8 @@ def load_profile_with_overrides(path: Path, zone: Optional[str] = None, price_bo
     if zone:
         doc["zone"] = zone
     if price_book:
-        doc["price_book"] = str(profile_path(price_book, root))
+        doc["price_book"] = str(profile_path(price_book, root, key="trainstack:priceBook",
+                                             example="profiles/prices.yaml"))
     return parse_profile(doc, file=str(path), base_dir=Path(path).resolve().parent)
 
 

@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 from trainstack.catalog import loader
+from trainstack.datafile import load_data_yaml
 from trainstack.cli import main
 from trainstack.errors import InfeasibleError, InputError
 from trainstack.placement import resolve, resolve_all
@@ -160,7 +161,7 @@ def test_lingjun_plans_with_rdma_and_pais_nccl_preset_left_alone(overlays):
 def test_lingjun_facts_have_sources():
     from trainstack.catalog import dlc_facts
 
-    tags = {row["tag"] for row in loader._read_yaml(loader.DATA_DIR / "sources.yaml")}
+    tags = {row["tag"] for row in load_data_yaml(loader.DATA_DIR / "sources.yaml")}
     facts = dlc_facts()
     assert all(set(s.sources) <= tags and s.nccl_preset == "lingjun-default" for s in facts.lingjun_specs)
     preset = facts.preset("lingjun-default")

@@ -162,15 +162,21 @@ def test_a_broken_price_book_is_the_same_exit_2_in_validate_resolve_and_plan(fp8
     assert "price_book: price book file not found" in capsys.readouterr().err
 
 
-def test_a_stack_may_set_the_price_book(fp8, tmp_path):
-    other = tmp_path / "stacks-book.yaml"
-    other.write_text(BOOK.replace("160.0", "120.0"))
-    config = {"trainstack:profile": str(fp8), "trainstack:priceBook": str(other)}
+def test_a_stack_may_set_the_price_book(tmp_path):
+    stacks = tmp_path / "stacks"
+    (stacks / "profiles" / "team").mkdir(parents=True)
+    (stacks / "profiles" / "team" / "prices.yaml").write_text(BOOK)
+    (stacks / "profiles" / "fp8.yaml").write_text(FP8)
+    (stacks / "books").mkdir()
+    (stacks / "books" / "stack.yaml").write_text(BOOK.replace("160.0", "120.0"))
+    own = plan_for_config({"trainstack:profile": "profiles/fp8.yaml"}, "trainstack", root=tmp_path)
+    assert own.hourly_cost_cny == 160.0  # the profile's own price_book, relative to the profile file
+    config = {"trainstack:profile": "profiles/fp8.yaml", "trainstack:priceBook": "books/stack.yaml"}
     plan = plan_for_config(config, "trainstack", root=tmp_path)
-    assert plan.hourly_cost_cny == 120.0 and "stacks-book.yaml" in plan.prices.whose
-    relative = {"trainstack:profile": str(fp8), "trainstack:priceBook": "../stacks-book.yaml"}
-    (tmp_path / "stacks").mkdir()
-    assert plan_for_config(relative, "trainstack", root=tmp_path).hourly_cost_cny == 120.0
+    assert plan.hourly_cost_cny == 120.0 and "stack.yaml" in plan.prices.whose
+    (tmp_path / "elsewhere.yaml").write_text(BOOK)
+    with pytest.raises(InputError, match="trainstack:priceBook '../elsewhere.yaml' is outside stacks/"):
+        plan_for_config({**config, "trainstack:priceBook": "../elsewhere.yaml"}, "trainstack", root=tmp_path)
 
 
 def test_spot_from_the_book_or_estimated_from_it(fp8):

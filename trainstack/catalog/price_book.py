@@ -39,8 +39,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import InputError, Problem, did_you_mean, short_repr
 
-#: Most entries one price book may hold (a region x type matrix of a large account is ~2,000).
-MAX_ENTRIES = 5000
+#: Most entries one price book may hold: every GPU type of the catalog in ten regions, within the
+#: user-file reader's bound on values (trainstack.profile.yamlfile.MAX_NODES).
+MAX_ENTRIES = 1500
 #: No GPU node or quota GPU costs this much per hour; a larger figure is a typo (CNY/h).
 MAX_CNY_PER_HOUR = 100_000.0
 RESOURCE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
