@@ -158,12 +158,27 @@ class SpotPoolPlan(_Frozen):
     notes: tuple[str, ...] = ()
 
 
+class ImageLookup(_Frozen):
+    """PAI's official training image, looked up at deploy time (AIWorkspace ListImages): the newest
+    whose labels match and whose tag names a GPU build with at least ``min_cuda``."""
+
+    labels: tuple[str, ...] = Field(description="ListImages Labels filter, Key=Value each")
+    name: str = Field(description="ListImages Name filter (the framework)")
+    repository: str = Field(description="Repository name the image must come from, e.g. pytorch-training")
+    min_cuda: str = Field(description="Oldest CUDA the GPU generation needs, e.g. 11.8")
+    architecture: str = Field(description="GPU generation the CUDA minimum is for")
+
+
 class DlcPlan(_Frozen):
     workspace_id: Optional[str] = None
     resource_id: Optional[str] = None
     job_type: str = "PyTorchJob"
-    image: str
+    image: Optional[str] = Field(None, description="None: the official image is looked up at deploy time")
+    image_lookup: Optional[ImageLookup] = None
     image_is_default: bool = True
+    quota_spec: Optional[str] = Field(None, description="Node spec of the quota (ECS type or Lingjun spec)")
+    quota_kind: Optional[Literal["lingjun", "general", "unknown"]] = None
+    nccl_preset: Optional[str] = Field(None, description="PAI's NCCL preset the job keeps (Lingjun)")
     ecs_spec: Optional[str] = None
     pod_count: int = 1
     gpus_per_pod: int = 1
@@ -176,6 +191,12 @@ class DlcPlan(_Frozen):
     envs: dict[str, str] = Field(default_factory=dict)
     max_running_minutes: Optional[int] = None
     notes: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _one_image(self) -> "DlcPlan":
+        if (self.image is None) == (self.image_lookup is None):
+            raise ValueError("a DLC plan has an image or an image lookup (exactly one)")
+        return self
 
 
 class JobSecretPlan(_Frozen):
@@ -199,6 +220,30 @@ class JobPlan(_Frozen):
     micro_batch_size: int = 1
     sequence_length: int = 2048
     gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per optimizer step (per rank)")
+
+
+class PriceProvenance(_Frozen):
+    """Whose price a plan rests on, how old it is, and whether the type and zone were seen offered.
+
+    The ``prices`` block of ``resolve``/``plan``/``diff`` JSON (``prices.as_of``, ``prices.age_days``,
+    ``prices.source``); ``headline`` is the line every text output prints first.
+    """
+
+    source: Literal["snapshot", "borrowed-region", "price-book", "refresh", "none"]
+    as_of: Optional[str] = Field(None, description="ISO date of the price")
+    age_days: Optional[int] = Field(None, description="Days from as_of to the day the plan was made")
+    stale: bool = Field(False, description="Older than the catalog's price_max_age_days")
+    max_age_days: int = 90
+    priced: str = Field(description="What is priced: ECS type, DLC spec or resource quota id")
+    service: Literal["ecs", "dlc", "dlc-quota"] = "ecs"
+    per: Literal["node", "pod", "GPU"] = "node"
+    whose: str = Field(description="Whose figure it is, in words")
+    borrowed_from: Optional[str] = None
+    type_seen_in_region: Optional[bool] = Field(None, description="Type seen offered in the region (ECS only)")
+    zone: Optional[str] = None
+    zone_seen: Optional[bool] = Field(None, description="Zone seen offered for the type; None: chosen at deploy")
+    spot_estimated: Optional[bool] = Field(None, description="Spot plans: the spot price is an estimate")
+    headline: str
 
 
 class Candidate(_Frozen):
@@ -271,6 +316,7 @@ class Plan(_Frozen):
     alternatives: tuple[Candidate, ...] = ()
     rejected: tuple[Rejection, ...] = ()
     catalog_date: Optional[str] = None
+    prices: Optional[PriceProvenance] = Field(None, description="Whose price, how old, seen offered or not")
 
     @model_validator(mode="after")
     def _spot_pool_fits(self) -> "Plan":

@@ -12,6 +12,8 @@ Stack config (``stacks/Pulumi.<stack>.yaml``):
 - ``trainstack:zone`` (optional): pin the zone (overrides the profile's ``zone``).
 - ``trainstack:autoReleaseAt`` (optional): hard deadline, UTC ``YYYY-MM-DDTHH:MM:SSZ``; ECS
   releases the nodes then (checkpoint storage is separate and survives).
+- ``trainstack:priceBook`` (optional): the team's price book, relative to ``stacks/`` or absolute;
+  replaces the profile's ``price_book`` (README, "Prices").
 - ``alicloud:region`` (optional): must equal the profile's region if set.
 - ``alicloud:accessKey``/``secretKey``/``securityToken`` only as secrets (``pulumi config set
   --secret``); a plain value is refused (README "Credentials").
@@ -50,37 +52,43 @@ def trusted_profile(path: Path) -> Iterator[None]:
             _TRUSTED_PROFILES.discard(resolved)
 
 
-def profile_path(value: str, root: Path = PROJECT_ROOT) -> Path:
-    """``trainstack:profile`` as a path under ``<root>/stacks`` (relative to it, or absolute inside it).
+def profile_path(value: str, root: Path = PROJECT_ROOT, key: str = "trainstack:profile",
+                 example: str = "profiles/my-run.yaml") -> Path:
+    """``trainstack:profile`` (or another file the stack config names, ``key``) as a path under
+    ``<root>/stacks`` (relative to it, or absolute inside it).
 
     Raises InputError for a path that leaves stacks/ (``..``, an absolute path elsewhere, a symlink
     pointing out); the message names the value given, never the file's content."""
     stacks = (Path(root) / STACKS_DIR_NAME).resolve()
     if not isinstance(value, str) or not value.strip() or "\x00" in value:
-        raise InputError("trainstack:profile must be a path relative to stacks/, e.g. profiles/my-run.yaml")
+        raise InputError(f"{key} must be a path relative to stacks/, e.g. {example}")
     p = Path(value)
     candidate = p if p.is_absolute() else stacks / p
     try:
         resolved = candidate.resolve()
     except (OSError, RuntimeError, ValueError):
-        raise InputError(f"trainstack:profile {value!r} cannot be resolved (a symlink loop?)") from None
+        raise InputError(f"{key} {value!r} cannot be resolved (a symlink loop?)") from None
     if resolved in _TRUSTED_PROFILES:
         return resolved
     if resolved != stacks and stacks not in resolved.parents:
-        raise InputError(f"trainstack:profile {value!r} is outside stacks/; stack config may only name "
-                         "profiles under stacks/ (symlinks resolved)",
-                         hint="move the profile under stacks/profiles/ and set trainstack:profile to "
-                              "profiles/<name>.yaml")
+        raise InputError(f"{key} {value!r} is outside stacks/; stack config may only name "
+                         "files under stacks/ (symlinks resolved)",
+                         hint=f"move the file under stacks/ and set {key} to a path like {example}")
     return candidate
 
 
-def load_profile_with_overrides(path: Path, zone: Optional[str] = None) -> TrainingProfile:
+def load_profile_with_overrides(path: Path, zone: Optional[str] = None, price_book: Optional[str] = None,
+                                root: Path = PROJECT_ROOT) -> TrainingProfile:
     """Load the profile, applying stack-level overrides before validation (so a wrong zone is
-    reported like a wrong profile field)."""
+    reported like a wrong profile field). ``price_book`` (``trainstack:priceBook``) is relative to
+    ``<root>/stacks`` like the profile path."""
     doc = read_yaml_document(path)
     if zone:
         doc["zone"] = zone
-    return parse_profile(doc, file=str(path))
+    if price_book:
+        doc["price_book"] = str(profile_path(price_book, root, key="trainstack:priceBook",
+                                             example="profiles/prices.yaml"))
+    return parse_profile(doc, file=str(path), base_dir=Path(path).resolve().parent)
 
 
 def check_region(profile: TrainingProfile, configured: Optional[str]) -> None:
@@ -135,7 +143,8 @@ def plan_for_config(config: dict[str, str], project: str, root: Path = PROJECT_R
         raise InputError(f"stack config has no {project}:profile",
                          hint=f"pulumi config set {project}:profile profiles/<name>.yaml")
     path = profile_path(value, root)
-    profile = load_profile_with_overrides(path, zone=config.get(f"{project}:zone"))
+    profile = load_profile_with_overrides(path, zone=config.get(f"{project}:zone"),
+                                          price_book=config.get(f"{project}:priceBook"), root=root)
     check_region(profile, config.get("alicloud:region"))
     check_auto_release_time(config.get(f"{project}:autoReleaseAt"))
     return planned(profile, file=str(path))

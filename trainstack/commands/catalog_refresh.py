@@ -31,6 +31,10 @@ def register(actions) -> None:
     p.add_argument("--usd-rate", type=float, metavar="CNY_PER_USD", default=None,
                    help="for accounts billed in USD: the CNY per USD rate to convert prices with (stated "
                         "in the overlay); without it USD prices are recorded but not used")
+    p.add_argument("--price-book", metavar="PATH", default=None,
+                   help="also write the account's trade prices (DescribePrice TradePrice, after discounts) into "
+                        "this price book: created, or its refresh-written rows of these regions replaced "
+                        "(hand-written rows are kept)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run)
 
@@ -55,13 +59,22 @@ def run(args) -> int:
     from ..catalog import loader
 
     out_dir = Path(args.out_dir) if args.out_dir else loader.overlay_dir()
+    book = Path(args.price_book) if getattr(args, "price_book", None) else None
     result = refresh.refresh(args.regions, out_dir=out_dir, dry_run=args.dry_run, usd_rate=args.usd_rate,
-                             client_factory=refresh.make_client)
+                             client_factory=refresh.make_client, price_book=book)
     if args.json:
         data = result.summary.to_dict(result.after)
         data["dry_run"] = bool(args.dry_run)
         data["catalog_date"] = result.after.newest_price_date
+        if book is not None:
+            data["price_book"] = {"file": str(book), "trade_prices": result.price_book_rows,
+                                  "notes": result.price_book_notes}
         print(json.dumps(data, indent=2))
     else:
         print(refresh.render_summary(result.summary, result.after, dry_run=args.dry_run))
+        if book is not None:
+            verb = "would write" if args.dry_run else "wrote"
+            print(f"price book: {verb} {result.price_book_rows} trade price(s) to {book}")
+            for note in result.price_book_notes:
+                print(f"  note: {note}")
     return 0

@@ -12,6 +12,8 @@ from typing import Any, Optional
 
 from ..catalog import Catalog, GpuModel, load_catalog
 from ..catalog.models import TRAINING_INTERCONNECTS, TRAINING_RDMA
+from ..catalog.price_book import catalog_for
+from ..placement.prices import provenance
 from ..errors import InputError, Problem
 from ..profile import TrainingProfile, load_profile
 from ..rules import check_profile
@@ -39,6 +41,7 @@ def run(args) -> int:
     profile = load_profile(args.profile)
     catalog = load_catalog()
     check_profile(profile, catalog, file=args.profile)
+    catalog = catalog_for(profile, catalog)  # the team's prices first (price_book)
     gpus = [catalog.gpu(args.gpu, path="--gpu")] if args.gpu else list(catalog.gpus.values())
     count = _gpu_count(args.gpus, profile)
     gbps = _network_gbps(getattr(args, "network_gbps", None))
@@ -55,6 +58,7 @@ def run(args) -> int:
         suggestions = fit_suggestions(profile.architecture, profile.training,
                                       roomiest.usable_gib - min_margin_gib(roomiest.usable_gib, margin), count)
     doc = to_json(profile, est, prices, layouts, suggestions)
+    doc["prices"] = prices_block(catalog, profile.region, doc, prices)
     if suggestions or not est.fits_anywhere:
         doc["suggestions_for"] = f"{roomiest.name}, {roomiest.usable_gib:g} GiB"
     if args.json:
@@ -62,6 +66,24 @@ def run(args) -> int:
     else:
         print(render_text(doc))
     return 0
+
+
+def prices_block(catalog: Catalog, region: str, doc: dict[str, Any],
+                 prices: dict[str, GpuHourPrice]) -> Optional[dict[str, Any]]:
+    """Whose price the costs rest on (``prices.as_of``, ``age_days``, ``source``, ``headline``): the type
+    that prices the reference GPU, else the cheapest GPU that fits. Each ``per_gpu`` row gets its own
+    ``price_source`` and ``price_as_of``."""
+    for row in doc["per_gpu"]:
+        price = prices.get(row["gpu"])
+        quote = catalog.quote(region, price.instance_type) if price and price.instance_type else None
+        row["price_source"] = quote.source_kind if quote else "none"
+        row["price_as_of"] = quote.as_of if quote else None
+    gpu = (doc.get("cost") or {}).get("gpu") if (doc.get("cost") or {}).get("instance_type") else \
+        (doc.get("cheapest") or {}).get("gpu")
+    price = prices.get(gpu) if gpu else None
+    if price is None or price.instance_type is None:
+        return None
+    return provenance(catalog, catalog.quote(region, price.instance_type)).model_dump(mode="json")
 
 
 def _network_gbps(flag: Optional[float]) -> Optional[float]:
@@ -293,6 +315,8 @@ def render_text(doc: dict[str, Any]) -> str:
             c = doc["cheapest"]
             lines.append(f"  cheapest GPU that fits: {c['gpu']}, {_num(c['hours'], '{:,.2f}')} h, "
                          f"{_num(c['on_demand_cny'], '{:,.0f}')} CNY on demand")
+    if doc.get("prices"):
+        lines.append(f"  {doc['prices']['headline']}")
     if not doc["fits_any_gpu"]:
         lines.append("")
         lines.append(f"Fits no listed GPU model with {doc['gpus']} GPU(s). What would make it fit "

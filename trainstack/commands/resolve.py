@@ -45,6 +45,8 @@ def render_text(plan: Plan, candidates: list[Candidate], show_all: bool) -> str:
              f"{plan.estimate.memory_margin_gib} GiB), {plan.estimate.tokens_per_second or '-'} tokens/s, "
              f"{plan.estimated_hours if plan.estimated_hours is not None else '-'} h, "
              f"{_money(plan.hourly_cost_cny)} CNY/h, {_money(plan.total_cost_cny)} CNY total"]
+    if plan.prices is not None:
+        lines.append(f"  {plan.prices.headline}")
     if plan.spot:
         lines.append(f"  spot price limit: {plan.spot_price_limit} CNY/h per node")
     lines.append("")

@@ -15,6 +15,7 @@ from ..layout import plan_image, plan_network, plan_spot_pool, plan_storage
 from ..plan import Candidate, EstimateSummary, JobPlan, Plan, Rejection, spot_price_limit
 from ..profile import TrainingProfile
 from ..reasons import Reason, ReasonCode, reason
+from .prices import provenance
 from .engine import (
     SPOT_RESTART_ALLOWANCE, Option, Resolution, closest, evaluate, family_rejection, node_counts, ranked,
     static_rejection, unverified_labels, zone_for,
@@ -117,7 +118,8 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
             spot_hourly_cny=_times(quote.spot_cny_per_hour, best.nodes)),
         storage=storage, network=network, image=image, job=job_plan(profile, best.gpus_per_node, gpus),
         spot_pool=spot_pool, tags=dict(profile.tags), labels=tuple(dict.fromkeys(labels)), reasons=tuple(reasons),
-        alternatives=tuple(alternatives), rejected=tuple(rejected), catalog_date=catalog.newest_price_date)
+        alternatives=tuple(alternatives), rejected=tuple(rejected), catalog_date=catalog.newest_price_date,
+        prices=provenance(catalog, quote, zone=best.zone, spot=best.spot))
 
 
 def job_plan(profile: TrainingProfile, nproc_per_node: int, total_gpus: int) -> JobPlan:

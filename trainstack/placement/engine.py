@@ -59,6 +59,8 @@ class Option:
     labels: tuple[str, ...] = ()
     blocked: Optional[Reason] = None
     target: Literal["ecs", "dlc"] = "ecs"
+    #: The price to use (a DLC spec per pod, a quota per GPU); default: the ECS quote of ``inst``
+    quote: Optional[PriceQuote] = None
 
 
 # ---- rules that need only the instance type ------------------------------------------------
@@ -163,9 +165,9 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option) -> Cand
     hours = (t.tokens / tps / 3600) if (t.tokens and tps) else None
     if hours is not None and spot:
         hours *= SPOT_RESTART_ALLOWANCE
-    quote = catalog.quote(profile.region, inst.name)
+    quote = option.quote or catalog.quote(profile.region, inst.name)
     unit = quote.spot_cny_per_hour if spot else quote.on_demand_cny_per_hour
-    hourly = round(unit * nodes, 4) if unit is not None else None
+    hourly = round(unit * (gpus if quote.per == "GPU" else nodes), 4) if unit is not None else None
     total = round(hourly * hours, 2) if (hourly is not None and hours is not None) else None
     labels = (list(option.labels) + list(sizing.assumptions(profile.architecture, t, gpus)) + list(thr.labels)
               + list(quote.labels) + (list(quote.spot_labels) if spot else []))

@@ -237,6 +237,9 @@ def diff_documents(base: dict, head: dict, base_label: str = "base", head_label:
         "profile_changes": profile_changes(base, head),
         "summary": [{"field": f, "before": bs.get(f), "after": hs.get(f)} for f in SUMMARY_FIELDS
                     if bs.get(f) != hs.get(f)],
+        # whose price the head rests on (prices.as_of / age_days / source), and the base's under `before`
+        "prices": None if head.get("prices") is None and base.get("prices") is None
+        else {**(head.get("prices") or {}), "before": base.get("prices")},
         "cost": cost_changes(base, head),
         "resources": {"added": added, "removed": removed, "changed": changed, "ignored": ignored},
         "warnings": warnings(removed, changed, bi),
@@ -282,6 +285,7 @@ def _ident(r: dict) -> dict[str, Any]:
 def _side(doc: dict, label: str) -> dict[str, Any]:
     return {"label": label, "stack": doc.get("stack"), "name": (doc.get("plan") or {}).get("name"),
             "catalog_date": doc.get("catalog_date"), "pricing": (doc.get("cost") or {}).get("pricing"),
+            "prices": doc.get("prices"),
             "summary": doc.get("summary") or {}}
 
 

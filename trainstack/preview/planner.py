@@ -71,7 +71,8 @@ def config_profile(config: dict[str, str], project: Project):
     from trainstack.stack_config import load_profile_with_overrides, profile_path
 
     path = profile_path(config[f"{project.name}:profile"], project.root)
-    return load_profile_with_overrides(path, zone=config.get(f"{project.name}:zone"))
+    return load_profile_with_overrides(path, zone=config.get(f"{project.name}:zone"),
+                                       price_book=config.get(f"{project.name}:priceBook"), root=project.root)
 
 
 def run_program(project: Project, stack: str, config: dict[str, str], secret_keys: tuple[str, ...],
@@ -181,6 +182,7 @@ def build_document(source: Source, project: Project, stack: str, plan: Plan, rec
         "catalog_date": plan.catalog_date or _catalog_date(),
         "profile": None if profile is None else public(profile.model_dump(mode="json", exclude_unset=True)),
         "summary": summary,
+        "prices": None if plan.prices is None else plan.prices.model_dump(mode="json"),
         "cost": cost_block(plan),
         "plan": plan.model_dump(mode="json"),
         "resources": [_resource_entry(r, names) for r in resources],
@@ -244,7 +246,8 @@ def dlc_request(resources: list[RecordedResource], plan: Plan, stack: str) -> Op
     from trainstack.cloud import dlc_request as dlc
 
     try:
-        body = dlc.build_request_model(reveal(job.inputs)).to_map()
+        inputs = reveal(job.inputs)
+        body = dlc.build_request_model(inputs, image=dlc.preview_image(inputs)).to_map()
     except (ValueError, KeyError, TypeError):
         body = dlc.preview_request(plan, stack)
     return {"resource": job.name, "body": public(body)}

@@ -321,10 +321,28 @@ class DlcSpec(_Strict):
     workspace_id: Optional[str] = Field(None, max_length=128)
     resource_id: Optional[str] = Field(None, max_length=128, description="Resource quota ID (Lingjun/general)")
     job_type: Literal["PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "ElasticBatchJob", "RayJob"] = "PyTorchJob"
-    image_tag: Optional[str] = Field(None, max_length=128, description="Tag of the PAI pytorch-training image")
+    image_tag: Optional[str] = Field(None, max_length=128, description="Tag of the PAI pytorch-training image; "
+                                                                      "unset: the newest official image at deploy time")
     enable_rdma: Optional[bool] = None
     public_limits_raised: bool = Field(
         False, description="Your account manager raised PAI-DLC's public-resource limits (2 GPUs, 8 vCPU)")
+    quota_spec: Optional[str] = Field(
+        None, min_length=1, max_length=128,
+        description="Node spec of the resource quota: an ECS type (general computing) or a Lingjun spec "
+                    "(ml.gu7xf.c96m1600.8-gu108); sizes pods and sets the GPU. Needs dlc.resource_id")
+    cpu_per_pod: Optional[int] = Field(
+        None, ge=1, le=4096, description="vCPUs per pod of a quota job; default: the GPU share of the quota's node")
+    memory_gib_per_pod: Optional[float] = Field(
+        None, gt=0, le=65536, description="Memory (GiB) per pod of a quota job; default: the GPU share of the "
+                                          "quota's node")
+
+    @model_validator(mode="after")
+    def _quota_fields(self) -> "DlcSpec":
+        given = [k for k in ("quota_spec", "cpu_per_pod", "memory_gib_per_pod") if getattr(self, k) is not None]
+        if given and not self.resource_id:
+            raise ValueError(f"{', '.join('dlc.' + k for k in given)} apply to a resource quota job: set "
+                             "dlc.resource_id (public-resource pods get the ECS spec's own CPU and memory)")
+        return self
 
 
 class StorageSpec(_Strict):
@@ -418,6 +436,11 @@ class TrainingProfile(_Strict):
     access: AccessSpec = Field(default_factory=AccessSpec)
     image_id: Optional[str] = Field(None, max_length=128)
     tags: dict[str, str] = Field(default_factory=dict)
+    price_book: Optional[str] = Field(
+        None, min_length=1, max_length=4096,
+        description="The team's prices (YAML, README \"Prices\"), relative to the profile file; used over the "
+                    "public snapshot and labelled as the team's price")
+    _base_dir: Optional[Path] = PrivateAttr(None)
 
     @field_validator("name")
     @classmethod
@@ -465,6 +488,23 @@ class TrainingProfile(_Strict):
             if any(s in (k + " " + val).lower() for s in ("http://", "https://")):
                 raise ValueError("tags must not contain http:// or https://")
         return v
+
+    @model_validator(mode="after")
+    def _remember_folder(self, info: ValidationInfo) -> "TrainingProfile":
+        self._base_dir = _base_dir(info)
+        return self
+
+    @property
+    def base_dir(self) -> Optional[Path]:
+        """The profile file's folder: where its relative paths (hf_config, price_book) start."""
+        return self._base_dir
+
+    def price_book_file(self) -> Optional[Path]:
+        """``price_book`` as a path (relative to the profile's folder, else the working directory)."""
+        if self.price_book is None:
+            return None
+        p = Path(self.price_book).expanduser()
+        return p if p.is_absolute() or self._base_dir is None else self._base_dir / p
 
     @model_validator(mode="after")
     def _cross_field(self) -> "TrainingProfile":
