@@ -16,11 +16,17 @@ from ..catalog import Catalog, ResolvedInstance
 from ..catalog.limits import service_limits
 from ..errors import InfeasibleError
 from ..layout import ERDMA_NCCL_ENV, bucket_name, plan_image, plan_network, plan_storage
-from ..plan import Candidate, DlcPlan, EstimateSummary, OssPlan, Plan, StoragePlan, spot_price_limit
+from ..plan import (
+    Candidate, DlcPlan, EstimateSummary, OssPlan, ParallelismPlan, ParallelLayout, Plan, StoragePlan, spot_price_limit,
+)
+from ..sizing.parallel import Layout, bubble_fraction, layout_for, micro_batches
 from ..profile import TrainingProfile
 from ..reasons import PRICE_CODES
 from .ecs import job_plan
-from .engine import Option, Resolution, can_span_nodes, evaluate, rank_key, ranked, static_rejection, zone_for
+from .engine import (
+    Option, Resolution, can_span_nodes, evaluate, plan_layout, rank_key, ranked, searched_degrees, static_rejection,
+    zone_for,
+)
 
 #: PAI-DLC public resources: GPUs and vCPU per job unless raised (data/service_limits.yaml).
 DLC_PUBLIC_MAX_GPUS = int(service_limits().number("pai.dlc.public.max_gpus"))
@@ -95,6 +101,11 @@ def _no_public_spec(profile: TrainingProfile) -> InfeasibleError:
         + ([] if t.gradient_checkpointing else ["enable gradient checkpointing"]))
 
 
+def sizing_layout(lay: ParallelLayout) -> Layout:
+    return Layout(tp=lay.tensor_parallel, pp=lay.pipeline_parallel, cp=lay.context_parallel, dp=lay.data_parallel,
+                  ep=lay.expert_parallel, vp=lay.virtual_pipeline_stages)
+
+
 def smallest_fit(profile: TrainingProfile, usable_gib: float, limit: int) -> Optional[int]:
     n = 1
     while n <= limit:
@@ -159,7 +170,8 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
                           f"{DLC_PUBLIC_MAX_VCPU} vCPU unless raised via your account manager")
         rdma = bool(profile.dlc.enable_rdma) or chosen.nodes > 1
     gpus = chosen.nodes * chosen.gpus_per_node
-    mem = sizing.memory_estimate(profile.architecture, t, gpus)
+    lay = sizing_layout(chosen.layout) if chosen.layout is not None else layout_for(t, gpus)
+    mem = sizing.memory_estimate(profile.architecture, t, gpus, layout=lay)
     gpu_model = catalog.gpu(chosen.gpu_model or DEFAULT_QUOTA_GPU)
     image, is_default, image_labels = dlc_image(profile)
     labels += image_labels
@@ -211,10 +223,17 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
                                  memory_margin_gib=round(gpu_model.usable_gib - mem.required_gib_per_gpu, 2),
                                  tokens_per_second=chosen.tokens_per_second, estimated_hours=chosen.estimated_hours),
         storage=storage, network=plan_network(profile, None, chosen.nodes, spot), image=plan_image(profile, None),
-        job=job_plan(profile, chosen.gpus_per_node, gpus),
+        job=job_plan(profile, chosen.gpus_per_node, gpus, lay),
+        parallelism=ParallelismPlan(layout=plan_layout(lay), chosen_by="resolver" if chosen.layout is not None and
+                                    searched_degrees(profile) else "profile",
+                                    micro_batches=micro_batches(t, lay),
+                                    micro_batches_in_flight=mem.micro_batches_in_flight,
+                                    bubble_fraction=round(bubble_fraction(lay, micro_batches(t, lay)), 4),
+                                    layers_per_chunk=(-(-profile.architecture.num_layers // (lay.pp * lay.vp))
+                                                      if lay.pp > 1 else 0)),
         dlc=dlc, tags=dict(profile.tags), labels=tuple(dict.fromkeys(labels)),
         reasons=(f"PAI-DLC: {'quota ' + quota if quota else 'public resources'}, {chosen.nodes} pod(s) x "
-                 f"{chosen.gpus_per_node} {gpu_model.name}",),
+                 f"{chosen.gpus_per_node} {gpu_model.name}", f"layout {lay.label}"),
         alternatives=alternatives, rejected=tuple(ecs_res.rejected) if ecs_res else (),
         catalog_date=catalog.newest_price_date)
     return Resolution(plan=plan, candidates=cands, rejected=list(plan.rejected))
