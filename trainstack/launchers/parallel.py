@@ -95,7 +95,7 @@ def refused(cmd: Command, degrees: Degrees) -> list[Problem]:
     for d in CARRIED:
         v = degrees.value(d)
         if v > 1 and d not in taken:
-            out.append(problem(f"the plan runs {FIELDS[d]} {v}, and {_what(cmd)} takes no {d}-parallel degree "
+            out.append(problem(f"the layout has {FIELDS[d]} {v}, and {_what(cmd)} takes no {d}-parallel degree "
                                "trainstack can pass", FIX))
     k = kind(cmd)
     if k == "torchtitan" and degrees.virtual > 1 and not degrees_layers(degrees):

@@ -18,7 +18,7 @@ from ..profile import TrainingProfile
 from ..reasons import Reason, ReasonCode, reason
 from .engine import (
     SPOT_RESTART_ALLOWANCE, LayoutPick, Option, Resolution, choose_layout, closest, evaluate, family_rejection,
-    layout_options, node_counts, plan_layout, ranked, static_rejection, unverified_labels, zone_for,
+    layout_options, node_counts, plan_layout, ranked, size, static_rejection, unverified_labels, zone_for,
 )
 
 ALTERNATIVES_SHOWN = 8
@@ -28,6 +28,7 @@ SPOT_OPTIONS = {"never": (False,), "allow": (False, True), "require": (True,)}
 def considered(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> Resolution:
     """Every ECS candidate with its verdict, and the families none of whose types can run the job."""
     catalog = catalog or load_catalog()
+    arch = profile.architecture
     spot_options = SPOT_OPTIONS[profile.resources.spot]
     cands: list[Candidate] = []
     by_family: dict[str, list[tuple[str, Reason]]] = {}
@@ -45,10 +46,11 @@ def considered(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> R
         quote = catalog.quote(profile.region, inst.name)
         rows = []
         for nodes in nodes_list:
+            sized = size(profile, inst, nodes, arch)
             for spot in spot_options:
                 zone, zlabels, blocked = placements[spot]
                 rows.append(evaluate(profile, catalog, Option(inst, nodes, spot, zone, tuple(zlabels) + unverified,
-                                                              blocked, quote=quote)))
+                                                              blocked, quote=quote), sized))
         cands.extend(rows)
         if any(c.feasible for c in rows):
             feasible_families.add(inst.family.name)

@@ -150,20 +150,47 @@ def unverified_labels(inst: ResolvedInstance) -> list[str]:
 
 # ---- one candidate: sized, priced, checked ------------------------------------------------------
 
-def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option) -> Candidate:
-    """The option sized (memory, speed) with its best parallel layout, priced and checked against
-    every candidate rule."""
+@dataclass(frozen=True)
+class Sized:
+    """One instance type and node count sized with its best layout: shared by its on-demand and spot
+    options (sizing does not depend on the price)."""
+
+    pick: "LayoutPick"
+    layout_why: Optional[Reason]
+    labels: tuple[str, ...]
+
+
+def size(profile: TrainingProfile, inst: ResolvedInstance, nodes: int, arch=None) -> Sized:
+    """Memory and speed of ``nodes`` x ``inst`` with the best parallel layout (engine's layout search)."""
     t, r = profile.training, profile.resources
-    inst, nodes, spot = option.inst, option.nodes, option.spot
-    gpus = nodes * inst.gpu_count
     gpu = inst.gpu
     assert gpu is not None, "static_rejection refuses types without a known GPU"
-    arch = profile.architecture
+    arch = arch or profile.architecture
     layouts, layout_why = layout_options(profile, inst, nodes, arch)
     pick = choose_layout(arch, t, gpu, inst.gpu_count, nodes, inst.interconnect,
                          inst.rdma if nodes > 1 else "none",
                          inst.type.rdma_bandwidth_gbps or inst.type.network_bandwidth_gbps, layouts,
                          sizing.min_margin_gib(gpu.usable_gib, r.memory_margin_percent / 100.0))
+    labels = _sizing_labels(arch, t, nodes * inst.gpu_count, pick.throughput.labels)
+    return Sized(pick, layout_why, labels)
+
+
+@functools.lru_cache(maxsize=8192)
+def _sizing_labels(arch, t, gpus: int, speed_labels: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sizing.assumptions(arch, t, gpus)) + speed_labels
+
+
+def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option, sized: Optional[Sized] = None,
+             arch=None) -> Candidate:
+    """The option sized (memory, speed) with its best parallel layout, priced and checked against
+    every candidate rule. ``sized``: the sizing of the same type and node count, when already done."""
+    t, r = profile.training, profile.resources
+    inst, nodes, spot = option.inst, option.nodes, option.spot
+    gpus = nodes * inst.gpu_count
+    gpu = inst.gpu
+    assert gpu is not None, "static_rejection refuses types without a known GPU"
+    sized = sized or size(profile, inst, nodes, arch)
+    pick = sized.pick
     mem, thr = pick.memory, pick.throughput
     margin = round(gpu.usable_gib - mem.required_gib_per_gpu, 2)
     tps = thr.tokens_per_second
@@ -174,10 +201,10 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option) -> Cand
     unit = quote.spot_cny_per_hour if spot else quote.on_demand_cny_per_hour
     hourly = round(unit * nodes, 4) if unit is not None else None
     total = round(hourly * hours, 2) if (hourly is not None and hours is not None) else None
-    labels = (list(option.labels) + list(sizing.assumptions(arch, t, gpus)) + list(thr.labels)
-              + list(quote.labels) + (list(quote.spot_labels) if spot else []))
-    why = option.blocked or layout_why or rule_broken(profile, gpu.name, gpu.usable_gib, gpus, spot, quote,
-                                                      mem.required_gib_per_gpu, margin, tps, hours, hourly, total)
+    labels = option.labels + sized.labels + quote.labels + (quote.spot_labels if spot else ())
+    why = option.blocked or sized.layout_why or rule_broken(profile, gpu.name, gpu.usable_gib, gpus, spot, quote,
+                                                            mem.required_gib_per_gpu, margin, tps, hours, hourly,
+                                                            total)
     objective = None
     if why is None:
         if r.objective == "cost":
@@ -189,7 +216,8 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option) -> Cand
         spot=spot, zone=option.zone, hourly_cost_cny=hourly,
         estimated_hours=None if hours is None else round(hours, 3), total_cost_cny=total, objective=objective,
         memory_margin_gib=margin, tokens_per_second=None if tps is None else round(tps, 1),
-        layout=pick.plan_layout, labels=tuple(dict.fromkeys(labels))).rejected_by(why)
+        layout=pick.plan_layout, labels=tuple(dict.fromkeys(labels)), feasible=why is None,
+        reason=why.message if why else None, reason_code=why.code if why else None)
 
 
 def rule_broken(profile: TrainingProfile, gpu_name: str, usable_gib: float, gpus: int, spot: bool,

@@ -88,6 +88,11 @@ def flops_per_token(arch: Architecture, t: TrainingSpec, recompute: bool = True)
 def flop_parts(arch: Architecture, t: TrainingSpec, recompute: bool = True) -> dict[str, float]:
     """FLOPs per token by where they run: the decoder ``layers``, the LM ``head`` (last pipeline
     stage), the ``vision`` tower (first stage) and ``attention`` (in the layers)."""
+    return dict(_flop_parts(arch, t, recompute))
+
+
+@functools.lru_cache(maxsize=4096)
+def _flop_parts(arch: Architecture, t: TrainingSpec, recompute: bool) -> tuple[tuple[str, float], ...]:
     L, s = arch.num_layers, t.sequence_length
     body = active_matmul_params(arch)
     head = head_params(arch)
@@ -101,7 +106,8 @@ def flop_parts(arch: Architecture, t: TrainingSpec, recompute: bool = True) -> d
         share = recompute_share(t)
         layers += share["linear"] * 2.0 * (body + adapters)
         attention += share["attention"] * attn_fwd
-    return {"layers": layers, "head": head_fl, "vision": vision_flops_per_token(arch, t), "attention": attention}
+    return (("layers", layers), ("head", head_fl), ("vision", vision_flops_per_token(arch, t)),
+            ("attention", attention))
 
 
 def vision_flops_per_token(arch: Architecture, t: TrainingSpec) -> float:
@@ -216,16 +222,11 @@ def matmul_efficiency(gpu: GpuModel) -> float:
     return K.MATMUL_EFFICIENCY_BY_ARCH.get(gpu.architecture, K.MATMUL_EFFICIENCY_BY_ARCH["hopper"])
 
 
-def step_terms(arch: Architecture, t: TrainingSpec, linear_tflops: float, attention_tflops: float,
-               bandwidth_gbs: float, stage: Optional[Stage] = None) -> dict[str, float]:
-    """One micro-batch's work at 100 % of the hardware (seconds), before the fitted efficiencies:
-    ``linear`` matmuls, ``attention`` (flash attention's QK^T and AV), ``traffic`` element-wise bytes,
-    ``fused_traffic`` the same for stacks with fused/compiled kernels, ``layers`` (the fixed per-layer
-    launch cost counts layers), ``optimizer`` the optimizer step's traffic (once per step).
-    On a pipeline ``stage`` (and its tensor/context split) the work of one GPU of it. The optimizer
-    step's traffic is counted whole on every rank (ZeRO's sharded step is not modelled; the constants
-    were fitted so).
-    benchmarks/fit_calibration.py fits the efficiencies on these same terms."""
+@functools.lru_cache(maxsize=16384)
+def stage_work(arch: Architecture, t: TrainingSpec, stage: Optional[Stage] = None
+               ) -> tuple[float, float, float, float, int, bool, bool]:
+    """One micro-batch's work on one GPU of ``stage``, whatever the GPU: (matmul FLOPs, attention FLOPs,
+    element-wise bytes, optimizer-step bytes, layers, fused kernels, Transformer Engine)."""
     fl = flop_parts(arch, t)
     tokens = float(t.micro_batch_size * t.sequence_length)
     if stage is None:
@@ -239,14 +240,28 @@ def step_terms(arch: Architecture, t: TrainingSpec, linear_tflops: float, attent
         tokens /= stage.cp
     optimizer = optimizer_bytes(arch, t, stage)
     micro_bytes = tokens * elementwise_bytes_per_token(arch, t, stage) + per_step_bytes(arch, t, stage) - optimizer
-    fused = fused_kernels(t)
+    return (tokens * linear, tokens * attention, micro_bytes, optimizer, layers, fused_kernels(t),
+            transformer_engine(t))
+
+
+def step_terms(arch: Architecture, t: TrainingSpec, linear_tflops: float, attention_tflops: float,
+               bandwidth_gbs: float, stage: Optional[Stage] = None) -> dict[str, float]:
+    """One micro-batch's work at 100 % of the hardware (seconds), before the fitted efficiencies:
+    ``linear`` matmuls, ``attention`` (flash attention's QK^T and AV), ``traffic`` element-wise bytes,
+    ``fused_traffic`` the same for stacks with fused/compiled kernels, ``layers`` (the fixed per-layer
+    launch cost counts layers), ``optimizer`` the optimizer step's traffic (once per step).
+    On a pipeline ``stage`` (and its tensor/context split) the work of one GPU of it. The optimizer
+    step's traffic is counted whole on every rank (ZeRO's sharded step is not modelled; the constants
+    were fitted so).
+    benchmarks/fit_calibration.py fits the efficiencies on these same terms."""
+    flops, attention_flops, micro_bytes, optimizer, layers, fused, te = stage_work(arch, t, stage)
     bw = bandwidth_gbs * 1e9
-    terms = {"linear": tokens * linear / (linear_tflops * 1e12),
-             "attention": tokens * attention / (attention_tflops * 1e12),
+    terms = {"linear": flops / (linear_tflops * 1e12),
+             "attention": attention_flops / (attention_tflops * 1e12),
              "traffic": 0.0 if fused else micro_bytes / bw, "fused_traffic": micro_bytes / bw if fused else 0.0,
              "layers": float(layers), "optimizer": optimizer / bw,
              "te_attention": 0.0, "te_traffic": 0.0, "te_layers": 0.0}
-    if transformer_engine(t):
+    if te:
         # Transformer Engine fuses the element-wise work (norms, rotary, casts, SwiGLU) into its GEMM and
         # attention kernels: what is left of it is in a fixed per-layer cost of its own, and its fused
         # attention has its own efficiency (both fitted on NeMo's performance tables)
