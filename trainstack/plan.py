@@ -206,6 +206,61 @@ class JobSecretPlan(_Frozen):
     kms_key_id: Optional[str] = None
 
 
+class ParallelLayout(_Frozen):
+    """How the job's GPUs split it: tensor x pipeline x context x data parallel (expert parallelism
+    splits the routed experts over that many of the data x context ranks). World size = the product of
+    tensor, pipeline, context and data parallel."""
+
+    tensor_parallel: int = Field(1, ge=1)
+    pipeline_parallel: int = Field(1, ge=1)
+    context_parallel: int = Field(1, ge=1)
+    data_parallel: int = Field(1, ge=1)
+    expert_parallel: int = Field(1, ge=1)
+    virtual_pipeline_stages: int = Field(1, ge=1, description="Model chunks per pipeline rank (interleaved 1F1B)")
+
+    @property
+    def world_size(self) -> int:
+        return self.tensor_parallel * self.pipeline_parallel * self.context_parallel * self.data_parallel
+
+    @property
+    def trivial(self) -> bool:
+        return self.tensor_parallel == self.pipeline_parallel == self.context_parallel == 1
+
+    @property
+    def label(self) -> str:
+        parts = [f"TP {self.tensor_parallel}"] if self.tensor_parallel > 1 else []
+        if self.pipeline_parallel > 1:
+            parts.append(f"PP {self.pipeline_parallel}"
+                         + (f" (x{self.virtual_pipeline_stages} virtual)" if self.virtual_pipeline_stages > 1 else ""))
+        if self.context_parallel > 1:
+            parts.append(f"CP {self.context_parallel}")
+        if self.expert_parallel > 1:
+            parts.append(f"EP {self.expert_parallel}")
+        return " x ".join(parts + [f"DP {self.data_parallel}"])
+
+
+class LayoutOption(_Frozen):
+    """One layout the resolver sized for the chosen instance type and node count."""
+
+    layout: ParallelLayout
+    required_gib_per_gpu: float
+    tokens_per_second: Optional[float] = None
+    fits: bool
+    chosen: bool = False
+
+
+class ParallelismPlan(_Frozen):
+    """The chosen layout and how it was chosen (the layouts considered, the pipeline's micro-batches)."""
+
+    layout: ParallelLayout = Field(default_factory=ParallelLayout)
+    chosen_by: Literal["profile", "resolver"] = "profile"
+    considered: tuple[LayoutOption, ...] = ()
+    micro_batches: int = Field(1, ge=1, description="Micro-batches per optimizer step on each data-parallel rank")
+    micro_batches_in_flight: float = Field(1.0, description="Micro-batches whose activations the fullest stage holds")
+    bubble_fraction: float = Field(0.0, ge=0, le=1, description="Share of the step pipeline stages sit idle")
+    layers_per_chunk: int = Field(0, ge=0, description="Decoder layers per pipeline model chunk (0: no pipeline)")
+
+
 class JobPlan(_Frozen):
     command: str
     code_uri: Optional[str] = None
@@ -220,6 +275,8 @@ class JobPlan(_Frozen):
     micro_batch_size: int = 1
     sequence_length: int = 2048
     gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per optimizer step (per rank)")
+    parallel: ParallelLayout = Field(default_factory=ParallelLayout,
+                                     description="The degrees the launcher passes (tensor, pipeline, context, ...)")
 
 
 class PriceProvenance(_Frozen):
@@ -262,6 +319,7 @@ class Candidate(_Frozen):
     objective: Optional[float] = Field(None, description="Value minimised (CNY or hours)")
     memory_margin_gib: Optional[float] = None
     tokens_per_second: Optional[float] = None
+    layout: Optional[ParallelLayout] = Field(None, description="The parallel layout sized for this candidate")
     feasible: bool = True
     reason: Optional[str] = Field(None, description="Why it was rejected, in the user's words")
     reason_code: Optional[ReasonCode] = Field(None, description="Which rule rejected it (for programs)")
@@ -307,6 +365,7 @@ class Plan(_Frozen):
     network: NetworkPlan
     image: ImagePlan
     job: JobPlan
+    parallelism: ParallelismPlan = Field(default_factory=ParallelismPlan)
     dlc: Optional[DlcPlan] = None
     spot_pool: Optional[SpotPoolPlan] = Field(
         None, description="Self-healing spot pool (ESS) instead of plain instances; 1-node spot plans only")

@@ -47,6 +47,7 @@ def profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem
         classify_code_uri(profile.job.code_uri)
     except ValueError as exc:
         problems.append(Problem(path="job.code_uri", message=str(exc)))
+    problems += layout_problems(profile, catalog)
     if profile.resources.target == "dlc":
         problems += secrets_problems(profile.job.secrets)
     if profile.region not in catalog.regions():
@@ -107,6 +108,35 @@ def dlc_profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Pro
     return out
 
 
+def layout_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem]:
+    """The profile's own parallel degrees that no plan could run: tensor parallelism wider than the largest
+    NVLink/NVSwitch node it may use (TP runs inside one node), and a degree its job.command cannot be given
+    (trainstack.launchers.check_degrees). The degrees' divisibility (heads, layers, sequence, world size)
+    is checked with the profile itself (trainstack.profile.model)."""
+    from .launchers import Degrees, check_degrees
+
+    t, r = profile.training, profile.resources
+    out: list[Problem] = []
+    tp = t.tensor_parallel or 1
+    if tp > 1:
+        wanted = {g.lower() for g in r.gpu_models}
+        nodes = [i.gpu_count for i in catalog.resolved_instances()
+                 if i.family.training and i.gpu is not None and i.gpu_count > 1 and i.multi_gpu_training_ok
+                 and (not wanted or i.gpu.name.lower() in wanted)
+                 and (not r.instance_types or i.name in r.instance_types)]
+        widest = max(nodes, default=1)
+        if tp > widest:
+            out.append(Problem(path="training.tensor_parallel", given=tp, has_given=True,
+                               message=f"tensor_parallel {tp} would span nodes: tensor parallelism runs inside one "
+                                       f"NVLink/NVSwitch node, and the widest such node the profile may use has "
+                                       f"{widest} GPU(s)" + ("" if nodes else " (none has several GPUs on NVLink)"),
+                               allowed=f"1 to {widest}, dividing the GPUs of a node"))
+    degrees = Degrees(tensor=tp, pipeline=t.pipeline_parallel or 1, context=t.context_parallel or 1,
+                      virtual=t.virtual_pipeline_stages, layers_per_stage=1)
+    out += check_degrees(profile.job.command, degrees)
+    return out
+
+
 def profile_warnings(profile: TrainingProfile, catalog: Catalog) -> list[Problem]:
     """What is allowed but worth knowing: listed types not seen offered in the profile's region."""
     out = []
@@ -132,11 +162,14 @@ def check_profile(profile: TrainingProfile, catalog: Catalog, file: Optional[str
     problems = profile_problems(profile, catalog)
     if problems:
         in_book = any(p.file is not None for p in problems)  # only price-book problems name their own file
-        raise InputError(f"{file or 'profile'}: " + ("problems in its price book" if in_book
-                                                     else "names the catalog does not know"),
+        catalog_names = any(p.path in ("region",) or p.path.startswith("resources.") for p in problems)
+        head = ("problems in its price book" if in_book else "names the catalog does not know" if catalog_names
+                else f"{len(problems)} problem(s)")
+        raise InputError(f"{file or 'profile'}: {head}",
                          problems=[replace(p, file=p.file or file) for p in problems],
                          hint="price book format: README, \"Prices\"" if in_book else
-                         "`trainstack catalog --all` lists every region, GPU model and instance type")
+                         "`trainstack catalog --all` lists every region, GPU model and instance type"
+                         if catalog_names else None)
     return [replace(w, file=file) for w in profile_warnings(profile, catalog)]
 
 

@@ -44,6 +44,7 @@ def run(args) -> int:
     catalog = catalog_for(profile, catalog)  # the team's prices first (price_book)
     gpus = [catalog.gpu(args.gpu, path="--gpu")] if args.gpu else list(catalog.gpus.values())
     count = _gpu_count(args.gpus, profile)
+    _check_world(profile, count)
     gbps = _network_gbps(getattr(args, "network_gbps", None))
     layouts = {g.name: node_layout(catalog, g, count, profile.region, gbps) for g in gpus}
     allocator = allocator_of(profile)
@@ -84,6 +85,17 @@ def prices_block(catalog: Catalog, region: str, doc: dict[str, Any],
     if price is None or price.instance_type is None:
         return None
     return provenance(catalog, catalog.quote(region, price.instance_type)).model_dump(mode="json")
+
+
+def _check_world(profile: TrainingProfile, count: int) -> None:
+    """--gpus must hold the profile's tensor x pipeline x context degrees (the world size is their product
+    times data parallel)."""
+    mp = profile.training.model_parallel
+    if count % mp:
+        raise InputError(f"--gpus {count} cannot hold the profile's layout", problems=[Problem(
+            path="--gpus", given=count, has_given=True,
+            message=f"tensor x pipeline x context parallel = {mp} must divide the GPU count",
+            allowed=f"a multiple of {mp}")])
 
 
 def _network_gbps(flag: Optional[float]) -> Optional[float]:
@@ -162,6 +174,7 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
             layouts: dict[str, NodeLayout], suggestions: list[str]) -> dict[str, Any]:
     """The ``estimate --json`` document."""
     t, mem = profile.training, est.memory
+    dp = t.data_parallel(est.gpu_count)
     ref = est.reference_gpu()
     speed = est.speed(ref) if ref else None
     per_gpu, labels = [], list(est.assumptions)
@@ -185,12 +198,16 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
                      "framework": t.framework, "loss": t.loss,
                      "micro_batch_size": t.micro_batch_size, "sequence_length": t.sequence_length,
                      "gradient_checkpointing": t.gradient_checkpointing, "zero_stage": t.zero_stage,
-                     "gradient_accumulation_steps": t.accumulation_steps(est.gpu_count),
-                     "global_batch_size": t.global_batch(est.gpu_count),
-                     "tokens_per_step": t.global_batch(est.gpu_count) * t.sequence_length,
+                     "gradient_accumulation_steps": t.accumulation_steps(dp),
+                     "global_batch_size": t.global_batch(dp),
+                     "tokens_per_step": t.global_batch(dp) * t.sequence_length,
                      "expert_parallel": t.expert_parallel if arch.is_moe else 1,
+                     "tensor_parallel": t.tensor_parallel or 1, "pipeline_parallel": t.pipeline_parallel or 1,
+                     "context_parallel": t.context_parallel or 1, "data_parallel": dp,
+                     "virtual_pipeline_stages": t.virtual_pipeline_stages, "layout": mem.layout,
                      "lora": t.adapters.model_dump() if t.adapters else None, "tokens": t.tokens},
         "memory": {"peak_gib_per_gpu": mem.peak_gib_per_gpu, "reserved_gib_per_gpu": mem.reserved_gib_per_gpu,
+                   "peak_stage": mem.peak_stage, "micro_batches_in_flight": mem.micro_batches_in_flight,
                    "required_gib_per_gpu": mem.required_gib_per_gpu, "allocator": mem.allocator,
                    "breakdown_gib": mem.breakdown_gib, "peak_phase": mem.peak_phase,
                    "phases_gib": mem.phases_gib,
@@ -202,7 +219,8 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
             "mfu": speed.mfu, "hfu": speed.hfu, "accumulation_steps": speed.accumulation_steps,
             "tokens_per_step": speed.tokens_per_step,
             "scaling_efficiency": speed.scaling_efficiency,
-            "communication_seconds": speed.communication_seconds},
+            "communication_seconds": speed.communication_seconds,
+            "bubble_fraction": speed.bubble_fraction, "layout": speed.layout},
         "per_gpu": per_gpu, "fits_any_gpu": est.fits_anywhere, "suggestions": suggestions,
     }
     if t.tokens is not None and ref is not None:
@@ -219,6 +237,12 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
         if priced:
             best = min(priced, key=lambda g: g["on_demand_cny"])
             doc["cheapest"] = {k: best[k] for k in ("gpu", "hours", "on_demand_cny", "spot_cny")}
+    from ..sizing.frameworks import searchable_degrees
+
+    unset = sorted(searchable_degrees(t))
+    if unset:
+        labels.append(f"{', '.join(d + '_parallel' for d in unset)} unset: sized as 1; `trainstack resolve` "
+                      f"chooses the layout per candidate ({t.framework} runs them)")
     doc["assumptions"] = labels
     return doc
 
@@ -273,7 +297,7 @@ def render_text(doc: dict[str, Any]) -> str:
         f"{doc['profile']}: {m['name']}, {m['parameters'] / 1e9:.2f}B params{active} "
         f"({doc['trainable_params'] / 1e9:.3g}B trainable), {t['method']}{lora}, {t['precision']}, {t['optimizer']}",
         f"  micro-batch {t['micro_batch_size']} x {t['sequence_length']} tokens, gradient checkpointing "
-        f"{ckpt}, ZeRO {t['zero_stage']}, {doc['gpus']} GPU(s), framework {t['framework']}",
+        f"{ckpt}, ZeRO {t['zero_stage']}, {doc['gpus']} GPU(s) as {t['layout']}, framework {t['framework']}",
         f"  {t['gradient_accumulation_steps']} micro-batch(es) per optimizer step: global batch "
         f"{t['global_batch_size']} sequences = {t['tokens_per_step']:,} tokens per step"
         + (f"; experts split over {t['expert_parallel']} GPUs" if t["expert_parallel"] > 1 else ""),

@@ -30,11 +30,18 @@ from ..catalog import Catalog, GpuModel, InstanceFamily, InstanceType, PriceQuot
 from ..catalog.limits import service_limits
 from ..errors import InfeasibleError, InputError, Problem, did_you_mean
 from ..layout import ERDMA_NCCL_ENV, bucket_name, plan_image, plan_network, plan_storage
-from ..plan import Candidate, DlcPlan, EstimateSummary, ImageLookup, OssPlan, Plan, StoragePlan, spot_price_limit
+from ..plan import (
+    Candidate, DlcPlan, EstimateSummary, ImageLookup, OssPlan, ParallelismPlan, ParallelLayout, Plan, StoragePlan,
+    spot_price_limit,
+)
+from ..sizing.parallel import Layout, bubble_fraction, layout_for, micro_batches
 from ..profile import TrainingProfile
 from ..reasons import ReasonCode, reason
 from .ecs import job_plan
-from .engine import Option, Resolution, can_span_nodes, closest, evaluate, rank_key, ranked, static_rejection
+from .engine import (
+    Option, Resolution, can_span_nodes, closest, evaluate, plan_layout, rank_key, ranked, searched_degrees,
+    static_rejection,
+)
 from .prices import provenance
 
 #: PAI-DLC public resources: GPUs and vCPU per job unless raised (data/service_limits.yaml).
@@ -282,6 +289,11 @@ def quota_candidates(profile: TrainingProfile, catalog: Catalog, node: QuotaNode
     return out
 
 
+def sizing_layout(lay: ParallelLayout) -> Layout:
+    return Layout(tp=lay.tensor_parallel, pp=lay.pipeline_parallel, cp=lay.context_parallel, dp=lay.data_parallel,
+                  ep=lay.expert_parallel, vp=lay.virtual_pipeline_stages)
+
+
 def _proxy_key(c: Candidate, catalog: Catalog, region: str) -> tuple:
     """Unpriced public specs: the ECS list price of the same type stands in (labelled), then hours."""
     ecs = catalog.quote(region, c.instance_type or "").on_demand_cny_per_hour if c.instance_type else None
@@ -371,7 +383,8 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
     gpus = chosen.nodes * chosen.gpus_per_node
     gpu_model = catalog.gpu(chosen.gpu_model or DEFAULT_QUOTA_GPU)
     inst = node.inst if node is not None else catalog.instance(chosen.instance_type or "")
-    mem = sizing.memory_estimate(profile.architecture, t, gpus)
+    lay = sizing_layout(chosen.layout) if chosen.layout is not None else layout_for(t, gpus)
+    mem = sizing.memory_estimate(profile.architecture, t, gpus, layout=lay)
     image, lookup, is_default, image_labels = dlc_image(profile, gpu_model)
     labels += image_labels
     spot = r.spot == "require" and not quota
@@ -454,10 +467,17 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
                                  spot_hourly_cny=None if quote.spot_cny_per_hour is None
                                  else round(quote.spot_cny_per_hour * chosen.nodes, 4)),
         storage=storage, network=plan_network(profile, None, chosen.nodes, spot), image=plan_image(profile, None),
-        job=job_plan(profile, chosen.gpus_per_node, gpus),
+        job=job_plan(profile, chosen.gpus_per_node, gpus, lay),
+        parallelism=ParallelismPlan(layout=plan_layout(lay), chosen_by="resolver" if chosen.layout is not None and
+                                    searched_degrees(profile) else "profile",
+                                    micro_batches=micro_batches(t, lay),
+                                    micro_batches_in_flight=mem.micro_batches_in_flight,
+                                    bubble_fraction=round(bubble_fraction(lay, micro_batches(t, lay)), 4),
+                                    layers_per_chunk=(-(-profile.architecture.num_layers // (lay.pp * lay.vp))
+                                                      if lay.pp > 1 else 0)),
         dlc=dlc, tags=dict(profile.tags), labels=tuple(dict.fromkeys(labels)),
         reasons=(f"PAI-DLC: {'quota ' + quota if quota else 'public resources'}, {chosen.nodes} pod(s) x "
-                 f"{chosen.gpus_per_node} {gpu_model.name}",),
+                 f"{chosen.gpus_per_node} {gpu_model.name}", f"layout {lay.label}"),
         alternatives=tuple(alternatives), rejected=tuple(ecs_res.rejected) if ecs_res else (),
         catalog_date=catalog.newest_price_date, prices=provenance(catalog, quote, zone=profile.zone, spot=spot))
     return Resolution(plan=plan, candidates=considered_all, rejected=list(plan.rejected))

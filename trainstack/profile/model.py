@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from ..models import Architecture, HfConfigError, derive_architecture, find_preset, load_hf_config
 
@@ -152,6 +153,20 @@ class TrainingSpec(_Strict):
     global_batch_size: Optional[int] = Field(
         None, ge=1, le=1 << 24, description="Sequences per optimizer step over all data-parallel GPUs")
     expert_parallel: int = Field(1, ge=1, le=1024, description="GPUs the routed experts are split over (MoE)")
+    tensor_parallel: Optional[int] = Field(
+        None, ge=1, le=64, description="GPUs each layer's matrices are split over, inside a node (NVLink/NVSwitch); "
+                                       "unset: the resolver chooses (megatron, torchtitan), else 1")
+    pipeline_parallel: Optional[int] = Field(
+        None, ge=1, le=256, description="Pipeline stages the layers are split into (micro-batches in flight from "
+                                        "the batch settings); unset: the resolver chooses (megatron, torchtitan), else 1")
+    context_parallel: Optional[int] = Field(
+        None, ge=1, le=256, description="GPUs each sequence is split over (long contexts); unset: the resolver "
+                                        "chooses (megatron, torchtitan), else 1")
+    compile: Optional[bool] = Field(
+        None, description="The stack compiles or fuses its element-wise kernels (torch.compile, torchtitan "
+                          "compile.enable); default: the framework's")
+    virtual_pipeline_stages: int = Field(
+        1, ge=1, le=64, description="Model chunks per pipeline rank (interleaved 1F1B); 1: plain 1F1B")
     images_per_sample: int = Field(0, ge=0, le=1024, description="Images per sequence (vision-language models)")
 
     @model_validator(mode="after")
@@ -176,6 +191,15 @@ class TrainingSpec(_Strict):
         if self.gradient_checkpointing == "selective":
             return "selective"
         return "full" if self.gradient_checkpointing else "none"
+
+    @property
+    def model_parallel(self) -> int:
+        """GPUs one model replica spans with the degrees given (unset counts as 1)."""
+        return (self.tensor_parallel or 1) * (self.pipeline_parallel or 1) * (self.context_parallel or 1)
+
+    def data_parallel(self, gpus: int) -> int:
+        """Data-parallel ranks on ``gpus`` GPUs with the degrees given (the batch is split over these)."""
+        return max(1, int(gpus) // self.model_parallel)
 
     def accumulation_steps(self, data_parallel: int = 1) -> int:
         """Micro-batches per optimizer step on ``data_parallel`` ranks (given, or from global_batch_size)."""
@@ -529,19 +553,22 @@ class TrainingProfile(_Strict):
         if r.self_healing and self.storage.checkpoint == "essd":
             raise ValueError("resources.self_healing needs storage.checkpoint: oss or cpfs; a replacement node "
                              "cannot reach checkpoints on the reclaimed node's ESSD")
+        arch = self.architecture
+        _check_layout(arch, t, r.gpus if isinstance(r.gpus, int) else None)
+        dp = t.data_parallel(r.gpus) if isinstance(r.gpus, int) else None
+        on = "" if t.model_parallel == 1 else f" data-parallel ranks (of {r.gpus} GPUs)"
         if t.gradient_accumulation_steps is not None and t.global_batch_size is not None:
-            if not isinstance(r.gpus, int):
+            if dp is None:
                 raise ValueError("give gradient_accumulation_steps or global_batch_size, not both: with gpus: auto "
                                  "the other follows from the GPU count the resolver picks")
-            if t.global_batch(r.gpus) != t.global_batch_size:
+            if t.global_batch(dp) != t.global_batch_size:
                 raise ValueError(f"global_batch_size {t.global_batch_size} != micro_batch_size {t.micro_batch_size} "
-                                 f"x gradient_accumulation_steps {t.gradient_accumulation_steps} x gpus {r.gpus}; "
-                                 "give one of the two")
-        if t.global_batch_size is not None and isinstance(r.gpus, int) and \
-                t.global_batch_size % (t.micro_batch_size * r.gpus):
+                                 f"x gradient_accumulation_steps {t.gradient_accumulation_steps} x "
+                                 f"{'gpus' if not on else 'data-parallel ranks'} {dp}; give one of the two")
+        if t.global_batch_size is not None and dp is not None and \
+                t.global_batch_size % (t.micro_batch_size * dp):
             raise ValueError(f"global_batch_size {t.global_batch_size} is not a whole number of micro-batches "
-                             f"({t.micro_batch_size}) on {r.gpus} GPUs")
-        arch = self.architecture
+                             f"({t.micro_batch_size}) on {dp}{on or ' GPUs'}")
         if t.expert_parallel > 1:
             if not arch.is_moe:
                 raise ValueError("training.expert_parallel > 1 needs a Mixture-of-Experts model")
@@ -549,6 +576,9 @@ class TrainingProfile(_Strict):
                 raise ValueError(f"expert_parallel {t.expert_parallel} must divide the model's {arch.num_experts} experts")
             if isinstance(r.gpus, int) and r.gpus % t.expert_parallel:
                 raise ValueError(f"expert_parallel {t.expert_parallel} must divide resources.gpus ({r.gpus})")
+            if dp is not None and (dp * (t.context_parallel or 1)) % t.expert_parallel:
+                raise ValueError(f"expert_parallel {t.expert_parallel} must divide the {dp * (t.context_parallel or 1)} "
+                                 "ranks that hold the same weights (data x context parallel)")
         if t.images_per_sample and arch.vision is None:
             raise ValueError("training.images_per_sample needs a vision-language model (one with a vision tower)")
         if r.target == "dlc" and r.instance_types and self.dlc.resource_id:
@@ -558,3 +588,26 @@ class TrainingProfile(_Strict):
     @property
     def architecture(self) -> Architecture:
         return self.model.resolved_architecture()
+
+
+def _check_layout(arch: Architecture, t: TrainingSpec, gpus: Optional[int]) -> None:
+    """The parallel degrees the profile gives: ones its framework can run, dividing the heads, the layers,
+    the sequence and the world size (trainstack.sizing.parallel.layout_problems). One error per field,
+    located at ``training.<field>`` with the value given."""
+    from ..sizing.frameworks import unsupported_degrees
+    from ..sizing.parallel import Layout, layout_problems
+
+    errors: list[tuple[str, str]] = [(f, why) for f, why in unsupported_degrees(t)]
+    if t.virtual_pipeline_stages > 1 and (t.pipeline_parallel or 1) == 1:
+        errors.append(("virtual_pipeline_stages", "virtual_pipeline_stages > 1 (interleaved 1F1B) needs "
+                                                  "pipeline_parallel > 1"))
+    lay = Layout(tp=t.tensor_parallel or 1, pp=t.pipeline_parallel or 1, cp=t.context_parallel or 1,
+                 vp=t.virtual_pipeline_stages)
+    errors += layout_problems(arch, lay, t.sequence_length, gpus, even_stages=t.framework != "torchtitan")
+    seen: dict[str, str] = {}
+    for f, why in errors:
+        seen.setdefault(f, why)
+    if seen:
+        raise ValidationError.from_exception_data("TrainingProfile", [
+            InitErrorDetails(type=PydanticCustomError("value_error", "{why}", {"why": why}),
+                             loc=("training", f), input=getattr(t, f)) for f, why in seen.items()])
