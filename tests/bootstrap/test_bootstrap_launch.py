@@ -15,6 +15,7 @@ from fake_oss import DirStore, oss_python_wrapper
 from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
 
 from trainstack.bootstrap import BootstrapOptions, render_files
+from trainstack.bootstrap.heartbeat import PROGRAM_KEY, has_status, program_text
 from trainstack.plan import JobPlan, OssPlan, StoragePlan
 
 FAST = BootstrapOptions(checkpoint_grace_seconds=1, kill_after_seconds=1, poweroff_fallback=False)
@@ -64,6 +65,8 @@ def launch(tmp_path, fake_cloud, rendered):
     def run(plan, rank=0, options=FAST, **env):
         kwargs = {"cpfs_mount_address": "cpfs-x.cn-shenzhen.cpfs.aliyuncs.com"} if plan.storage.cpfs else {}
         files = rendered(plan, tmp_path / "node", rank, options=options, **kwargs)
+        if has_status(plan):  # what `pulumi up` writes to the stack bucket (components/storage.py)
+            run.oss.write(plan.storage.oss.bucket, PROGRAM_KEY, program_text().encode())
         # the launcher reads /etc/trainstack and /usr/local/lib/trainstack: point both at the render
         base = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", FAKE_LOG=str(tmp_path / "torchrun.log"),
                     TRAINSTACK_ETC=str(tmp_path / "node"), TRAINSTACK_LIB=str(tmp_path / "node"),
@@ -311,7 +314,8 @@ def test_oss_checkpoints_are_restored_before_the_job_and_new_ones_uploaded_after
     (trainer,) = launch.events()
     assert trainer["checkpoints"] == ["step-100.pt"], "restored before the trainer started"
     assert launch.oss.read("ckpt-bucket", "run1/step-200.pt") == b"saved by the trainer"
-    ops = [(c["op"], c.get("key")) for c in launch.oss_calls()]
+    ops = [(c["op"], c.get("key")) for c in launch.oss_calls()
+           if not (c.get("key") or c.get("prefix") or "").startswith(("status/", "job/"))]  # the heartbeat's
     assert ops == [("list", None), ("get", "run1/step-100.pt"), ("list", None), ("put", "run1/step-200.pt")]
     assert {c["endpoint"] for c in launch.oss_calls()} == {"oss-cn-shenzhen-internal.aliyuncs.com"}
     assert len(launch.cloud.ecs_calls) == 1

@@ -125,6 +125,7 @@ def job_plan(profile: TrainingProfile, nproc_per_node: int, total_gpus: int) -> 
     t, j = profile.training, profile.job
     return JobPlan(command=j.command, code_uri=j.code_uri, env=dict(j.env),
                    secrets={k: v.model_dump() for k, v in j.secrets.items()}, max_runtime_hours=j.max_runtime_hours,
+                   max_total_cost_cny=profile.resources.max_total_cost, deadline_hours=profile.resources.deadline_hours,
                    nproc_per_node=nproc_per_node, method=t.method, precision=t.precision, zero_stage=t.zero_stage,
                    gradient_checkpointing=t.gradient_checkpointing, micro_batch_size=t.micro_batch_size,
                    sequence_length=t.sequence_length, gradient_accumulation_steps=t.accumulation_steps(total_gpus))
