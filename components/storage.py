@@ -19,7 +19,7 @@ from typing import Optional
 import pulumi
 import pulumi_alicloud as alicloud
 
-from trainstack.bootstrap.heartbeat import PROGRAM_KEY, has_status, program_text
+from trainstack.bootstrap.heartbeat import PROGRAM_KEY, has_status, program_text, status_prefix
 from trainstack.plan import Plan
 from trainstack.rules import checkpoint_disks_planned
 
@@ -147,6 +147,8 @@ def mount_points(plan: Plan) -> dict[str, str]:
         out["data_disk"] = st.data_disk.mount_path
     if st.cpfs is not None and plan.target == "ecs":
         out["cpfs"] = st.cpfs.mount_path
-    if st.oss is not None:
+    if st.oss is not None and (st.checkpoint == "oss" or plan.target == "dlc"):
         out["oss"] = f"oss://{st.oss.bucket}/{st.oss.prefix}"
+    if has_status(plan):  # where `trainstack status` reads the heartbeats
+        out["status"] = f"oss://{st.oss.bucket}/{status_prefix(plan)}"
     return out
