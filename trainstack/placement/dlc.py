@@ -12,6 +12,7 @@ import math
 from typing import Optional
 
 from .. import sizing
+from ..sizing import calibration_overlay
 from ..catalog import Catalog, ResolvedInstance
 from ..catalog.limits import service_limits
 from ..errors import InfeasibleError
@@ -142,7 +143,8 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
                           f"{DLC_PUBLIC_MAX_VCPU} vCPU unless raised via your account manager")
         rdma = bool(profile.dlc.enable_rdma) or chosen.nodes > 1
     gpus = chosen.nodes * chosen.gpus_per_node
-    mem = sizing.memory_estimate(profile.architecture, t, gpus)
+    mem = calibration_overlay.adjust_memory(profile.architecture, t, chosen.gpu_model,
+                                            sizing.memory_estimate(profile.architecture, t, gpus))
     gpu_model = catalog.gpu(chosen.gpu_model or DEFAULT_QUOTA_GPU)
     image, is_default, image_labels = dlc_image(profile)
     labels += image_labels

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from .. import sizing
+from ..sizing import calibration_overlay
 from ..catalog import Catalog, load_catalog
 from ..layout import plan_image, plan_network, plan_spot_pool, plan_storage
 from ..plan import Candidate, EstimateSummary, JobPlan, Plan, Rejection, spot_price_limit
@@ -72,7 +73,8 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
     inst = catalog.instance(best.instance_type or "")
     t = profile.training
     gpus = best.nodes * best.gpus_per_node
-    mem = sizing.memory_estimate(profile.architecture, t, gpus)
+    mem = calibration_overlay.adjust_memory(profile.architecture, t, best.gpu_model,
+                                            sizing.memory_estimate(profile.architecture, t, gpus))
     quote = catalog.quote(profile.region, inst.name)
     limit = spot_price_limit(quote.on_demand_cny_per_hour) if best.spot and quote.on_demand_cny_per_hour else None
     storage = plan_storage(profile, inst, best.nodes, best.spot, mem.trainable_params)

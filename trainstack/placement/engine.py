@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Literal, Optional
 
 from .. import sizing
+from ..sizing import calibration_overlay
 from ..catalog import Catalog, PriceQuote, ResolvedInstance
 from ..plan import Candidate, Plan, Rejection
 from ..profile import TrainingProfile
@@ -146,6 +147,16 @@ def unverified_labels(inst: ResolvedInstance) -> list[str]:
 
 # ---- one candidate: sized, priced, checked ------------------------------------------------------
 
+def shipped_speed(profile: TrainingProfile, inst: ResolvedInstance, nodes: int) -> sizing.ThroughputEstimate:
+    """The shipped model's speed of ``nodes`` x ``inst`` (no calibration overlay; `calibrate` compares
+    a run with it)."""
+    assert inst.gpu is not None
+    return sizing.throughput_estimate(
+        profile.architecture, profile.training, inst.gpu, gpus_per_node=inst.gpu_count, nodes=nodes,
+        interconnect=inst.interconnect, network=inst.rdma if nodes > 1 else "none",
+        network_gbps=inst.type.rdma_bandwidth_gbps or inst.type.network_bandwidth_gbps)
+
+
 def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option) -> Candidate:
     """The option sized (memory, speed), priced and checked against every candidate rule."""
     t, r = profile.training, profile.resources
@@ -153,12 +164,10 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option) -> Cand
     gpus = nodes * inst.gpu_count
     gpu = inst.gpu
     assert gpu is not None, "static_rejection refuses types without a known GPU"
-    mem = sizing.memory_estimate(profile.architecture, t, gpus)
+    mem, thr = sizing.memory_estimate(profile.architecture, t, gpus), shipped_speed(profile, inst, nodes)
+    # a local measurement of this workload on this GPU, if `trainstack calibrate` recorded one (labelled)
+    mem, thr, calibrated = calibration_overlay.adjust(profile.architecture, t, gpu.name, mem, thr)
     margin = round(gpu.usable_gib - mem.required_gib_per_gpu, 2)
-    thr = sizing.throughput_estimate(
-        profile.architecture, t, gpu, gpus_per_node=inst.gpu_count, nodes=nodes,
-        interconnect=inst.interconnect, network=inst.rdma if nodes > 1 else "none",
-        network_gbps=inst.type.rdma_bandwidth_gbps or inst.type.network_bandwidth_gbps)
     tps = thr.tokens_per_second
     hours = (t.tokens / tps / 3600) if (t.tokens and tps) else None
     if hours is not None and spot:
@@ -167,7 +176,8 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option) -> Cand
     unit = quote.spot_cny_per_hour if spot else quote.on_demand_cny_per_hour
     hourly = round(unit * nodes, 4) if unit is not None else None
     total = round(hourly * hours, 2) if (hourly is not None and hours is not None) else None
-    labels = (list(option.labels) + list(sizing.assumptions(profile.architecture, t, gpus)) + list(thr.labels)
+    labels = (list(option.labels) + list(calibrated) + list(sizing.assumptions(profile.architecture, t, gpus))
+              + list(thr.labels)
               + list(quote.labels) + (list(quote.spot_labels) if spot else []))
     why = option.blocked or rule_broken(profile, gpu.name, gpu.usable_gib, gpus, spot, quote,
                                         mem.required_gib_per_gpu, margin, tps, hours, hourly, total)

@@ -191,7 +191,10 @@ class Heartbeat(object):
 
     def record(self):
         env, now, saved, p = self.env, self.clock(), self.saved, self.progress
-        saved["started_at"] = saved.get("started_at") or now
+        # instance hours: every boot's uptime on this instance, plus the instances it replaced
+        uptime = float((_read(env.get("TRAINSTACK_UPTIME_FILE") or "/proc/uptime", "0").split() or ["0"])[0])
+        saved["boots"][_read(env.get("TRAINSTACK_BOOT_ID_FILE") or "/proc/sys/kernel/random/boot_id", "boot")] = uptime
+        saved["started_at"] = saved.get("started_at") or now - uptime  # the node's first boot
         records, self.offset = read_progress(env.get("TRAINSTACK_PROGRESS_FILE") or self.run + "/progress.jsonl",
                                              self.offset)
         for rec in records:
@@ -209,9 +212,6 @@ class Heartbeat(object):
             mtimes = [os.stat(os.path.join(d, f)).st_mtime for d, _, fs in os.walk(env.get("CHECKPOINT_DIR") or "/nonexistent")
                       for f in fs]
             ckpt_at, ckpt_from = (max(mtimes), "files") if mtimes else (None, None)
-        # instance hours: every boot's uptime on this instance, plus the instances it replaced
-        uptime = (_read(env.get("TRAINSTACK_UPTIME_FILE") or "/proc/uptime", "0").split() or ["0"])[0]
-        saved["boots"][_read(env.get("TRAINSTACK_BOOT_ID_FILE") or "/proc/sys/kernel/random/boot_id", "boot")] = float(uptime)
         billed = saved["prior_seconds"] + sum(saved["boots"].values())
         nodes, hourly = int(self.number("NNODES") or 1), self.number("NODE_HOURLY_CNY")
         spent = None if hourly is None else round(billed / 3600.0 * hourly, 4)
