@@ -50,28 +50,28 @@ oss() {
 }
 signal_trainer() { agent signal-trainer "$1" --pidfile "$PIDFILE"; }
 sha256_of() { sha256sum "$1" 2>/dev/null | cut -d' ' -f1; }
-# the heartbeat program (OSS venv): fetched from the stack bucket and run only when its sha256 is
-# the one in node.env; node.env is in its environment and nowhere else
-heartbeat_agent() {
-  local program=$LIB/trainstack_heartbeat.py
-  if [ "$(sha256_of "$program")" != "$HEARTBEAT_SHA256" ]; then
-    oss "$OSS_ENDPOINT" download "$HEARTBEAT_PROGRAM_URI" "$program.new" || return 1
-    if [ "$(sha256_of "$program.new")" != "$HEARTBEAT_SHA256" ]; then
-      log "FATAL: $HEARTBEAT_PROGRAM_URI is not the heartbeat program this node was deployed with: not running it"
-      rm -f "$program.new"
-      return 1
-    fi
-    mv "$program.new" "$program"
+HEARTBEAT_PROGRAM=$LIB/trainstack_heartbeat.py
+# the heartbeat program comes from the stack bucket and runs only when its sha256 is node.env's
+fetch_heartbeat_program() {
+  [ "$(sha256_of "$HEARTBEAT_PROGRAM")" = "$HEARTBEAT_SHA256" ] && return 0
+  oss "$OSS_ENDPOINT" download "$HEARTBEAT_PROGRAM_URI" "$HEARTBEAT_PROGRAM.new" || return 1
+  if [ "$(sha256_of "$HEARTBEAT_PROGRAM.new")" != "$HEARTBEAT_SHA256" ]; then
+    log "FATAL: $HEARTBEAT_PROGRAM_URI is not the heartbeat program this node was deployed with: not running it"
+    rm -f "$HEARTBEAT_PROGRAM.new"
+    return 1
   fi
-  (
-    set -a
-    # shellcheck source=/dev/null
-    . "$ETC/node.env"
-    set +a
-    export TRAINSTACK_STATE=$STATE TRAINSTACK_RUN=$RUN TRAINSTACK_LIB=$LIB TRAINSTACK_PROGRESS_FILE=$PROGRESS_FILE
-    exec "${TRAINSTACK_OSS_PYTHON:-$OSS_VENV/bin/python}" "$program" "$@"
-  )
+  mv "$HEARTBEAT_PROGRAM.new" "$HEARTBEAT_PROGRAM"
 }
+# exec the heartbeat program (OSS venv) with node.env in its environment and nowhere else
+exec_heartbeat() {
+  set -a
+  # shellcheck source=/dev/null
+  . "$ETC/node.env"
+  set +a
+  export TRAINSTACK_STATE=$STATE TRAINSTACK_RUN=$RUN TRAINSTACK_LIB=$LIB TRAINSTACK_PROGRESS_FILE=$PROGRESS_FILE
+  exec "${TRAINSTACK_OSS_PYTHON:-$OSS_VENV/bin/python}" "$HEARTBEAT_PROGRAM" "$@"
+}
+last_heartbeat() { fetch_heartbeat_program && (exec_heartbeat --once); }
 # shellcheck source=/dev/null
 load_job_env() { . "$ETC/job.env"; } # in a subshell only: the job's variables reach the job alone
 pip_install() { "$(command -v python || command -v python3)" -m pip install --index-url "$PIP_INDEX_URL" --trusted-host "$PIP_TRUSTED_HOST" "$@"; }
@@ -106,7 +106,8 @@ ckpt_sync() {
 # --heartbeat (trainstack-heartbeat.service): the node's status record every HEARTBEAT_SECONDS
 heartbeat_service() {
   mkdir -p "$STATE" "$RUN"
-  heartbeat_agent
+  fetch_heartbeat_program || exit 1
+  exec_heartbeat
 }
 
 # why the job stopped, for the heartbeat and `trainstack status` (kept until the job runs again)
@@ -133,7 +134,7 @@ finish() {
   fi
   record_stop_reason "$rc"
   echo "$rc" >"$STATE/job-finished"
-  if [ -n "${STATUS_URI:-}" ]; then heartbeat_agent --once || log "WARNING: the last heartbeat was not written"; fi
+  if [ -n "${STATUS_URI:-}" ]; then last_heartbeat || log "WARNING: the last heartbeat was not written"; fi
   case "$STOP_ON:$rc" in
     always:* | success:0 | success:"$EXIT_GUARD") stop_billing ;;
     *) log "exit $rc with stop_on=$STOP_ON: leaving the instance running" ;;
