@@ -236,6 +236,8 @@ def build_view(profile: TrainingProfile, plan: Plan, prediction: Prediction, *,
             if inst and plan.instance_type and inst.instance_type and inst.instance_type != plan.instance_type:
                 labels.append(f"{name} runs {inst.instance_type}; the plan now says {plan.instance_type}: the "
                               "predictions are for the current plan")
+    elif dlc is not None and plan.hourly_cost_cny is None:
+        labels.append("DLC spend unknown: the plan has no price for this job (PAI-DLC prices are not in the catalog)")
     elif dlc is not None and dlc.duration_seconds is not None and plan.hourly_cost_cny is not None:
         spend_parts.append(dlc.duration_seconds / 3600 * plan.hourly_cost_cny)
         basis = "dlc-duration"
@@ -331,3 +333,10 @@ def is_terminal(view: StatusView) -> bool:
         return view.job.state in ("finished", "failed", "stopped")
     return view.job.state in ("finished", "failed", "stopped") and all(n.state in ("Stopped", "missing")
                                                                        for n in view.nodes)
+
+
+def status_json_schema() -> dict:
+    """The JSON Schema of ``status --json`` (docs/status.schema.json is this, committed)."""
+    schema = StatusView.model_json_schema()
+    return {**schema, "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "trainstack status --json (schema_version 1)"}
