@@ -164,7 +164,8 @@ def parse_overlay(data: bytes, where: str) -> CalibrationOverlay:
         json.loads(data.decode("utf-8"), parse_constant=_refuse)  # NaN and Infinity are not numbers here
         return CalibrationOverlay.model_validate_json(data)
     except ValidationError as exc:
-        problems = [Problem(path=".".join(str(p) for p in e["loc"]), message=e["msg"], file=where) for e in exc.errors()]
+        problems = [Problem(path=".".join(str(p) for p in e["loc"]), message=f"calibration overlay is invalid: {e['msg']}",
+                            file=where) for e in exc.errors()]
         raise InputError(f"{where}: the calibration overlay is invalid", problems=problems,
                          hint=f"fix or delete it (`trainstack calibrate` rewrites it), or set {ENV}=off") from None
     except (UnicodeDecodeError, ValueError) as exc:
