@@ -193,3 +193,33 @@ def test_a_failing_upload_is_logged_and_the_local_record_still_written(hb, tmp_p
     env = node_env(tmp_path)
     hb.Heartbeat(env, Broken(tmp_path / "oss"), metadata=Metadata(), clock=lambda: NOW, gpu_memory=None).tick()
     assert "heartbeat upload" in capsys.readouterr().err and (tmp_path / "state" / "heartbeat.json").exists()
+
+
+def test_the_documented_progress_helper_writes_lines_the_heartbeat_reads(hb, tmp_path, monkeypatch):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    helper = (root / "trainstack" / "bootstrap" / "templates" / "trainstack_progress.py").read_text()
+    body = helper[helper.index("def report("):]
+    doc = (root / "docs" / "status.md").read_text()
+    snippet = doc[doc.index("def report("):doc.index("# in the loop:")]
+    strip = lambda text: [ln for ln in text.splitlines() if ln.strip() and not ln.strip().startswith('"""')]  # noqa: E731
+    assert strip(snippet) == strip(body), "docs/status.md shows the helper as shipped"
+    namespace: dict = {}
+    exec(compile(helper, "trainstack_progress.py", "exec"), namespace)
+    path = tmp_path / "progress.jsonl"
+    monkeypatch.setenv("TRAINSTACK_PROGRESS_FILE", str(path))
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    namespace["report"](1, 100)
+    assert not path.exists(), "only local rank 0 writes"
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    namespace["report"](10, 40_960)
+    namespace["report"](20, 81_920, checkpoint_seconds=12.5)
+    records, _ = hb.read_progress(str(path))
+    progress = hb.Progress()
+    for rec in records:
+        progress.add(rec)
+    assert (progress.step, progress.tokens, progress.checkpoint_seconds) == (20, 81_920, 12.5)
+    monkeypatch.delenv("TRAINSTACK_PROGRESS_FILE")
+    namespace["report"](30, 1)  # off a trainstack node: nothing
+    assert len(path.read_text().splitlines()) == 2

@@ -61,10 +61,11 @@ def oss_plan(profile: TrainingProfile) -> OssPlan:
 
 
 def plan_storage(profile: TrainingProfile, inst: ResolvedInstance, nodes: int, spot: bool,
-                 trainable_params: Optional[int], target: str = "ecs") -> StoragePlan:
-    """Disks, CPFS and the bucket. Every ECS plan gets the bucket, also with checkpoints on ESSD or
-    CPFS, so its nodes have a place for their heartbeats; a DLC job gets it only for OSS checkpoints
-    (its status comes from the DLC API, and a new data source would replace a running job)."""
+                 trainable_params: Optional[int], stack_bucket_always: bool = True) -> StoragePlan:
+    """Disks, CPFS and the bucket. ``stack_bucket_always``: every ECS plan gets the bucket, also with
+    checkpoints on ESSD or CPFS, so its nodes have a place for their heartbeats; a DLC job only for
+    OSS checkpoints (its status comes from the DLC API, and a new data source would replace a
+    running job)."""
     s = profile.storage
     notes: list[str] = []
     ckpt_gib = s.checkpoint_gib or checkpoint_gib(profile.architecture, profile.training.method, trainable_params)
@@ -93,7 +94,7 @@ def plan_storage(profile: TrainingProfile, inst: ResolvedInstance, nodes: int, s
     else:
         oss = oss_plan(profile)
         path = "/mnt/checkpoints"
-    if oss is None and target == "ecs":
+    if oss is None and stack_bucket_always:
         oss = oss_plan(profile)
     if spot and s.checkpoint != "essd":
         notes.append(f"spot: checkpoints go to {s.checkpoint} ({path}), which outlives any instance")

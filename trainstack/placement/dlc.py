@@ -169,7 +169,7 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
     max_minutes = int(profile.job.max_runtime_hours * 60) if profile.job.max_runtime_hours else (
         int(r.deadline_hours * 60) if r.deadline_hours else None)
     if inst is not None:
-        storage = plan_storage(profile, inst, chosen.nodes, spot, mem.trainable_params, target="dlc")
+        storage = plan_storage(profile, inst, chosen.nodes, spot, mem.trainable_params, stack_bucket_always=False)
     else:
         storage = StoragePlan(checkpoint="oss", checkpoint_path="/mnt/data/checkpoints",
                               oss=OssPlan(bucket=bucket_name(profile),

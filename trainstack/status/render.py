@@ -19,6 +19,13 @@ def _vs(c: Comparison, fmt: str, unit: str = "") -> str:
     return f"{_n(c.measured, fmt, unit)} (plan {_n(c.predicted, fmt, unit)}{ratio})"
 
 
+def _tokens(n: float) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:,.2f}{unit}"
+    return f"{n:,.0f}"
+
+
 def _age(seconds: Optional[float]) -> str:
     if seconds is None:
         return "none"
@@ -38,10 +45,10 @@ def render_text(v: StatusView) -> str:
         job += f", stopped by trainstack: {j.stop.reason} ({j.stop.message})"
     lines.append(f"job       {job}")
     if g.tokens_done is not None:
-        of = f" of {g.tokens_total:.3g}" if g.tokens_total else ""
+        of = f" of {_tokens(g.tokens_total)}" if g.tokens_total else ""
         pct = f" ({g.fraction:.1%})" if g.fraction is not None else ""
         step = f"step {g.step:,}, " if g.step is not None else ""
-        lines.append(f"progress  {step}{g.tokens_done:.3g}{of} tokens{pct}")
+        lines.append(f"progress  {step}{_tokens(g.tokens_done)}{of} tokens{pct}")
     else:
         lines.append("progress  no progress reported yet (docs/status.md: report it from the training loop)")
     if g.tokens_per_second is not None:
@@ -49,13 +56,14 @@ def render_text(v: StatusView) -> str:
                      f"{_vs(m.tokens_per_second_per_gpu, ',.0f')}")
     else:
         lines.append(f"speed     not measured yet (plan {_n(m.tokens_per_second_per_gpu.predicted)} tokens/s per GPU)")
-    source = f", from {m.memory_source}" if m.memory_source else ""
+    source = {"trainer": " (reported by the trainer)", "nvidia-smi": " (nvidia-smi)"}.get(m.memory_source or "", "")
     lines.append(f"memory    peak allocated {_vs(m.peak_allocated_gib, '.1f', ' GiB')}; reserved "
                  f"{_vs(m.peak_reserved_gib, '.1f', ' GiB')}{source}")
     hourly = f" at {s.hourly_cny:,.2f} CNY/h" if s.hourly_cny is not None else ""
     lines.append(f"spend     {_n(s.spent_cny, ',.2f', ' CNY')} so far (estimate{hourly}: {s.price_source})")
     if e.remaining_hours is not None:
-        eta = f"{e.remaining_hours:,.1f} h of training left ({'measured speed' if e.basis == 'measured' else 'plan speed'})"
+        left = "left" if e.finish_at or j.state not in ("stopped", "finished", "failed") else "left when it stopped"
+        eta = f"{e.remaining_hours:,.1f} h of training {left} ({'measured speed' if e.basis == 'measured' else 'plan speed'})"
         if e.finish_at:
             eta += f", done about {e.finish_at}"
         if e.deadline_at:

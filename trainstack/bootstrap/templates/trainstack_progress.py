@@ -2,7 +2,8 @@
 
 It appends one JSON line to $TRAINSTACK_PROGRESS_FILE, which the node agent turns into the
 heartbeat (tokens/s, memory peaks, checkpoints); without that variable (not on a trainstack node)
-it does nothing. Copy it into your code, or import it from /usr/local/lib/trainstack on a node.
+it does nothing. Copy it into your training code (docs/status.md shows the same function); it is
+not installed on the nodes, whose 32 KB of user data have no room to spare.
 """
 import json, os, sys, time
 
