@@ -11,6 +11,12 @@
 - KMS: ``kms:GetSecretValue`` on exactly the secrets named in ``job.secrets`` (and
   ``kms:Decrypt`` on the keys named beside them), so the node reads them at job start
   (docs/bootstrap.md "Job secrets"); no statement at all without job secrets.
+- Status (a policy of its own, docs/status.md): ``PutObject``/``GetObject`` under the stack
+  bucket's ``status/<node name>/`` prefixes of this plan's nodes (each node writes its heartbeat and
+  reads its last one when it replaces a node), and ``GetObject`` on the heartbeat program
+  ``job/trainstack_heartbeat.py``, which they may not write. The nodes share one role, so RAM cannot
+  tell node 0 from node 1: what it enforces is this stack's node prefixes and nothing else (each
+  prefix while the document fits RAM's 6,144 characters, else ``status/<plan name>-node-``).
 - ECS: ``StopInstance`` on exactly this cluster's instances, so the launcher can stop its node in
   no-charge mode (``StoppedMode=StopCharging``) when the job ends (docs/provisioning.md).
   (``components/cluster.py`` adds it.) A self-healing spot pool gets no ``StopInstance`` at all:
@@ -29,6 +35,7 @@ import pulumi_alicloud as alicloud
 
 from trainstack.errors import InputError
 from trainstack.ossuri import OssUri, OssUriError, parse_oss_uri
+from trainstack.catalog.limits import service_limits
 from trainstack.plan import Plan
 
 from trainstack.tags import base_tags
@@ -119,6 +126,29 @@ def kms_policy_document(plan: Plan) -> Optional[dict]:
     return {"Version": "1", "Statement": statements}
 
 
+def status_policy_document(plan: Plan) -> Optional[dict]:
+    """Write and read the nodes' own heartbeats, read the heartbeat program; None without a status place."""
+    from trainstack.bootstrap.heartbeat import PROGRAM_KEY, has_status, status_prefix
+
+    if not has_status(plan):
+        return None
+    bucket = plan.storage.oss.bucket  # type: ignore[union-attr]
+
+    def document(prefixes: list[str]) -> dict:
+        return {"Version": "1", "Statement": [
+            {"Effect": "Allow", "Action": ["oss:PutObject", "oss:GetObject"],
+             "Resource": [f"acs:oss:*:*:{bucket}/{p}*" for p in prefixes]},
+            {"Effect": "Allow", "Action": ["oss:GetObject"], "Resource": [f"acs:oss:*:*:{bucket}/{PROGRAM_KEY}"]},
+            {"Effect": "Allow", "Action": ["oss:ListObjects"], "Resource": [f"acs:oss:*:*:{bucket}"],
+             "Condition": {"StringLike": {"oss:Prefix": [f"{p}*" for p in prefixes]}}},
+        ]}
+
+    each = document([status_prefix(plan, n) for n in plan.node_names()])
+    if len(json.dumps(each)) <= service_limits().number("ram.policy.document.max_characters"):
+        return each
+    return document([status_prefix(plan) + f"{plan.name}-node-"])  # too many nodes to list: their prefix
+
+
 def stop_policy_document(region: str, instance_ids: Sequence[str]) -> dict:
     """StopInstance on exactly these instances (the launcher's no-charge stop at job end)."""
     return {"Version": "1", "Statement": [{
@@ -151,6 +181,16 @@ class NodeRole(pulumi.ComponentResource):
             self.oss_attachment = alicloud.ram.RolePolicyAttachment(
                 f"{name}-oss", role_name=self.role.role_name, policy_name=self.oss_policy.policy_name,
                 policy_type="Custom", opts=child)
+        self.status_policy = self.status_attachment = None
+        status_doc = status_policy_document(plan)
+        if status_doc is not None:
+            self.status_policy = alicloud.ram.Policy(
+                f"{name}-status", policy_name=f"{plan.name[:52]}-node-status", policy_document=json.dumps(status_doc),
+                description=f"trainstack {plan.name}: nodes write their heartbeats, read the heartbeat program",
+                tags=base_tags(plan), opts=child)
+            self.status_attachment = alicloud.ram.RolePolicyAttachment(
+                f"{name}-status", role_name=self.role.role_name, policy_name=self.status_policy.policy_name,
+                policy_type="Custom", opts=child)
         self.kms_policy = self.kms_attachment = None
         kms_doc = kms_policy_document(plan)
         if kms_doc is not None:
@@ -166,4 +206,5 @@ class NodeRole(pulumi.ComponentResource):
     @property
     def ready(self) -> list[pulumi.Resource]:
         """What must exist before an instance uses the role."""
-        return [r for r in (self.role, self.oss_attachment, self.kms_attachment) if r is not None]
+        return [r for r in (self.role, self.oss_attachment, self.status_attachment, self.kms_attachment)
+                if r is not None]

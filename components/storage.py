@@ -1,5 +1,10 @@
 """Storage: the OSS checkpoint bucket, CPFS (with its NFS protocol service) and checkpoint ESSDs.
 
+On an ECS plan the bucket also holds the nodes' heartbeats (``status/``) and the heartbeat
+program they run (``job/trainstack_heartbeat.py``, a ``BucketObject``: a new trainstack version
+updates it in place with PutObject; the nodes fetch it when their heartbeat service starts and
+run it only when its sha256 matches their node.env, docs/status.md).
+
 Translates ``plan.storage``. Everything that holds checkpoints is created with
 ``protect`` and ``retain_on_delete`` while ``storage.retain_on_destroy`` is true (the default), so
 ``pulumi destroy`` never deletes trained results (docs/provisioning.md says how to release them
@@ -14,6 +19,7 @@ from typing import Optional
 import pulumi
 import pulumi_alicloud as alicloud
 
+from trainstack.bootstrap.heartbeat import PROGRAM_KEY, has_status, program_text, status_prefix
 from trainstack.plan import Plan
 from trainstack.rules import checkpoint_disks_planned
 
@@ -33,6 +39,7 @@ class Storage(pulumi.ComponentResource):
     """OSS bucket (+ private ACL, public-access block), CPFS + protocol service, checkpoint ESSDs."""
 
     bucket: Optional[alicloud.oss.Bucket]
+    heartbeat_program: Optional[alicloud.oss.BucketObject]
     cpfs: Optional[alicloud.nas.FileSystem]
     protocol_service: Optional[alicloud.nas.ProtocolService]
     protocol_mount_target: Optional[alicloud.nas.ProtocolMountTarget]
@@ -44,7 +51,7 @@ class Storage(pulumi.ComponentResource):
         st = plan.storage
         child = pulumi.ResourceOptions(parent=self)
 
-        self.bucket = self.bucket_acl = self.public_access_block = None
+        self.bucket = self.bucket_acl = self.public_access_block = self.heartbeat_program = None
         if st.oss is not None:
             self._bucket(name, plan)
 
@@ -90,6 +97,12 @@ class Storage(pulumi.ComponentResource):
                                                  opts=side)
         self.public_access_block = alicloud.oss.BucketPublicAccessBlock(
             f"{name}-bucket-block-public", bucket=self.bucket.bucket, block_public_access=True, opts=side)
+        self.heartbeat_program = None
+        if has_status(plan):
+            # not data: destroyed with the stack (a retained bucket keeps only what the nodes wrote)
+            self.heartbeat_program = alicloud.oss.BucketObject(
+                f"{name}-heartbeat-program", bucket=self.bucket.bucket, key=PROGRAM_KEY, content=program_text(),
+                content_type="text/x-python", acl="private", opts=pulumi.ResourceOptions(parent=self.bucket))
 
     def _cpfs(self, name: str, plan: Plan, zone: str, vpc_id: pulumi.Input[str], vswitch_id: pulumi.Input[str],
               child: pulumi.ResourceOptions) -> None:
@@ -134,6 +147,8 @@ def mount_points(plan: Plan) -> dict[str, str]:
         out["data_disk"] = st.data_disk.mount_path
     if st.cpfs is not None and plan.target == "ecs":
         out["cpfs"] = st.cpfs.mount_path
-    if st.oss is not None:
+    if st.oss is not None and (st.checkpoint == "oss" or plan.target == "dlc"):
         out["oss"] = f"oss://{st.oss.bucket}/{st.oss.prefix}"
+    if has_status(plan):  # where `trainstack status` reads the heartbeats
+        out["status"] = f"oss://{st.oss.bucket}/{status_prefix(plan)}"
     return out

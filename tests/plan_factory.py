@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from trainstack.layout import ERDMA_NCCL_ENV
 from trainstack.plan import Plan
-from trainstack.profile import parse_profile, read_yaml_document
+from trainstack.profile import TrainingProfile, parse_profile, read_yaml_document
 from trainstack.rules import planned
 
 PROFILES = Path(__file__).resolve().parents[1] / "stacks" / "profiles"
@@ -39,6 +39,12 @@ def _resolved(stack: str, changes_json: str) -> Plan:
     path = PROFILES / f"{stack}.yaml"
     doc = merged(read_yaml_document(path), json.loads(changes_json))
     return planned(parse_profile(doc, file=str(path)), file=str(path))
+
+
+def profile_for(stack: str, profile: Optional[dict] = None) -> TrainingProfile:
+    """The sample stack's profile with ``profile`` changes (what :func:`resolved` plans)."""
+    path = PROFILES / f"{stack}.yaml"
+    return parse_profile(merged(read_yaml_document(path), profile or {}), file=str(path))
 
 
 def resolved(stack: str, profile: Optional[dict] = None) -> Plan:

@@ -18,7 +18,8 @@ from typing import Optional, Sequence
 from .errors import EXIT_BAD_INPUT, TrainstackError
 from .outputs import OutputError, guarded_stdout, silence_broken_stdout
 
-COMMANDS = ("validate", "estimate", "resolve", "plan", "diff", "catalog", "schema", "preflight", "node-files")
+COMMANDS = ("validate", "estimate", "resolve", "plan", "diff", "catalog", "schema", "preflight", "node-files", "status",
+            "calibrate")
 
 
 class _Parser(argparse.ArgumentParser):

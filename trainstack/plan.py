@@ -83,6 +83,8 @@ class OssPlan(_Frozen):
     server_side_encryption: Literal["AES256", "KMS"] = "AES256"
     internal_endpoint: str
     prefix: str = "checkpoints/"
+    #: Where the nodes' heartbeats go: ``<status_prefix><node name>/heartbeat.json`` (docs/status.md)
+    status_prefix: str = "status/"
 
 
 class StoragePlan(_Frozen):
@@ -267,6 +269,9 @@ class JobPlan(_Frozen):
     env: dict[str, str] = Field(default_factory=dict)
     secrets: dict[str, JobSecretPlan] = Field(default_factory=dict, description="env name -> KMS secret")
     max_runtime_hours: Optional[float] = None
+    #: the budget guard on the nodes (docs/status.md): resources.max_total_cost and deadline_hours
+    max_total_cost_cny: Optional[float] = None
+    deadline_hours: Optional[float] = None
     nproc_per_node: int = 1
     method: str
     precision: str

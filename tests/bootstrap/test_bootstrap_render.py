@@ -107,7 +107,7 @@ def test_spot_plan_runs_the_watcher_and_on_demand_plans_do_not():
     assert {"/usr/local/lib/trainstack/spot-watcher.py",
             "/etc/systemd/system/trainstack-spot-watcher.service"} <= paths
     assert ["systemctl", "start", "--no-block", "trainstack-job.service", "trainstack-spot-watcher.service",
-            "trainstack-ckpt-sync.service"] in user_data["runcmd"]
+            "trainstack-ckpt-sync.service", "trainstack-heartbeat.service"] in user_data["runcmd"]
     unit = render_script(spot_plan(), "trainstack-spot-watcher.service")
     assert "TRAINSTACK_SPOT_POLL_SECONDS=5" in unit and "TRAINSTACK_CHECKPOINT_SIGNAL=USR1" in unit
     for plan, kw in ((single_gpu_lora_plan(), {}), (multi_node_erdma_plan(), {"cpfs_mount_address": CPFS})):
@@ -154,12 +154,13 @@ def test_oss_needs_no_internet_egress():
     assert "OSS SDK" in unit
 
 
-def test_plans_without_oss_install_no_oss_sdk():
+def test_essd_checkpoints_get_no_sync_but_the_oss_sdk_for_the_heartbeat():
     plan = single_gpu_lora_plan(profile={"storage": {"checkpoint": "essd"}, "job": {"code_uri": None}})
     names = {f.name for f in render_files(plan, 0)}
-    assert "trainstack-ckpt-sync.service" not in names
+    assert "trainstack-ckpt-sync.service" not in names and "trainstack-heartbeat.service" in names
     env = env_of(render_script(plan, "node.env"))
-    assert "OSS_SDK_SPEC" not in env and "setup_oss" not in render_script(plan, "node-setup.sh")
+    assert "OSS_CHECKPOINT_URI" not in env and "setup_oss" in render_script(plan, "node-setup.sh")
+    assert env["STATUS_URI"] == f"oss://{plan.storage.oss.bucket}/status/{plan.name}-node-0/"
     assert env["DATA_DISK_WAIT_SECONDS"] == "900"
     options = BootstrapOptions(data_disk_wait_seconds=60, oss_sdk_spec="alibabacloud-oss-v2==1.5.0")
     assert env_of(render_script(plan, "node.env", options=options))["DATA_DISK_WAIT_SECONDS"] == "60"

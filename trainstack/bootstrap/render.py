@@ -31,6 +31,7 @@ from trainstack.launchers.words import assignment, bash_array, lit
 from trainstack.plan import Plan
 
 from .compact import compact
+from .heartbeat import program_sha256, program_uri, status_uri
 from .locations import classify_code_uri, cpfs_source, shown_uri
 from .reserved import reserved_problems
 
@@ -82,6 +83,7 @@ class BootstrapOptions:
     kill_after_seconds: int = 30
     spot_poll_seconds: float = 5.0
     ckpt_sync_seconds: int = 300
+    heartbeat_seconds: int = 60
     stop_on: str = "always"
     poweroff_fallback: bool = True
     setup_timeout_seconds: int = 5400
@@ -105,7 +107,7 @@ class BootstrapOptions:
         if not 1024 <= self.master_port <= 65534:
             raise ValueError("master_port must be in 1024..65534 (the NCCL check uses master_port + 1)")
         for name in ("driver_wait_seconds", "rdzv_timeout_seconds", "nccl_check_timeout_seconds",
-                     "checkpoint_grace_seconds", "kill_after_seconds", "ckpt_sync_seconds",
+                     "checkpoint_grace_seconds", "kill_after_seconds", "ckpt_sync_seconds", "heartbeat_seconds",
                      "setup_timeout_seconds", "data_disk_wait_seconds"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -195,7 +197,9 @@ class _Node:
         self.ips = [POOL_NODE_ADDRESS] if plan.spot_pool is not None else plan.node_private_ips()
         self.nproc = _nproc_per_node(plan)
         self.oss_checkpoints = storage.checkpoint == "oss"
-        self.uses_oss = self.oss_checkpoints or self.code.uses_oss
+        self.node_name = plan.node_names()[rank]
+        self.status_uri = status_uri(plan, self.node_name) if storage.oss is not None else None
+        self.uses_oss = self.oss_checkpoints or self.code.uses_oss or self.status_uri is not None
         self.topology = topology_from_plan(plan, opts.master_port, opts.rdzv_timeout_seconds, hosts=tuple(self.ips))
 
     def render_launch(self) -> Launch:
@@ -285,7 +289,26 @@ class _Node:
             pairs += [("OSS_VENV", OSS_VENV), ("OSS_SDK_SPEC", o.oss_sdk_spec)]
         if self.code.uses_oss:
             pairs.append(("CODE_OSS_ENDPOINT", region_endpoint))
-        return pairs
+        return pairs + self.status_env_pairs()
+
+    def status_env_pairs(self) -> list[tuple[str, object]]:
+        """What the heartbeat and the budget guard need (docs/status.md): where the status goes,
+        the plan's hourly price (instance hours x price is the spend) and the limits. With
+        CHECKPOINT_GRACE_SECONDS as the time to save a checkpoint until the trainer reports one."""
+        p = self.plan
+        if self.status_uri is None:
+            return []
+        node_hourly = round(p.hourly_cost_cny / p.nodes, 4) if p.hourly_cost_cny is not None else ""
+        price = "spot price estimate" if p.spot else "on-demand list price"
+        return [
+            ("NODE_NAME", self.node_name), ("INSTANCE_TYPE", p.instance_type), ("GPU_MODEL", p.gpu_model),
+            ("STATUS_URI", self.status_uri), ("HEARTBEAT_SECONDS", self.opts.heartbeat_seconds),
+            ("HEARTBEAT_PROGRAM_URI", program_uri(p)), ("HEARTBEAT_SHA256", program_sha256()),
+            ("NODE_HOURLY_CNY", node_hourly),
+            ("PRICE_SOURCE", f"{price} of {p.instance_type} in {p.region}, catalog {p.catalog_date or 'undated'}"),
+            ("MAX_TOTAL_COST_CNY", "" if p.job.max_total_cost_cny is None else p.job.max_total_cost_cny),
+            ("DEADLINE_HOURS", "" if p.job.deadline_hours is None else p.job.deadline_hours),
+        ]
 
     def plan_launcher(self) -> str:
         parsed = parse_launcher(self.plan.job.command)
@@ -333,6 +356,8 @@ class _Node:
                           {"POLL": f"{o.spot_poll_seconds:g}", "SIGNAL": o.checkpoint_signal}))
         if self.oss_checkpoints:
             units.append(("trainstack-ckpt-sync.service", {}))
+        if self.status_uri is not None:
+            units.append(("trainstack-heartbeat.service", {"SECONDS": o.heartbeat_seconds}))
         return [NodeFile(name, f"/etc/systemd/system/{name}", _fill(_template(f"systemd/{name}"), **values))
                 for name, values in units]
 
@@ -373,6 +398,8 @@ class _Node:
             started.append("trainstack-spot-watcher.service")
         if self.oss_checkpoints:
             started.append("trainstack-ckpt-sync.service")
+        if self.status_uri is not None:
+            started.append("trainstack-heartbeat.service")
         return [["systemctl", "daemon-reload"],
                 ["systemctl", "enable", "trainstack-setup.service", *started],
                 ["systemctl", "start", "--no-block", *started]]

@@ -51,6 +51,7 @@ def run(args) -> int:
     margin = memory_margin_fraction(profile)
     est = estimate(profile.architecture, profile.training, gpus, gpu_count=count, layouts=layouts,
                    allocator=allocator, min_margin_fraction=margin)
+    est, calibrations = with_calibration(profile, est, gpus, margin)
     prices = ({g.name: gpu_hour_price(catalog, profile.region, g.name) for g in gpus}
               if profile.training.tokens else {})
     suggestions: list[str] = []
@@ -60,6 +61,11 @@ def run(args) -> int:
                                       roomiest.usable_gib - min_margin_gib(roomiest.usable_gib, margin), count)
     doc = to_json(profile, est, prices, layouts, suggestions)
     doc["prices"] = prices_block(catalog, profile.region, doc, prices)
+    doc["calibration"] = [{"gpu": e.key.gpu, "throughput_factor": e.throughput_factor,
+                           "memory_factor": e.applied_memory_factor, "measured_by": f"{e.source.stack} {e.source.node}",
+                           "heartbeat_at": e.source.heartbeat_at, "calibrated_at": e.calibrated_at}
+                          for e in calibrations]
+    doc["assumptions"] = [e.label() for e in calibrations] + doc["assumptions"]
     if suggestions or not est.fits_anywhere:
         doc["suggestions_for"] = f"{roomiest.name}, {roomiest.usable_gib:g} GiB"
     if args.json:
@@ -96,6 +102,29 @@ def _check_world(profile: TrainingProfile, count: int) -> None:
             path="--gpus", given=count, has_given=True,
             message=f"tensor x pipeline x context parallel = {mp} must divide the GPU count",
             allowed=f"a multiple of {mp}")])
+
+
+def with_calibration(profile: TrainingProfile, est: Estimate, gpus: list[GpuModel], margin: float):
+    """``est`` with the calibration overlay's entries for this workload applied per GPU model (their
+    speed; their fit, and the memory itself when one GPU is asked for), and the entries used."""
+    from ..sizing import calibration_overlay as cal
+    from ..sizing.estimate import gpu_fit
+
+    overlay, used = cal.load_overlay(), []
+    speeds, fits, memory = list(est.throughput), list(est.fits), est.memory
+    for i, gpu in enumerate(gpus):
+        entry = overlay.find(cal.workload_key(profile.architecture, profile.training, gpu.name))
+        if entry is None:
+            continue
+        used.append(entry)
+        speeds = [cal.calibrated_speed(t, entry.throughput_factor) if t.gpu == gpu.name else t for t in speeds]
+        adjusted = cal.calibrated_memory(est.memory, entry.applied_memory_factor)
+        fits = [gpu_fit(adjusted, gpu, margin) if f.gpu == gpu.name else f for f in fits]
+        if len(gpus) == 1:
+            memory = adjusted
+    if not used:
+        return est, []
+    return est.model_copy(update={"throughput": tuple(speeds), "fits": tuple(fits), "memory": memory}), used
 
 
 def _network_gbps(flag: Optional[float]) -> Optional[float]:

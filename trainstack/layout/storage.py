@@ -54,8 +54,18 @@ def essd_for(size_gib: float) -> DataDiskPlan:
     return DataDiskPlan(performance_level=level, size_gib=size)
 
 
+def oss_plan(profile: TrainingProfile) -> OssPlan:
+    """The stack's bucket: checkpoints (``checkpoints/``) when they go to OSS, and on every ECS plan the
+    nodes' heartbeats (``status/``, docs/status.md)."""
+    return OssPlan(bucket=bucket_name(profile), internal_endpoint=f"oss-{profile.region}-internal.aliyuncs.com")
+
+
 def plan_storage(profile: TrainingProfile, inst: ResolvedInstance, nodes: int, spot: bool,
-                 trainable_params: Optional[int]) -> StoragePlan:
+                 trainable_params: Optional[int], stack_bucket_always: bool = True) -> StoragePlan:
+    """Disks, CPFS and the bucket. ``stack_bucket_always``: every ECS plan gets the bucket, also with
+    checkpoints on ESSD or CPFS, so its nodes have a place for their heartbeats; a DLC job only for
+    OSS checkpoints (its status comes from the DLC API, and a new data source would replace a
+    running job)."""
     s = profile.storage
     notes: list[str] = []
     ckpt_gib = s.checkpoint_gib or checkpoint_gib(profile.architecture, profile.training.method, trainable_params)
@@ -82,9 +92,10 @@ def plan_storage(profile: TrainingProfile, inst: ResolvedInstance, nodes: int, s
         cpfs = CpfsPlan(capacity_gib=cap, storage_type=tier, throughput_mbps=mbps_per_tib * cap / 1024)
         path = f"{cpfs.mount_path}/checkpoints"
     else:
-        oss = OssPlan(bucket=bucket_name(profile),
-                      internal_endpoint=f"oss-{profile.region}-internal.aliyuncs.com")
+        oss = oss_plan(profile)
         path = "/mnt/checkpoints"
+    if oss is None and stack_bucket_always:
+        oss = oss_plan(profile)
     if spot and s.checkpoint != "essd":
         notes.append(f"spot: checkpoints go to {s.checkpoint} ({path}), which outlives any instance")
     return StoragePlan(

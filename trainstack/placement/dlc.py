@@ -27,6 +27,7 @@ from typing import Optional
 
 from .. import sizing
 from ..catalog import Catalog, GpuModel, InstanceFamily, InstanceType, PriceQuote, ResolvedInstance, dlc_facts
+from ..sizing import calibration_overlay
 from ..catalog.limits import service_limits
 from ..errors import InfeasibleError, InputError, Problem, did_you_mean
 from ..layout import ERDMA_NCCL_ENV, bucket_name, plan_image, plan_network, plan_storage
@@ -384,7 +385,8 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
     gpu_model = catalog.gpu(chosen.gpu_model or DEFAULT_QUOTA_GPU)
     inst = node.inst if node is not None else catalog.instance(chosen.instance_type or "")
     lay = sizing_layout(chosen.layout) if chosen.layout is not None else layout_for(t, gpus)
-    mem = sizing.memory_estimate(profile.architecture, t, gpus, layout=lay)
+    mem = calibration_overlay.adjust_memory(profile.architecture, t, chosen.gpu_model,
+                                            sizing.memory_estimate(profile.architecture, t, gpus, layout=lay))
     image, lookup, is_default, image_labels = dlc_image(profile, gpu_model)
     labels += image_labels
     spot = r.spot == "require" and not quota

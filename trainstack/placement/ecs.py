@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from .. import sizing
+from ..sizing import calibration_overlay
 from ..catalog import Catalog, load_catalog
 from ..layout import plan_image, plan_network, plan_spot_pool, plan_storage
 from ..plan import Candidate, EstimateSummary, JobPlan, ParallelismPlan, Plan, Rejection, spot_price_limit
@@ -78,7 +79,7 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
     t = profile.training
     gpus = best.nodes * best.gpus_per_node
     pick = candidate_layout(profile, inst, best)
-    mem = pick.memory
+    mem = calibration_overlay.adjust_memory(profile.architecture, t, best.gpu_model, pick.memory)
     quote = catalog.quote(profile.region, inst.name)
     limit = spot_price_limit(quote.on_demand_cny_per_hour) if best.spot and quote.on_demand_cny_per_hour else None
     storage = plan_storage(profile, inst, best.nodes, best.spot, mem.trainable_params)
@@ -136,6 +137,7 @@ def job_plan(profile: TrainingProfile, nproc_per_node: int, total_gpus: int,
     lay = layout or layout_for(t, total_gpus)
     return JobPlan(command=j.command, code_uri=j.code_uri, env=dict(j.env),
                    secrets={k: v.model_dump() for k, v in j.secrets.items()}, max_runtime_hours=j.max_runtime_hours,
+                   max_total_cost_cny=profile.resources.max_total_cost, deadline_hours=profile.resources.deadline_hours,
                    nproc_per_node=nproc_per_node, method=t.method, precision=t.precision, zero_stage=t.zero_stage,
                    gradient_checkpointing=t.gradient_checkpointing, micro_batch_size=t.micro_batch_size,
                    sequence_length=t.sequence_length, gradient_accumulation_steps=t.accumulation_steps(lay.dp),

@@ -27,6 +27,7 @@ from typing import Iterable, Literal, Optional
 from .. import sizing
 from ..catalog import TRAINING_RDMA, Catalog, PriceQuote, ResolvedInstance
 from ..plan import Candidate, LayoutOption, ParallelLayout, Plan, Rejection
+from ..sizing import calibration_overlay
 from ..profile import TrainingProfile
 from ..reasons import Reason, ReasonCode, reason
 from ..sizing.frameworks import searchable_degrees
@@ -151,6 +152,16 @@ def unverified_labels(inst: ResolvedInstance) -> list[str]:
 
 # ---- one candidate: sized, priced, checked ------------------------------------------------------
 
+def shipped_speed(profile: TrainingProfile, inst: ResolvedInstance, nodes: int) -> sizing.ThroughputEstimate:
+    """The shipped model's speed of ``nodes`` x ``inst`` (no calibration overlay; `calibrate` compares
+    a run with it)."""
+    assert inst.gpu is not None
+    return sizing.throughput_estimate(
+        profile.architecture, profile.training, inst.gpu, gpus_per_node=inst.gpu_count, nodes=nodes,
+        interconnect=inst.interconnect, network=inst.rdma if nodes > 1 else "none",
+        network_gbps=inst.type.rdma_bandwidth_gbps or inst.type.network_bandwidth_gbps)
+
+
 @dataclass(frozen=True)
 class Sized:
     """One instance type and node count sized with its best layout: shared by its on-demand and spot
@@ -193,6 +204,8 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option, sized: 
     sized = sized or size(profile, inst, nodes, arch)
     pick = sized.pick
     mem, thr = pick.memory, pick.throughput
+    # a local measurement of this workload on this GPU, if `trainstack calibrate` recorded one (labelled)
+    mem, thr, calibrated = calibration_overlay.adjust(arch or profile.architecture, t, gpu.name, mem, thr)
     margin = round(gpu.usable_gib - mem.required_gib_per_gpu, 2)
     tps = thr.tokens_per_second
     hours = (t.tokens / tps / 3600) if (t.tokens and tps) else None
@@ -202,7 +215,7 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option, sized: 
     unit = quote.spot_cny_per_hour if spot else quote.on_demand_cny_per_hour
     hourly = round(unit * (gpus if quote.per == "GPU" else nodes), 4) if unit is not None else None
     total = round(hourly * hours, 2) if (hourly is not None and hours is not None) else None
-    labels = option.labels + sized.labels + quote.labels + (quote.spot_labels if spot else ())
+    labels = option.labels + calibrated + sized.labels + quote.labels + (quote.spot_labels if spot else ())
     why = option.blocked or sized.layout_why or rule_broken(profile, gpu.name, gpu.usable_gib, gpus, spot, quote,
                                                             mem.required_gib_per_gpu, margin, tps, hours, hourly,
                                                             total)
