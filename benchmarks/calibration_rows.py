@@ -27,6 +27,9 @@ HELDOUT = DATA / "h200-heldout.json"
 SET_A = DATA / "published-set-a.json"
 SET_A_PROFILES = DATA / "published-set-a-profiles.yaml"
 SET_B = DATA / "published-set-b-llm-foundry.json"
+PARALLEL = DATA / "published-parallel.json"
+PARALLEL_PROFILES = DATA / "published-parallel-profiles.yaml"
+PARALLEL_CATEGORY = "tensor / pipeline / context parallel"
 REFERENCE_GPUS = DATA / "reference-gpus.yaml"
 
 
@@ -151,6 +154,36 @@ def _set_b() -> list[PublishedRow]:
                                 Architecture(**r["architecture"]), t, gpu, r["gpus"], per_node, nodes, ic, net, gbps,
                                 None, None, r["measured_tokens_per_s_per_gpu"], i % 2 == 0))
     return out
+
+
+def load_parallel() -> list[PublishedRow]:
+    """The rows that state a tensor/pipeline/context-parallel layout (published-parallel.json), put to
+    trainstack by published-parallel-profiles.yaml; rows it marks ``not_expressible`` are left out."""
+    facts = {r["id"]: r for r in json.loads(PARALLEL.read_text(encoding="utf-8"))["rows"]}
+    put = yaml.safe_load(PARALLEL_PROFILES.read_text(encoding="utf-8"))["rows"]
+    out = []
+    for rid, p in put.items():
+        if "not_expressible" in p:
+            continue
+        r = facts[rid]
+        model = p["model"]
+        arch = find_preset(model["preset"]).architecture if "preset" in model else Architecture(**model["architecture"])
+        t = TrainingSpec(**p["training"])
+        gpus = p["gpus"]
+        gpu = gpu_named(p["gpu"])
+        per_node, nodes, ic, net, gbps = _layout(gpus, p.get("network"))
+        compare = p.get("compare")
+        out.append(PublishedRow(rid, r["source_url"], t.framework, PARALLEL_CATEGORY, arch, t, gpu, gpus, per_node,
+                                nodes, ic, net, gbps, compare, r.get("measured_gib") if compare else None,
+                                r.get("measured_tokens_per_s_per_gpu"), bool(p.get("fit", False))))
+    return out
+
+
+def parallel_ids() -> tuple[list[str], dict[str, str]]:
+    """(every row id of published-parallel.json, why each left-out row cannot be stated)."""
+    ids = [r["id"] for r in json.loads(PARALLEL.read_text(encoding="utf-8"))["rows"]]
+    put = yaml.safe_load(PARALLEL_PROFILES.read_text(encoding="utf-8"))["rows"]
+    return ids, {rid: p["not_expressible"] for rid, p in put.items() if "not_expressible" in p}
 
 
 def load_published() -> list[PublishedRow]:

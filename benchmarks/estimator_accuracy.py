@@ -9,6 +9,8 @@ usage: python benchmarks/estimator_accuracy.py [--markdown]
 2. Published rows (published-set-a.json with its profiles file, published-set-b-llm-foundry.json), by
    category: memory on the comparison each row states (allocated, reserved, whole GPU, fit boundary),
    tokens/s per GPU; rows fitted on and rows left out reported apart.
+3. Published rows that state a tensor/pipeline/context-parallel layout (published-parallel.json with
+   published-parallel-profiles.yaml): the same comparisons, sized with the row's layout.
 Ends with the speed of the model itself on a resolver-sized workload.
 """
 
@@ -23,7 +25,8 @@ from typing import Optional
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from benchmarks.calibration_rows import (  # noqa: E402
-    CALIBRATION, HELDOUT, PublishedRow, Row, harness_casts_on_gpu, load_published, load_rows,
+    CALIBRATION, HELDOUT, PARALLEL_CATEGORY, PublishedRow, Row, harness_casts_on_gpu, load_parallel, load_published,
+    load_rows, parallel_ids,
 )
 from trainstack.catalog import load_catalog  # noqa: E402
 from trainstack.models import presets  # noqa: E402
@@ -103,6 +106,40 @@ def published_errors(r: PublishedRow) -> tuple[Optional[float], Optional[float],
         if s.tokens_per_second_per_gpu:
             tps_err, tps_txt = s.tokens_per_second_per_gpu / r.tokens_per_second - 1, f"{s.tokens_per_second_per_gpu:,.0f}"
     return mem_err, tps_err, mem_txt, tps_txt
+
+
+def parallel_report(markdown: bool) -> tuple[list[str], dict]:
+    """The rows with tensor/pipeline/context layouts: a category table (fitted / left out) and every row."""
+    rows = load_parallel()
+    head = ["row", "framework", "GPUs", "layout", "measured GiB", "predicted", "err", "measured tok/s", "predicted",
+            "err", "fitted on"]
+    detail, cells = [], {True: {"memory": [], "tokens": []}, False: {"memory": [], "tokens": []}}
+    for r in rows:
+        em, et, mt, tt = published_errors(r)
+        if em is not None:
+            cells[r.fit]["memory"].append(em)
+        if et is not None:
+            cells[r.fit]["tokens"].append(et)
+        layout = memory_estimate(r.arch, r.training, r.gpus).layout
+        detail.append([r.id, r.framework, f"{r.gpus} x {r.gpu.name}", layout,
+                       f"{r.measured_gib:.1f}" if r.measured_gib else "-", mt or "-",
+                       f"{em:+.1%}" if em is not None else "-",
+                       f"{r.tokens_per_second:,.0f}" if r.tokens_per_second else "-", tt or "-",
+                       f"{et:+.1%}" if et is not None else "-", "yes" if r.fit else "no"])
+    every = {k: cells[True][k] + cells[False][k] for k in ("memory", "tokens")}
+    table = [[PARALLEL_CATEGORY, "speed: yes (Transformer Engine constants)", "-", _summary(cells[True]["tokens"])],
+             [PARALLEL_CATEGORY, "no (left out)", "-", _summary(cells[False]["tokens"])],
+             [PARALLEL_CATEGORY, "all rows (memory: never fitted on)", _summary(every["memory"]),
+              _summary(every["tokens"])]]
+    lines = _emit(["category", "fitted on", "memory, abs. error", "tokens/s, abs. error"], table, markdown)
+    lines += ["", "No memory constant is fitted on these rows (the allocator envelope is the H200 rows'); their "
+              "speed fits only the two Transformer Engine constants (rows marked fitted, NeMo's)."]
+    ids, why = parallel_ids()
+    lines += ["", f"{len(rows)} of the {len(ids)} rows stated; not stated: "
+              + "; ".join(f"{rid} ({reason})" for rid, reason in why.items()), ""]
+    lines += _emit(head, detail, markdown)
+    return lines, {"memory": every["memory"], "tokens": every["tokens"],
+                   "left_memory": cells[False]["memory"], "left_tokens": cells[False]["tokens"]}
 
 
 def _summary(values: list[float]) -> str:
@@ -192,6 +229,12 @@ def main() -> int:
         print()
     lines, _ = published_report(markdown)
     print("### Published rows by category" if markdown else "Published rows by category")
+    print()
+    print("\n".join(lines))
+    print()
+    lines, _ = parallel_report(markdown)
+    title = "Published rows with tensor / pipeline / context-parallel layouts"
+    print(f"### {title}" if markdown else title)
     print()
     print("\n".join(lines))
     print()

@@ -32,7 +32,7 @@ from typing import Callable, Iterable, NamedTuple, Optional
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from benchmarks.calibration_rows import (  # noqa: E402
-    CALIBRATION, HELDOUT, PublishedRow, Row, harness_casts_on_gpu, load_published, load_rows,
+    CALIBRATION, HELDOUT, PublishedRow, Row, harness_casts_on_gpu, load_parallel, load_published, load_rows,
 )
 from trainstack.catalog.models import GpuModel  # noqa: E402
 from trainstack.sizing import constants as K  # noqa: E402
@@ -181,6 +181,90 @@ def speed_cases(fit_only: bool = True) -> tuple[list[SpeedCase], list[SpeedCase]
     return fitted, left
 
 
+# ---- second stage: Transformer Engine (the published parallel rows) ------------------------------
+
+TE_PARAMS = ("te_a", "te_c")  # 1 / TE attention efficiency (Hopper), seconds per layer and micro-batch
+
+
+def te_current() -> dict[str, float]:
+    return {"te_a": 1 / K.TE_ATTENTION_EFFICIENCY_BY_ARCH["hopper"], "te_c": K.TE_LAYER_OVERHEAD_SECONDS}
+
+
+def _te_swap(p: dict[str, float]) -> dict:
+    saved = {"TE_ATTENTION_EFFICIENCY_BY_ARCH": dict(K.TE_ATTENTION_EFFICIENCY_BY_ARCH),
+             "TE_LAYER_OVERHEAD_SECONDS": K.TE_LAYER_OVERHEAD_SECONDS}
+    K.TE_ATTENTION_EFFICIENCY_BY_ARCH = {"hopper": 1 / p["te_a"]}
+    K.TE_LAYER_OVERHEAD_SECONDS = p["te_c"]
+    return saved
+
+
+def te_predict(case: SpeedCase, p: dict[str, float]) -> float:
+    saved = _te_swap(p)
+    try:
+        return predict(case, current())
+    finally:
+        _restore(saved)
+
+
+def _te_row(case: SpeedCase, p: dict[str, float]) -> tuple[list[float], float]:
+    """(coefficients of TE_PARAMS in one step's time, micro-batch times per step) at ``p``: the pacing
+    stage's TE terms times the micro-batches a step runs through it (its own and the bubble's)."""
+    from trainstack.sizing import parallel as P
+
+    saved = _te_swap(p)
+    try:
+        t, gpus = case.training, case.per_node * case.nodes
+        lay = P.layout_for(t, gpus)
+        gas = P.micro_batches(t, lay)
+        linear, attention, bandwidth = _peaks(case)
+        bus, node_bw, _ = thr._links(case.gpu, case.interconnect, case.network, case.network_gbps, case.nodes)
+        *_, terms = thr.pipeline_pace(case.arch, t, case.gpu, lay, gas, linear, attention, bandwidth, case.per_node,
+                                      bus, node_bw)
+    finally:
+        _restore(saved)
+    runs = gas + P.bubble_micro_batches(lay)
+    return [runs * terms["te_attention"], runs * terms["te_layers"]], runs
+
+
+def fit_te(cases: list[SpeedCase], iterations: int = 6) -> dict[str, float]:
+    """The Transformer Engine constants minimising the squared relative step-time error of the Megatron
+    rows, every first-stage constant held fixed (the H200 rows do not move)."""
+    p = te_current()
+    for _ in range(iterations):
+        rows, ys = [], []
+        for c in cases:
+            gpus = c.per_node * c.nodes
+            lay_dp = c.training.data_parallel(gpus)
+            tokens_step = (c.training.micro_batch_size * c.training.sequence_length
+                           * c.training.accumulation_steps(lay_dp) * lay_dp / gpus)
+            measured = tokens_step / c.measured_tps_per_gpu
+            predicted = tokens_step / max(te_predict(c, p), 1e-9)
+            vec, _ = _te_row(c, p)
+            rest = predicted - sum(k * p[n] for k, n in zip(vec, TE_PARAMS))
+            rows.append([x / measured for x in vec])
+            ys.append((measured - rest) / measured)
+        p = dict(zip(TE_PARAMS, _solve(rows, ys)))
+    return p
+
+
+def parallel_speed_cases() -> tuple[list[SpeedCase], list[SpeedCase]]:
+    """(parallel rows fitted on, left out); only Transformer Engine rows carry the second stage's terms."""
+    fitted, left = [], []
+    for r in load_parallel():
+        if not r.tokens_per_second:
+            continue
+        case = published_case(r)._replace(group="published parallel")
+        (fitted if r.fit else left).append(case)
+    return fitted, left
+
+
+def te_cases() -> list[SpeedCase]:
+    from trainstack.sizing.frameworks import transformer_engine
+
+    fitted, _ = parallel_speed_cases()
+    return [c for c in fitted if transformer_engine(c.training)]
+
+
 # ---- the allocator envelope --------------------------------------------------------------------
 
 class ReservedCase(NamedTuple):
@@ -297,6 +381,14 @@ def main() -> int:
     _table(fitted, p, "Fitted on:")
     print()
     _table(left, p, "Left out (never fitted on):")
+    print()
+    te = fit_te(te_cases())
+    print("Second stage, Transformer Engine constants (constants.py), fitted on the published parallel rows:")
+    print(f"  TE_ATTENTION_EFFICIENCY_BY_ARCH = {{'hopper': {1 / te['te_a']:.3f}}}")
+    print(f"  TE_LAYER_OVERHEAD_SECONDS = {te['te_c']:.5f}")
+    pf, pl = parallel_speed_cases()
+    _table(pf, p, "Parallel rows fitted on (second stage):")
+    _table(pl, p, "Parallel rows left out:")
     print()
     cases = reserved_cases()
     k = fit_reserved(cases)

@@ -8,9 +8,14 @@ paths, and the job itself in the stack's VPC / vSwitch / security group.
 Alibaba's official SDK (``alibabacloud-pai-dlc20201203``, credentials from
 ``alibabacloud-credentials``' default chain):
 
-* create -> CreateJob, then one GetJob for the first status;
-* read   -> GetJob (``status``, ``reason``); a job that no longer exists reads as gone;
-* diff   -> any input change replaces the job (a running job cannot be edited), delete first;
+* create -> on a quota, GetQuota first (PAI Studio): a quota that cannot run the pods (another kind,
+  other nodes, too few GPUs/vCPU/memory) stops the deploy with the reason; with no pinned image,
+  ListImages (AIWorkspace) finds PAI's newest official training image for the GPU; then CreateJob
+  and one GetJob for the first status. The image used is kept in the state (``image_resolved``);
+* read   -> GetJob (``status``, ``reason``, the job's image); a job that no longer exists reads as gone;
+* diff   -> any input change replaces the job (a running job cannot be edited), delete first; the
+  informational ``quota_spec``/``quota_kind`` never do, and a newer official image is no input at
+  all (the lookup's answer is an output), so it never replaces a submitted job;
 * delete -> StopJob unless the job already finished, wait until it is stopped, DeleteJob; a job
   that is already gone is success.
 
@@ -38,17 +43,23 @@ from pulumi.runtime import rpc
 from alibabacloud_pai_dlc20201203 import models as dlc_models
 
 from trainstack.cloud.dlc import DlcApiError, default_client, job_reason, job_status
+from trainstack.cloud.dlc_images import default_workspace_client, resolve_image
+from trainstack.cloud.dlc_quota import default_quota_client, get_quota, quota_problems
 from trainstack.cloud.dlc_request import build_request_model
 from trainstack.cloud.errors import ApiErrorInfo, may_have_run
 from trainstack.cloud.retry import DLC_CALLS, GaveUp, RetryPolicy, with_retries
 from trainstack.dlc_job import (
-    INPUT_KEYS, KIND, TERMINAL_STATUSES, job_inputs, planned_datasets, validate_inputs, workspace_name,
+    INFORMATIONAL_INPUT_KEYS, INPUT_KEYS, KIND, TERMINAL_STATUSES, job_inputs, planned_datasets, validate_inputs,
+    workspace_name,
 )
 from trainstack.errors import CloudApiError
 from trainstack.plan import Plan
 
 #: ``region -> client``. Replace it (or pass ``client_factory=`` to the provider) in tests.
 client_factory: Callable[[str], Any] = default_client
+#: ``region -> AIWorkspace client`` (ListImages) and ``region -> PAI Studio client`` (GetQuota), likewise.
+workspace_client_factory: Callable[[str], Any] = default_workspace_client
+quota_client_factory: Callable[[str], Any] = default_quota_client
 
 
 # ---------------------------------------------------------------------------------------------
@@ -60,16 +71,23 @@ def _inputs_only(props: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class DlcJobProvider(dyn.ResourceProvider):
-    """CRUD for one PAI-DLC job. Arguments are for tests; defaults are what ``pulumi up`` uses."""
+    """CRUD for one PAI-DLC job. Arguments are for tests; defaults are what ``pulumi up`` uses.
+
+    A provider pickled into an older state lacks the attributes added since (the class is looked up
+    by name when it is unpickled): read those with ``getattr`` and a default."""
 
     serialize_as_secret_always = False  # the pickled provider holds no secrets
 
     def __init__(self, client_factory: Optional[Callable[[str], Any]] = None, *,
                  sleep: Optional[Callable[[float], None]] = None, rand: Optional[Callable[[], float]] = None,
                  max_attempts: int = 6, base_delay: float = 1.0, max_delay: float = 30.0,
-                 poll_interval: float = 10.0, stop_timeout: float = 900.0) -> None:
+                 poll_interval: float = 10.0, stop_timeout: float = 900.0,
+                 workspace_client_factory: Optional[Callable[[str], Any]] = None,
+                 quota_client_factory: Optional[Callable[[str], Any]] = None) -> None:
         super().__init__()
         self.client_factory = client_factory
+        self.workspace_client_factory = workspace_client_factory
+        self.quota_client_factory = quota_client_factory
         self.sleep = sleep
         self.rand = rand
         self.max_attempts = max_attempts
@@ -83,6 +101,29 @@ class DlcJobProvider(dyn.ResourceProvider):
     def _client(self, region: str) -> Any:
         factory = self.client_factory or client_factory  # module global looked up at call time
         return factory(region)
+
+    def _workspace_client(self, region: str) -> Any:
+        return (getattr(self, "workspace_client_factory", None) or workspace_client_factory)(region)
+
+    def _quota_client(self, region: str) -> Any:
+        return (getattr(self, "quota_client_factory", None) or quota_client_factory)(region)
+
+    def check_quota(self, inputs: Mapping[str, Any]) -> None:
+        """The real quota must be able to run the pods (GetQuota); its reason otherwise."""
+        quota = get_quota(self._quota_client(inputs["region"]), inputs["resource_id"], self.call)
+        problems = quota_problems(quota, inputs)
+        if problems:
+            raise CloudApiError(f"PAI resource quota {inputs['resource_id']} cannot run this job: "
+                                + "; ".join(problems) + " (nothing was submitted)",
+                                hint="fix dlc.quota_spec / dlc.cpu_per_pod / dlc.memory_gib_per_pod / resources.gpus "
+                                     "to match the quota, or use the quota the job was planned for")
+
+    def image_for(self, inputs: Mapping[str, Any]) -> str:
+        """The pinned image, or PAI's official one looked up now (ListImages)."""
+        if inputs.get("image"):
+            return str(inputs["image"])
+        return resolve_image(self._workspace_client(inputs["region"]), inputs["image_lookup"], inputs["region"],
+                             self.call)
 
     def _sleep(self, seconds: float) -> None:
         (self.sleep or time.sleep)(seconds)
@@ -122,7 +163,11 @@ class DlcJobProvider(dyn.ResourceProvider):
 
     def create(self, props: dict[str, Any]) -> dyn.CreateResult:
         inputs = _inputs_only(props)
-        request = build_request_model(inputs)
+        build_request_model(inputs, image=inputs.get("image") or "(checked)")  # bad inputs fail before any call
+        if inputs.get("resource_id"):
+            self.check_quota(inputs)
+        image = self.image_for(inputs)
+        request = build_request_model(inputs, image=image)
         client = self._client(inputs["region"])
         resp = self.call("CreateJob", lambda: client.create_job(request), idempotent=False)
         job_id = resp.body.job_id
@@ -132,7 +177,8 @@ class DlcJobProvider(dyn.ResourceProvider):
             status, reason = job_status(body) or status, job_reason(body)
         except DlcApiError:
             pass
-        return dyn.CreateResult(job_id, {**inputs, "job_id": job_id, "status": status, "reason": reason})
+        return dyn.CreateResult(job_id, {**inputs, "job_id": job_id, "status": status, "reason": reason,
+                                         "image_resolved": image})
 
     def read(self, id_: str, props: dict[str, Any]) -> dyn.ReadResult:
         client = self._client(props["region"])
@@ -142,11 +188,13 @@ class DlcJobProvider(dyn.ResourceProvider):
             if err.not_found:
                 return dyn.ReadResult("", {})  # gone: the engine drops it from the state
             raise
-        outs = {**_inputs_only(props), "job_id": id_, "status": job_status(body), "reason": job_reason(body)}
+        outs = {**_inputs_only(props), "job_id": id_, "status": job_status(body), "reason": job_reason(body),
+                "image_resolved": job_image(body) or props.get("image_resolved") or props.get("image")}
         return dyn.ReadResult(id_, outs)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dyn.DiffResult:
-        changed = sorted(k for k in INPUT_KEYS if _norm(olds.get(k)) != _norm(news.get(k)))
+        changed = sorted(k for k in INPUT_KEYS
+                         if k not in INFORMATIONAL_INPUT_KEYS and _norm(olds.get(k)) != _norm(news.get(k)))
         return dyn.DiffResult(changes=bool(changed), replaces=changed, delete_before_replace=True)
 
     def update(self, _id: str, _olds: dict[str, Any], _news: dict[str, Any]) -> dyn.UpdateResult:
@@ -207,6 +255,13 @@ class DlcJobProvider(dyn.ResourceProvider):
                           fix="the job is still stopping; re-run `pulumi destroy` in a few minutes")
 
 
+def job_image(body: Any) -> Optional[str]:
+    """The image a submitted job runs (GetJob JobSpecs[0].Image)."""
+    specs = getattr(body, "job_specs", None) or []
+    image = getattr(specs[0], "image", None) if specs else None
+    return image or None
+
+
 def _norm(value: Any) -> Any:
     """Compare like the engine stores values: numbers as floats, tuples as lists."""
     if isinstance(value, bool) or value is None or isinstance(value, str):
@@ -232,8 +287,12 @@ class DlcJob(dyn.Resource):
     status: pulumi.Output[str]
     reason: pulumi.Output[str]
 
-    def __init__(self, name: str, *, region: str, workspace_id: pulumi.Input[str], image: str, command: str,
-                 pod_count: int, gpus_per_pod: int = 1, ecs_spec: Optional[str] = None,
+    image_resolved: pulumi.Output[str]
+
+    def __init__(self, name: str, *, region: str, workspace_id: pulumi.Input[str], command: str,
+                 pod_count: int, image: Optional[str] = None, image_lookup: Optional[Mapping[str, Any]] = None,
+                 quota_spec: Optional[str] = None, quota_kind: Optional[str] = None,
+                 gpus_per_pod: int = 1, ecs_spec: Optional[str] = None,
                  resource_id: Optional[str] = None, cpu_per_pod: Optional[int] = None,
                  memory_gib_per_pod: Optional[float] = None, enable_rdma: bool = False, spot: bool = False,
                  spot_price_limit: Optional[float] = None, job_type: str = "PyTorchJob",
@@ -248,13 +307,15 @@ class DlcJob(dyn.Resource):
             raise ValueError(f"DlcJob kind must be {KIND!r}")
         props: dict[str, Any] = {
             "kind": kind, "region": region, "display_name": display_name or name, "job_type": job_type,
-            "image": image, "command": command, "envs": dict(envs or {}), "ecs_spec": ecs_spec,
+            "image": image, "image_lookup": dict(image_lookup) if image_lookup else None,
+            "quota_spec": quota_spec, "quota_kind": quota_kind,
+            "command": command, "envs": dict(envs or {}), "ecs_spec": ecs_spec,
             "resource_id": resource_id, "pod_count": pod_count, "gpus_per_pod": gpus_per_pod,
             "cpu_per_pod": cpu_per_pod, "memory_gib_per_pod": memory_gib_per_pod, "enable_rdma": enable_rdma,
             "spot": spot, "spot_price_limit": spot_price_limit, "max_running_minutes": max_running_minutes,
             "vpc_cidr": vpc_cidr, "workspace_id": workspace_id, "vpc_id": vpc_id, "vswitch_id": vswitch_id,
             "security_group_id": security_group_id, "data_sources": [dict(d) for d in (data_sources or [])],
-            "job_id": None, "status": None, "reason": None,
+            "job_id": None, "status": None, "reason": None, "image_resolved": None,
         }
         super().__init__(provider or DlcJobProvider(), name, props, opts)
 
@@ -295,7 +356,9 @@ class DlcTraining(pulumi.ComponentResource):
         self.workspace_id = pulumi.Output.from_input(workspace_id)
         self.job_id = self.job.job_id
         self.job_status = self.job.status
+        self.image = self.job.image_resolved
         self.register_outputs({
             "workspace_id": self.workspace_id, "job_id": self.job.job_id, "job_status": self.job.status,
+            "image": self.job.image_resolved,
             "dataset_ids": {role: ds.id for role, ds in self.datasets.items()},
         })

@@ -2,11 +2,15 @@
 
 - Trust: only the ECS service may assume the role (instance RAM role, credentials from the
   metadata service, which the nodes only answer with IMDSv2 tokens).
-- OSS, by prefix of the stack bucket (trainstack.layout.storage.BUCKET_PREFIXES): read-only on
-  ``job/`` (the job settings channel: the deployer writes it, a node can never change what another
-  node runs), read/write on ``status/`` (node status), read/write on ``checkpoints/`` when checkpoints
-  are on OSS, listing only under those two prefixes (``oss:Prefix``); read-only on the dataset and
-  code buckets when the profile points at ``oss://`` URIs. Nothing else.
+- OSS, one stack bucket with prefixes (trainstack.layout.storage.BUCKET_PREFIXES), two policies:
+  the OSS policy gives read-only ``job/`` (the job settings channel and the heartbeat program: the
+  deployer writes them, a node can never change what another node runs), read/write on
+  ``checkpoints/`` when checkpoints are on OSS (listing only under it, ``oss:Prefix``), and
+  read-only on exactly the dataset prefix and the code object when the profile points at
+  ``oss://`` URIs (``GetObject`` on ``bucket/prefix*``, ``ListObjects`` only under that prefix).
+  Every resource names a concrete bucket: URIs are parsed with Alibaba's bucket-name rules
+  (:mod:`trainstack.ossuri`), so ``oss://*/`` or ``oss://team-*/`` never become ``acs:oss:*:*:*``;
+  the ``no-wildcard-oss-access`` policy blocks any policy that still names a ``*`` bucket.
 - ECS ``ListTagResources`` (Resource ``*``: the API has no resource-level authorization,
   ecs.list_tag_resources.resource_level_authorization): the node reads the SHA-256 of its job
   settings from its own ``trainstack:job-settings`` tag (instance tags are not in the metadata
@@ -15,6 +19,12 @@
 - KMS: ``kms:GetSecretValue`` on exactly the secrets named in ``job.secrets`` (and
   ``kms:Decrypt`` on the keys named beside them), so the node reads them at job start
   (docs/bootstrap.md "Job secrets"); no statement at all without job secrets.
+- Status (a policy of its own, docs/status.md): ``PutObject``/``GetObject`` under the stack
+  bucket's ``status/<node name>/`` prefixes of this plan's nodes (each node writes its heartbeat and
+  reads its last one when it replaces a node), and ``GetObject`` on the heartbeat program
+  ``job/trainstack_heartbeat.py``, which they may not write. The nodes share one role, so RAM cannot
+  tell node 0 from node 1: what it enforces is this stack's node prefixes and nothing else (each
+  prefix while the document fits RAM's 6,144 characters, else ``status/<plan name>-node-``).
 - ECS: ``StopInstance`` on exactly this cluster's instances, so the launcher can stop its node in
   no-charge mode (``StoppedMode=StopCharging``) when the job ends (docs/provisioning.md).
   (``components/cluster.py`` adds it.) A self-healing spot pool gets no ``StopInstance`` at all:
@@ -27,12 +37,14 @@ from __future__ import annotations
 
 import json
 from typing import Optional, Sequence
-from urllib.parse import urlparse
 
 import pulumi
 import pulumi_alicloud as alicloud
 
+from trainstack.errors import InputError
 from trainstack.layout.lifecycle import ram_policy_rotate_strategy
+from trainstack.ossuri import OssUri, OssUriError, parse_oss_uri
+from trainstack.catalog.limits import service_limits
 from trainstack.plan import Plan
 
 from trainstack.tags import base_tags
@@ -47,7 +59,6 @@ CHECKPOINT_ACTIONS = ["oss:ListObjects", "oss:GetObject", "oss:PutObject", "oss:
 #: object actions on the checkpoints/ prefix (multipart uploads above 64 MiB)
 CHECKPOINT_OBJECT_ACTIONS = ["oss:GetObject", "oss:PutObject", "oss:DeleteObject", "oss:AbortMultipartUpload",
                              "oss:ListParts"]
-STATUS_ACTIONS = ["oss:GetObject", "oss:PutObject"]
 JOB_SETTINGS_ACTIONS = ["oss:GetObject"]
 READ_ACTIONS = ["oss:ListObjects", "oss:GetObject", "oss:GetBucketInfo"]
 TAG_READ_ACTIONS = ["ecs:ListTagResources"]
@@ -65,10 +76,35 @@ def role_name(plan: Plan) -> str:
     return f"{plan.name[:52]}-train-node"
 
 
+def oss_location(uri: Optional[str], field: str = "uri") -> Optional[OssUri]:
+    """The bucket and key of an ``oss://`` URI (None for other schemes); a bad one is an InputError."""
+    if not uri or not uri.startswith("oss://"):
+        return None
+    try:
+        return parse_oss_uri(uri)
+    except OssUriError as exc:
+        raise InputError(f"{field}: oss:// URI {exc}") from None
+
+
 def oss_bucket_of(uri: Optional[str]) -> Optional[str]:
-    if uri and uri.startswith("oss://"):
-        return urlparse(uri).netloc.split(".")[0] or None
-    return None
+    loc = oss_location(uri)
+    return loc.bucket if loc else None
+
+
+def _read_statements(locations: Sequence[OssUri]) -> list[dict]:
+    """Read-only access to exactly these objects/prefixes (listing limited to the prefix)."""
+    objects = sorted({loc.ram_object_resource() for loc in locations})
+    statements = [{"Effect": "Allow", "Action": ["oss:GetObject"], "Resource": objects}]
+    by_bucket: dict[str, set[str]] = {}
+    for loc in locations:
+        by_bucket.setdefault(loc.bucket, set()).add(loc.list_prefix())
+    for bucket, prefixes in sorted(by_bucket.items()):
+        statement: dict = {"Effect": "Allow", "Action": ["oss:ListObjects", "oss:GetBucketInfo"],
+                           "Resource": [f"acs:oss:*:*:{bucket}"]}
+        if "" not in prefixes:
+            statement["Condition"] = {"StringLike": {"oss:Prefix": sorted(f"{p}*" for p in prefixes)}}
+        statements.append(statement)
+    return statements
 
 
 def _bucket_arns(bucket: str) -> list[str]:
@@ -76,22 +112,21 @@ def _bucket_arns(bucket: str) -> list[str]:
 
 
 def stack_bucket_statements(plan: Plan) -> list[dict]:
-    """The node's rights on the stack bucket, prefix by prefix (ECS nodes)."""
+    """The node's rights on the stack bucket, prefix by prefix (ECS nodes): ``job/`` read-only,
+    ``checkpoints/`` read/write with OSS checkpoints. Its own ``status/<node>/`` prefixes are the
+    status policy's (:func:`status_policy_document`)."""
     oss = plan.storage.oss
     if oss is None:
         return []
     b = oss.bucket
     statements = [
         {"Effect": "Allow", "Action": JOB_SETTINGS_ACTIONS, "Resource": [f"acs:oss:*:*:{b}/{oss.job_prefix}*"]},
-        {"Effect": "Allow", "Action": STATUS_ACTIONS, "Resource": [f"acs:oss:*:*:{b}/{oss.status_prefix}*"]},
     ]
-    listed = [f"{oss.status_prefix}*"]
     if plan.storage.checkpoint == "oss":
         statements.append({"Effect": "Allow", "Action": CHECKPOINT_OBJECT_ACTIONS,
                            "Resource": [f"acs:oss:*:*:{b}/{oss.prefix}*"]})
-        listed.insert(0, f"{oss.prefix}*")
-    statements.append({"Effect": "Allow", "Action": ["oss:ListObjects"], "Resource": [f"acs:oss:*:*:{b}"],
-                       "Condition": {"StringLike": {"oss:Prefix": listed}}})
+        statements.append({"Effect": "Allow", "Action": ["oss:ListObjects"], "Resource": [f"acs:oss:*:*:{b}"],
+                           "Condition": {"StringLike": {"oss:Prefix": [f"{oss.prefix}*"]}}})
     statements.append({"Effect": "Allow", "Action": ["oss:GetBucketInfo"], "Resource": [f"acs:oss:*:*:{b}"]})
     return statements
 
@@ -105,11 +140,11 @@ def oss_policy_document(plan: Plan) -> Optional[dict]:
         statements += stack_bucket_statements(plan)
     elif ckpt:
         statements.append({"Effect": "Allow", "Action": CHECKPOINT_ACTIONS, "Resource": _bucket_arns(ckpt)})
-    readonly = sorted({b for b in (oss_bucket_of(plan.storage.dataset_uri), oss_bucket_of(plan.job.code_uri))
-                       if b and b != ckpt})
+    readonly = [loc for loc in (oss_location(plan.storage.dataset_uri, "storage.dataset_uri"),
+                                oss_location(plan.job.code_uri, "job.code_uri"))
+                if loc is not None and loc.bucket != ckpt]
     if readonly:
-        statements.append({"Effect": "Allow", "Action": READ_ACTIONS,
-                           "Resource": [arn for b in readonly for arn in _bucket_arns(b)]})
+        statements += _read_statements(readonly)
     return {"Version": "1", "Statement": statements} if statements else None
 
 
@@ -126,6 +161,29 @@ def kms_policy_document(plan: Plan) -> Optional[dict]:
         statements.append({"Effect": "Allow", "Action": DECRYPT_ACTIONS,
                            "Resource": [f"acs:kms:{plan.region}:*:key/{k}" for k in keys]})
     return {"Version": "1", "Statement": statements}
+
+
+def status_policy_document(plan: Plan) -> Optional[dict]:
+    """Write and read the nodes' own heartbeats, read the heartbeat program; None without a status place."""
+    from trainstack.bootstrap.heartbeat import PROGRAM_KEY, has_status, status_prefix
+
+    if not has_status(plan):
+        return None
+    bucket = plan.storage.oss.bucket  # type: ignore[union-attr]
+
+    def document(prefixes: list[str]) -> dict:
+        return {"Version": "1", "Statement": [
+            {"Effect": "Allow", "Action": ["oss:PutObject", "oss:GetObject"],
+             "Resource": [f"acs:oss:*:*:{bucket}/{p}*" for p in prefixes]},
+            {"Effect": "Allow", "Action": ["oss:GetObject"], "Resource": [f"acs:oss:*:*:{bucket}/{PROGRAM_KEY}"]},
+            {"Effect": "Allow", "Action": ["oss:ListObjects"], "Resource": [f"acs:oss:*:*:{bucket}"],
+             "Condition": {"StringLike": {"oss:Prefix": [f"{p}*" for p in prefixes]}}},
+        ]}
+
+    each = document([status_prefix(plan, n) for n in plan.node_names()])
+    if len(json.dumps(each)) <= service_limits().number("ram.policy.document.max_characters"):
+        return each
+    return document([status_prefix(plan) + f"{plan.name}-node-"])  # too many nodes to list: their prefix
 
 
 def stop_policy_document(region: str, instance_ids: Sequence[str]) -> dict:
@@ -166,6 +224,16 @@ class NodeRole(pulumi.ComponentResource):
             self.oss_attachment = alicloud.ram.RolePolicyAttachment(
                 f"{name}-oss", role_name=self.role.role_name, policy_name=self.oss_policy.policy_name,
                 policy_type="Custom", opts=child)
+        self.status_policy = self.status_attachment = None
+        status_doc = status_policy_document(plan)
+        if status_doc is not None:
+            self.status_policy = alicloud.ram.Policy(
+                f"{name}-status", policy_name=f"{plan.name[:52]}-node-status", policy_document=json.dumps(status_doc),
+                description=f"trainstack {plan.name}: nodes write their heartbeats, read the heartbeat program",
+                rotate_strategy=rotate, tags=base_tags(plan), opts=child)
+            self.status_attachment = alicloud.ram.RolePolicyAttachment(
+                f"{name}-status", role_name=self.role.role_name, policy_name=self.status_policy.policy_name,
+                policy_type="Custom", opts=child)
         self.kms_policy = self.kms_attachment = None
         kms_doc = kms_policy_document(plan)
         if kms_doc is not None:
@@ -191,5 +259,6 @@ class NodeRole(pulumi.ComponentResource):
     @property
     def ready(self) -> list[pulumi.Resource]:
         """What must exist before an instance uses the role."""
-        return [r for r in (self.role, self.oss_attachment, self.kms_attachment, self.tag_attachment)
+        return [r for r in (self.role, self.oss_attachment, self.status_attachment, self.kms_attachment,
+                            self.tag_attachment)
                 if r is not None]

@@ -4,14 +4,8 @@
 :func:`build` (a Plan in, the stack and its exports out) or :func:`run_program` with an injected
 ``plan_loader``.
 
-Stack config (``stacks/Pulumi.<stack>.yaml``):
-- ``trainstack:profile`` (required): profile path, relative to ``stacks/`` or absolute.
-- ``trainstack:zone`` (optional): pin the zone (overrides the profile's ``zone``).
-- ``trainstack:autoReleaseAt`` (optional): hard deadline, UTC ``YYYY-MM-DDTHH:MM:SSZ``; ECS
-  releases the nodes then (checkpoint storage is separate and survives).
-- ``trainstack:storageGeneration`` (optional, default 1): part of the stack bucket's name; raise it
-  to deploy the stack again next to a bucket an earlier ``pulumi destroy`` retained.
-- ``alicloud:region`` (optional): must equal the profile's region if set.
+The stack config keys and their rules are in :mod:`trainstack.stack_config` (pure, shared with
+``trainstack validate --stack`` and the offline plan).
 """
 
 from __future__ import annotations
@@ -26,7 +20,10 @@ from trainstack.errors import InputError
 from trainstack.plan import Plan
 from trainstack.profile import TrainingProfile
 from trainstack.rules import planned
-from trainstack.stack_config import PROJECT_ROOT, check_auto_release_time, check_region, load_profile_with_overrides, profile_path
+from trainstack.stack_config import (  # noqa: F401 (re-exported)
+    PLAIN_CREDENTIAL_KEYS, PROJECT_ROOT, check_auto_release_time, check_region, check_stack_config,
+    load_profile_with_overrides, profile_path, storage_generation, trusted_profile,
+)
 
 from .stack import TrainingStack
 
@@ -55,21 +52,6 @@ def make_provider(region: str, name: Optional[str] = None) -> alicloud.Provider:
     return alicloud.Provider(name or f"alicloud-{region}", region=region, **args)
 
 
-def storage_generation(value: Optional[str]) -> int:
-    """``trainstack:storageGeneration``: a whole number from 1 (bad input: a clear error)."""
-    if value is None or value == "":
-        return 1
-    try:
-        generation = int(str(value), 10)
-    except ValueError:
-        generation = 0
-    if not 1 <= generation <= 9999:
-        raise InputError(f"trainstack:storageGeneration {value!r} is not a whole number from 1 to 9999",
-                         hint="`pulumi config set trainstack:storageGeneration 2` for a new stack bucket next to a "
-                              "retained one")
-    return generation
-
-
 def build(plan: Plan, *, provider: Optional[pulumi.ProviderResource] = None,
           auto_release_time: Optional[str] = None, export: bool = True,
           generation: int = 1) -> tuple[TrainingStack, dict[str, Any]]:
@@ -87,8 +69,12 @@ def run_program(plan_loader: Optional[PlanLoader] = None, root: Union[str, Path]
     """Read the stack config, resolve the Plan and declare everything. Raises TrainstackError
     for user mistakes (``__main__`` turns it into a clean Pulumi error)."""
     cfg = pulumi.Config("trainstack")
+    from pulumi.runtime.config import get_config, is_config_secret
+
+    check_stack_config({k: get_config(k) for k in PLAIN_CREDENTIAL_KEYS},
+                       [k for k in PLAIN_CREDENTIAL_KEYS if is_config_secret(k)])
     path = profile_path(cfg.require("profile"), Path(root))
-    profile = load_profile_with_overrides(path, zone=cfg.get("zone"))
+    profile = load_profile_with_overrides(path, zone=cfg.get("zone"), price_book=cfg.get("priceBook"), root=Path(root))
     check_region(profile, pulumi.Config("alicloud").get("region"))
     auto_release_time = check_auto_release_time(cfg.get("autoReleaseAt"))
     generation = storage_generation(cfg.get("storageGeneration"))

@@ -6,6 +6,10 @@ Translates ``plan.storage``; the lifecycle decisions are trainstack.layout.lifec
   prefixes of trainstack.layout.storage.BUCKET_PREFIXES (``job/``, ``status/``, ``checkpoints/``).
   When it holds checkpoints it is protected and retained (``storage.retain_on_destroy``); otherwise
   ``pulumi destroy`` deletes it with what the nodes wrote under ``status/`` (``force_destroy``).
+  It holds two objects ``pulumi up`` writes (``BucketObject``, updated in place by PutObject): the
+  job settings (``job/settings.json``, components/job_settings.py) and the heartbeat program
+  (``job/trainstack_heartbeat.py``; the nodes fetch it when their heartbeat service starts and run
+  it only when its sha256 matches their node.env, docs/status.md).
 - **CPFS** sits in the services vSwitch (never the cluster's), protected and retained when it holds
   checkpoints. Its protocol service leaves ``protocol_throughput`` to CPFS (ForceNew: a throughput
   tied to the capacity would replace the service on every resize) and, when it must be replaced
@@ -24,6 +28,7 @@ from typing import Optional
 import pulumi
 import pulumi_alicloud as alicloud
 
+from trainstack.bootstrap.heartbeat import PROGRAM_KEY, has_status, program_text, status_prefix
 from trainstack.catalog.limits import service_limits
 from trainstack.layout.lifecycle import protocol_service_lifecycle, retained
 from trainstack.plan import DataDiskPlan, Plan
@@ -47,6 +52,7 @@ class Storage(pulumi.ComponentResource):
     """Stack bucket (+ private ACL, public-access block), CPFS + protocol service, per-node disks."""
 
     bucket: Optional[alicloud.oss.Bucket]
+    heartbeat_program: Optional[alicloud.oss.BucketObject]
     cpfs: Optional[alicloud.nas.FileSystem]
     protocol_service: Optional[alicloud.nas.ProtocolService]
     protocol_mount_target: Optional[alicloud.nas.ProtocolMountTarget]
@@ -59,7 +65,7 @@ class Storage(pulumi.ComponentResource):
         st = plan.storage
         child = pulumi.ResourceOptions(parent=self)
 
-        self.bucket = self.bucket_acl = self.public_access_block = None
+        self.bucket = self.bucket_acl = self.public_access_block = self.heartbeat_program = None
         if st.oss is not None:
             self._bucket(name, plan)
 
@@ -119,6 +125,18 @@ class Storage(pulumi.ComponentResource):
                                                  opts=side)
         self.public_access_block = alicloud.oss.BucketPublicAccessBlock(
             f"{name}-bucket-block-public", bucket=self.bucket.bucket, block_public_access=True, opts=side)
+        self.heartbeat_program = None
+        if has_status(plan):
+            # not data: destroyed with the stack (a retained bucket keeps only what the nodes wrote)
+            self.heartbeat_program = alicloud.oss.BucketObject(
+                f"{name}-heartbeat-program", bucket=self.bucket.bucket, key=PROGRAM_KEY, content=program_text(),
+                content_type="text/x-python", acl="private", opts=pulumi.ResourceOptions(parent=self.bucket))
+        self.heartbeat_program = None
+        if has_status(plan):
+            # not data: destroyed with the stack (a retained bucket keeps only what the nodes wrote)
+            self.heartbeat_program = alicloud.oss.BucketObject(
+                f"{name}-heartbeat-program", bucket=self.bucket.bucket, key=PROGRAM_KEY, content=program_text(),
+                content_type="text/x-python", acl="private", opts=pulumi.ResourceOptions(parent=self.bucket))
 
     def _cpfs(self, name: str, plan: Plan, zone: str, vpc_id: pulumi.Input[str], vswitch_id: pulumi.Input[str],
               child: pulumi.ResourceOptions) -> None:
@@ -165,9 +183,10 @@ def mount_points(plan: Plan) -> dict[str, str]:
         out["checkpoint_disk"] = st.checkpoint_disk.mount_path
     if st.cpfs is not None and plan.target == "ecs":
         out["cpfs"] = st.cpfs.mount_path
-    if st.oss is not None:
+    if st.oss is not None and (st.checkpoint == "oss" or plan.target == "dlc"):
         out["oss"] = f"oss://{st.oss.bucket}/{st.oss.prefix}"
-        if plan.target == "ecs":
-            out["job_settings"] = f"oss://{st.oss.bucket}/{st.oss.job_settings_key}"
-            out["status"] = f"oss://{st.oss.bucket}/{st.oss.status_prefix}"
+    if has_status(plan):  # where `trainstack status` reads the heartbeats, and the job settings
+        assert st.oss is not None
+        out["status"] = f"oss://{st.oss.bucket}/{status_prefix(plan)}"
+        out["job_settings"] = f"oss://{st.oss.bucket}/{st.oss.job_settings_key}"
     return out

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from trainstack.dlc_job import KIND as DLC_KIND
+
 if __package__:
     from . import _props as P
 else:  # run by Pulumi from inside policies/ (see __main__.py)
@@ -37,7 +39,6 @@ OSS_BUCKET = "alicloud:oss/bucket:Bucket"
 DYNAMIC = "pulumi-python:dynamic:Resource"
 ALICLOUD_PROVIDER = "pulumi:providers:alicloud"
 
-DLC_KIND = "pai-dlc-job"
 SPOT_STRATEGIES = ("SpotWithPriceLimit", "SpotAsPriceGo")
 HIGH_PERFORMANCE = "HighPerformance"
 TRAINING = "training"

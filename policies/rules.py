@@ -12,6 +12,7 @@ Importable both as ``policies.rules`` (from the repository root: tests, the plan
 from __future__ import annotations
 
 import ipaddress
+import math
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
@@ -34,7 +35,8 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
-from trainstack.catalog import Catalog, load_catalog
+from trainstack.catalog import TRAINING_RDMA, Catalog, load_catalog
+from trainstack.cidrs import ssh_source_problem
 from trainstack.errors import TrainstackError
 from trainstack.plan import ESSD_MIN_GIB
 
@@ -58,6 +60,8 @@ KNOWN_INSTANCE_TYPE = "known-instance-type"
 NO_SPOT_IN_DEPLOYMENT_SET = "no-spot-in-deployment-set"
 CHECKPOINT_STORAGE_PROTECTED = "checkpoint-storage-protected"
 REQUIRED_TAGS = "required-tags"
+NO_WILDCARD_OSS_ACCESS = "no-wildcard-oss-access"
+METADATA_TOKENS_REQUIRED = "metadata-tokens-required"
 
 #: Each policy's level when the policy config does not set one.
 DEFAULT_ENFORCEMENT: dict[str, EnforcementLevel] = {
@@ -71,10 +75,14 @@ DEFAULT_ENFORCEMENT: dict[str, EnforcementLevel] = {
     NO_SPOT_IN_DEPLOYMENT_SET: MANDATORY,
     CHECKPOINT_STORAGE_PROTECTED: ADVISORY,
     REQUIRED_TAGS: ADVISORY,
+    NO_WILDCARD_OSS_ACCESS: MANDATORY,
+    # advisory: the ESS scaling configuration of self-healing spot pools cannot require tokens
+    # (docs/policies.md "Metadata tokens"); set it mandatory to refuse such pools
+    METADATA_TOKENS_REQUIRED: ADVISORY,
 }
 
 DEFAULT_REQUIRED_TAGS = [P.NAME_TAG]
-RDMA_KINDS = ("erdma", "roce")
+RDMA_KINDS = TRAINING_RDMA
 
 
 def catalog() -> Catalog:
@@ -278,14 +286,16 @@ def _opens_port(port_range: Any, port: int) -> Optional[str]:
     return None
 
 
-def _is_anywhere(cidr: Any) -> bool:
+def _ssh_source_problem(cidr: Any) -> Optional[str]:
+    """Why this rule's source must not reach SSH (trainstack.cidrs: the profile's rule), or None."""
     text = P.as_str(cidr)
-    if text is None:
-        return False
+    if text is None or not text.strip():
+        return None
     try:
-        return ipaddress.ip_network(text.strip(), strict=False).prefixlen == 0
+        ipaddress.ip_network(text.strip(), strict=False)
     except ValueError:
-        return False
+        return None  # not a CIDR the provider would accept; nothing to judge
+    return ssh_source_problem(text)
 
 
 def no_public_ssh(level: Optional[EnforcementLevel] = None) -> ResourceValidationPolicy:
@@ -304,15 +314,17 @@ def no_public_ssh(level: Optional[EnforcementLevel] = None) -> ResourceValidatio
         if exposed is None:
             return
         for key in ("cidrIp", "ipv6CidrIp"):
-            if key in p and _is_anywhere(p[key]):
-                report(f"{args.name}: ingress rule opens {exposed} to {P.as_str(p[key])}; SSH must not be "
-                       "reachable from the whole internet: restrict it to your networks (profile "
+            problem = _ssh_source_problem(p[key]) if key in p else None
+            if problem:
+                report(f"{args.name}: ingress rule opens {exposed} to {P.as_str(p[key])}: {problem}; SSH must "
+                       "not be reachable from the internet at large: restrict it to your networks (profile "
                        "access.ssh_cidrs) or use a bastion")
 
     return ResourceValidationPolicy(
         name=NO_PUBLIC_SSH,
-        description="Checks whether security group rules open SSH (port 22, or all ports) to "
-                    "0.0.0.0/0 or ::/0.",
+        description="Checks whether security group rules open SSH (port 22, or all ports) to the whole "
+                    "internet (0.0.0.0/0, ::/0, ::ffff:0.0.0.0/96 and other IPv4-embedding ranges) or to a "
+                    "public range wider than /24 (IPv6: /48).",
         validate=validate,
         enforcement_level=_level(NO_PUBLIC_SSH, level),
     )
@@ -341,6 +353,10 @@ def gpu_hourly_budget(level: Optional[EnforcementLevel] = None) -> StackValidati
         budget = P.as_number(_config(args, "max_hourly_cost_cny"))
         if budget is None:
             args.not_applicable("max_hourly_cost_cny is not configured")
+        if not math.isfinite(budget) or budget < 0:  # fail closed: NaN would turn the budget off
+            report(f"max_hourly_cost_cny is {budget}, not a finite number >= 0: the budget cannot be checked; "
+                   "fix the policy config")
+            return
         cat = catalog()
         default_region = (N.stack_region(args.resources) or _config(args, "region")
                           or cat.settings.get("default_region", "cn-shenzhen"))
@@ -493,6 +509,109 @@ def required_tags(level: Optional[EnforcementLevel] = None) -> ResourceValidatio
     )
 
 
+# ---- 11. no-wildcard-oss-access ---------------------------------------------------------------
+RAM_POLICY = "alicloud:ram/policy:Policy"
+RAM_ATTACHMENTS = ("alicloud:ram/rolePolicyAttachment:RolePolicyAttachment",
+                   "alicloud:ram/userPolicyAttachment:UserPolicyAttachment",
+                   "alicloud:ram/groupPolicyAttachment:GroupPolicyAttachment")
+#: system policies that grant every bucket of the account
+ALL_BUCKET_SYSTEM_POLICIES = ("AliyunOSSFullAccess", "AliyunOSSReadOnlyAccess")
+
+
+def _statements(document: Any) -> list[dict]:
+    import json
+
+    doc = document
+    if isinstance(doc, str):
+        try:
+            doc = json.loads(doc)
+        except ValueError:
+            return []
+    if not isinstance(doc, dict):
+        return []
+    st = doc.get("Statement")
+    st = [st] if isinstance(st, dict) else st if isinstance(st, list) else []
+    return [x for x in st if isinstance(x, dict)]
+
+
+def wildcard_oss_resources(document: Any) -> list[str]:
+    """The OSS resources of Allow statements whose bucket part holds a wildcard (``*`` or ``?``)."""
+    out = []
+    for st in _statements(document):
+        if str(st.get("Effect", "Allow")).lower() != "allow":
+            continue
+        res = st.get("Resource")
+        for r in [res] if isinstance(res, str) else res if isinstance(res, list) else []:
+            if not isinstance(r, str):
+                continue
+            if r.strip() == "*":
+                out.append(r)
+                continue
+            parts = r.split(":", 4)
+            if len(parts) == 5 and parts[0] == "acs" and parts[1] in ("oss", "*"):
+                bucket = parts[4].split("/", 1)[0]
+                if "*" in bucket or "?" in bucket or not bucket:
+                    out.append(r)
+    return out
+
+
+def no_wildcard_oss_access(level: Optional[EnforcementLevel] = None) -> ResourceValidationPolicy:
+    def validate(args: ResourceValidationArgs, report: ReportViolation) -> None:
+        p = P.plain(args.props)
+        if args.resource_type == RAM_POLICY:
+            wild = wildcard_oss_resources(p.get("policyDocument", p.get("document")))
+            if wild:
+                report(f"{args.name}: RAM policy grants OSS access on {P.names(wild)}: a '*' bucket is every "
+                       "bucket in the account; name the concrete buckets and prefixes (profile oss:// URIs "
+                       "name real buckets)")
+        elif args.resource_type in RAM_ATTACHMENTS:
+            name = P.as_str(p.get("policyName"))
+            if (P.as_str(p.get("policyType")) or "").lower() == "system" and name in ALL_BUCKET_SYSTEM_POLICIES:
+                report(f"{args.name}: attaches the system policy {name}, which covers every bucket in the "
+                       "account; attach a custom policy naming the buckets instead")
+
+    return ResourceValidationPolicy(
+        name=NO_WILDCARD_OSS_ACCESS,
+        description="Checks whether RAM policies grant OSS access on a wildcard bucket (acs:oss:*:*:*, "
+                    "team-*, Resource \"*\") or attach the all-bucket OSS system policies.",
+        validate=validate,
+        enforcement_level=_level(NO_WILDCARD_OSS_ACCESS, level),
+    )
+
+
+# ---- 12. metadata-tokens-required -------------------------------------------------------------
+def metadata_tokens_required(level: Optional[EnforcementLevel] = None) -> ResourceValidationPolicy:
+    def validate(args: ResourceValidationArgs, report: ReportViolation) -> None:
+        if args.resource_type not in (N.INSTANCE, N.LAUNCH_TEMPLATE, N.SCALING_CONFIGURATION, N.INSTANCE_SET):
+            return
+        p = P.plain(args.props)
+        if (P.as_str(p.get("httpEndpoint")) or "enabled").lower() == "disabled":
+            return  # no metadata service at all: nothing to steal a role's credentials from
+        if args.resource_type == N.SCALING_CONFIGURATION:
+            report(f"{args.name}: an ESS scaling configuration cannot require metadata tokens (pulumi-alicloud "
+                   "4.0 / terraform-provider-alicloud expose only http_endpoint), so its nodes also answer "
+                   "token-less metadata requests, and a process on the node (or an SSRF) can read the RAM role's "
+                   "credentials without a token; trainstack's bootstrap uses tokens anyway. Accept it for "
+                   "self-healing spot pools, or set this policy mandatory to refuse them")
+            return
+        if args.resource_type == N.INSTANCE_SET:
+            report(f"{args.name}: EcsInstanceSet cannot require metadata tokens; declare ecs.Instance nodes with "
+                   "http_tokens=\"required\"")
+            return
+        if (P.as_str(p.get("httpTokens")) or "optional").lower() != "required":
+            report(f"{args.name}: metadata tokens are not required (httpTokens is not \"required\"): set "
+                   "http_tokens=\"required\" so only token-holding (IMDSv2) requests reach the RAM role's "
+                   "credentials")
+
+    return ResourceValidationPolicy(
+        name=METADATA_TOKENS_REQUIRED,
+        description="Checks whether ECS instances and launch templates require metadata tokens (IMDSv2), "
+                    "and reports ESS scaling configurations, which cannot.",
+        validate=validate,
+        enforcement_level=_level(METADATA_TOKENS_REQUIRED, level),
+    )
+
+
 #: Factories in pack order (the order policies are listed and run in).
 FACTORIES: list[Callable[..., Any]] = [
     no_pcie_multi_gpu_training,
@@ -505,6 +624,8 @@ FACTORIES: list[Callable[..., Any]] = [
     no_spot_in_deployment_set,
     checkpoint_storage_protected,
     required_tags,
+    no_wildcard_oss_access,
+    metadata_tokens_required,
 ]
 
 ALL_POLICIES: list[Any] = [factory() for factory in FACTORIES]

@@ -29,6 +29,7 @@ Schema defaults fill unset properties, as the Pulumi CLI does. A bad config rais
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Iterable, Mapping, Optional
 
 from google.protobuf import json_format, struct_pb2
@@ -92,6 +93,10 @@ def _check_type(policy: Any, key: str, value: Any) -> None:
     ok = _JSON_TYPES.get(kind, (object,))
     if isinstance(value, bool) and kind in ("number", "integer") or not isinstance(value, ok):
         raise ValueError(f"policy config {policy.name}.{key}: expected {kind}, got {json.dumps(value)}")
+    if kind in ("number", "integer") and not math.isfinite(value):
+        raise ValueError(f"policy config {policy.name}.{key}: expected a finite {kind}, got {value}")
+    if kind in ("number", "integer") and "minimum" in schema[key] and value < schema[key]["minimum"]:
+        raise ValueError(f"policy config {policy.name}.{key}: must be at least {schema[key]['minimum']}, got {value}")
     if kind == "array" and "items" in schema[key]:
         for item in value:
             if not isinstance(item, _JSON_TYPES.get(schema[key]["items"].get("type"), (object,))):

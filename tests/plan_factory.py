@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from trainstack.layout import ERDMA_NCCL_ENV
 from trainstack.plan import Plan
-from trainstack.profile import parse_profile, read_yaml_document
+from trainstack.profile import TrainingProfile, parse_profile, read_yaml_document
 from trainstack.rules import planned
 
 PROFILES = Path(__file__).resolve().parents[1] / "stacks" / "profiles"
@@ -39,6 +39,12 @@ def _resolved(stack: str, changes_json: str) -> Plan:
     path = PROFILES / f"{stack}.yaml"
     doc = merged(read_yaml_document(path), json.loads(changes_json))
     return planned(parse_profile(doc, file=str(path)), file=str(path))
+
+
+def profile_for(stack: str, profile: Optional[dict] = None) -> TrainingProfile:
+    """The sample stack's profile with ``profile`` changes (what :func:`resolved` plans)."""
+    path = PROFILES / f"{stack}.yaml"
+    return parse_profile(merged(read_yaml_document(path), profile or {}), file=str(path))
 
 
 def resolved(stack: str, profile: Optional[dict] = None) -> Plan:
@@ -77,3 +83,16 @@ def spot_pool_plan(profile: Optional[dict] = None, **over: Any) -> Plan:
 def dlc_plan(profile: Optional[dict] = None, **over: Any) -> Plan:
     """Qwen2.5-7B LoRA as a PAI-DLC job on public resources (team image)."""
     return hand_edited(resolved("qwen-7b-dlc", profile), **over)
+
+
+#: A 32-GPU full fine-tune on a general-computing quota of ebmgn7ex nodes (4 pods x 8 A100-80G, eRDMA).
+QUOTA_JOB = {"resources": {"gpus": 32, "max_nodes": 8},
+             "dlc": {"workspace_id": "ws-123", "resource_id": "quotaabc123", "quota_spec": "ecs.ebmgn7ex.32xlarge"},
+             "job": {"env": {"WANDB_PROJECT": "llama3"}, "command": "torchrun --nnodes 4 --nproc-per-node 8 train.py"},
+             "training": {"method": "full", "precision": "bf16-mixed", "zero_stage": 3, "lora": None}}
+
+
+def dlc_quota_plan(profile: Optional[dict] = None, **over: Any) -> Plan:
+    """``dlc_plan`` as a quota job: 4 pods x 8 A100-80G on ``ecs.ebmgn7ex.32xlarge`` nodes, RDMA, the
+    pod CPU and memory the GPU share of the node (the resolver's defaults)."""
+    return hand_edited(resolved("qwen-7b-dlc", merged(QUOTA_JOB, profile or {})), **over)

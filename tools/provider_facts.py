@@ -771,7 +771,7 @@ def trainstack_providers() -> dict[str, Any]:
     """trainstack's own dynamic providers (``pulumi-python:dynamic:Resource``, told apart by the
     ``kind`` input): what their ``diff`` replaces, read from the code that decides it."""
     sys.path.insert(0, str(ROOT))
-    from trainstack.dlc_job import INPUT_KEYS, KIND, OUTPUT_KEYS
+    from trainstack.dlc_job import INFORMATIONAL_INPUT_KEYS, INPUT_KEYS, KIND, OUTPUT_KEYS
 
     dlc, cpfs = ROOT / "components" / "dlc.py", ROOT / "components" / "cpfs_export.py"
     qp = ROOT / "components" / "queue_pairs.py"
@@ -791,7 +791,8 @@ def trainstack_providers() -> dict[str, Any]:
     props = re.search(r"props: dict\[str, Any\] = \{(.*?)\}\n", cpfs_text, re.S)
     qp_replace, qp_outputs, qp_other = lookup_facts(qp)
     return {
-        KIND: {"replace": sorted(INPUT_KEYS), "outputs": sorted(OUTPUT_KEYS), "not_compared": [],
+        KIND: {"replace": sorted(set(INPUT_KEYS) - set(INFORMATIONAL_INPUT_KEYS)), "outputs": sorted(OUTPUT_KEYS),
+               "not_compared": sorted(INFORMATIONAL_INPUT_KEYS),
                "delete_before_replace": True,
                "why": "a submitted PAI-DLC job cannot be edited: the provider stops and deletes it, then submits "
                       "a new one (the job restarts from its last checkpoint)",

@@ -16,8 +16,10 @@ import sys
 from typing import Optional, Sequence
 
 from .errors import EXIT_BAD_INPUT, TrainstackError
+from .outputs import OutputError, guarded_stdout, silence_broken_stdout
 
-COMMANDS = ("validate", "estimate", "resolve", "plan", "diff", "catalog", "schema", "preflight", "node-files")
+COMMANDS = ("validate", "estimate", "resolve", "plan", "diff", "catalog", "schema", "preflight", "node-files", "status",
+            "calibrate")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,8 +42,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def emit_error(err: TrainstackError, as_json: bool) -> int:
-    if as_json:
-        print(json.dumps(err.to_dict(), indent=2, default=str))
+    """The error on stderr (and as JSON on stdout with ``--json``); stdout that cannot be written
+    (the reason for an OutputError, often) is skipped, stderr still says what went wrong."""
+    if as_json and not isinstance(err, OutputError):
+        try:
+            print(json.dumps(err.to_dict(), indent=2, default=str, allow_nan=False))
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
     for i, line in enumerate(err.lines()):
         first = i == 0 or (err.problems and i < len(err.problems))
         print(f"trainstack: {line}" if first else line, file=sys.stderr)
@@ -51,14 +59,19 @@ def emit_error(err: TrainstackError, as_json: bool) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    as_json = bool(getattr(args, "json", False) or getattr(args, "format", None) == "json")
     try:
-        return int(args.func(args) or 0)
+        with guarded_stdout():
+            return int(args.func(args) or 0)
     except TrainstackError as err:
-        return emit_error(err, bool(getattr(args, "json", False) or getattr(args, "format", None) == "json"))
+        if isinstance(err, OutputError) and err.on_stdout:
+            silence_broken_stdout()  # what is still buffered must not fail again at exit
+        return emit_error(err, as_json)
     except KeyboardInterrupt:
         print("trainstack: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # `trainstack plan | head`: the reader has what it wanted
+        silence_broken_stdout()
         return 0
 
 

@@ -41,15 +41,19 @@ UNKNOWN = "(known after deploy)"
 
 #: Input names of the DlcJob resource set from the plan (``job_inputs``) ...
 PLAN_INPUT_KEYS = (
-    "kind", "region", "display_name", "job_type", "image", "command", "envs", "ecs_spec", "resource_id",
-    "pod_count", "gpus_per_pod", "cpu_per_pod", "memory_gib_per_pod", "enable_rdma", "spot",
-    "spot_price_limit", "max_running_minutes", "vpc_cidr",
+    "kind", "region", "display_name", "job_type", "image", "image_lookup", "command", "envs", "ecs_spec",
+    "resource_id", "pod_count", "gpus_per_pod", "cpu_per_pod", "memory_gib_per_pod", "enable_rdma", "spot",
+    "spot_price_limit", "max_running_minutes", "vpc_cidr", "quota_spec", "quota_kind",
 )
 #: ... and those known only at deploy time.
 DEPLOY_INPUT_KEYS = ("workspace_id", "vpc_id", "vswitch_id", "security_group_id", "data_sources")
 INPUT_KEYS = PLAN_INPUT_KEYS + DEPLOY_INPUT_KEYS
-#: Outputs of the DlcJob resource.
-OUTPUT_KEYS = ("job_id", "status", "reason")
+#: Inputs that describe the quota for the deploy-time check and for policies; a change in them alone
+#: never replaces a submitted job (the quota itself is ``resource_id``).
+INFORMATIONAL_INPUT_KEYS = ("quota_spec", "quota_kind")
+#: Outputs of the DlcJob resource. ``image_resolved``: the image the job was submitted with (the
+#: deploy-time lookup's answer is kept here, so a newer official image never replaces the job).
+OUTPUT_KEYS = ("job_id", "status", "reason", "image_resolved")
 
 _DATA_SOURCE_FIELDS = ("access_point_id", "data_source_id", "data_source_version", "enable_cache", "mount_access",
                        "mount_path", "options", "role_arn", "role_chain", "uri")
@@ -74,9 +78,17 @@ def default_image(region: str, tag: Optional[str]) -> str:
     return f"{DEFAULT_IMAGE_REPOSITORY.format(region=region)}:{str(tag).strip()}"
 
 
-def _check_image(image: Optional[str], region: str) -> None:
-    """An image must be given; the official PAI repository must carry a tag or digest (no implicit
-    ``latest``, which would be a tag nobody chose)."""
+def deploy_time_image(lookup: Mapping[str, Any]) -> str:
+    """What an offline plan shows for an image that is looked up at deploy time."""
+    return (f"(resolved at deploy time: newest official PAI {lookup.get('repository')} GPU image with CUDA >= "
+            f"{lookup.get('min_cuda')}, AIWorkspace ListImages labels {','.join(lookup.get('labels') or ())})")
+
+
+def _check_image(image: Optional[str], region: str, lookup: Any = None) -> None:
+    """An image must be given (or looked up at deploy time); the official PAI repository must carry a
+    tag or digest (no implicit ``latest``, which would be a tag nobody chose)."""
+    if not image and lookup is not None:
+        return
     if not image:
         default_image(region, None)  # raises the explanatory error
     last = str(image).rsplit("/", 1)[-1]
@@ -133,7 +145,7 @@ def job_inputs(plan: Plan) -> dict[str, Any]:
     d = plan.dlc
     if plan.target != "dlc" or d is None:
         raise ValueError(f"plan {plan.name!r} targets {plan.target!r}; a DLC job needs target 'dlc' and plan.dlc")
-    _check_image(d.image, plan.region)
+    _check_image(d.image, plan.region, d.image_lookup)
     if problems := dlc_job_problems(plan):
         raise LaunchError(problems)
     envs: dict[str, str] = {}
@@ -146,7 +158,6 @@ def job_inputs(plan: Plan) -> dict[str, Any]:
         "region": plan.region,
         "display_name": plan.name,
         "job_type": d.job_type,
-        "image": d.image,
         # the launcher in PAI's PyTorchJob form: WORLD_SIZE/RANK (pods) -> node count/node rank
         "command": dlc_command(d.command, topology_from_plan(plan), plan.job.gradient_accumulation_steps),
         "envs": _str_envs(envs),
@@ -156,12 +167,21 @@ def job_inputs(plan: Plan) -> dict[str, Any]:
         "spot": d.spot,
         "vpc_cidr": plan.network.vpc_cidr,
     }
+    if d.image is not None:
+        inputs["image"] = d.image
+    else:
+        inputs["image_lookup"] = d.image_lookup.model_dump(mode="json")  # type: ignore[union-attr]
+    if d.quota_kind is not None:
+        inputs["quota_kind"] = d.quota_kind
+    if d.quota_spec is not None:
+        inputs["quota_spec"] = d.quota_spec
     if d.resource_id:
         missing = [n for n in ("cpu_per_pod", "memory_gib_per_pod") if getattr(d, n) is None]
         if missing:
             raise InputError(f"DLC quota job (dlc.resource_id {d.resource_id}) needs {' and '.join(missing)} "
-                             "per pod for ResourceConfig",
-                             hint="the resolver fills them from the quota's node size")
+                             "per pod for ResourceConfig: the quota's node size is unknown offline",
+                             hint="set dlc." + " and dlc.".join(missing) + ", or dlc.quota_spec to a spec whose "
+                                  "vCPU and memory are known")
         inputs.update(resource_id=d.resource_id, cpu_per_pod=d.cpu_per_pod, memory_gib_per_pod=d.memory_gib_per_pod)
         if d.ecs_spec:
             inputs["ecs_spec"] = d.ecs_spec  # informational for policies; not sent with a quota
@@ -192,9 +212,11 @@ def validate_inputs(inputs: Mapping[str, Any]) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     if inputs.get("kind") != KIND:
         problems.append(("kind", f"must be {KIND!r}"))
-    for key in ("region", "image", "command", "job_type"):
+    for key in ("region", "command", "job_type"):
         if not inputs.get(key):
             problems.append((key, "is required"))
+    if not inputs.get("image") and not inputs.get("image_lookup"):
+        problems.append(("image", "is required (or image_lookup, resolved at deploy time)"))
     if not inputs.get("ecs_spec") and not inputs.get("resource_id"):
         problems.append(("ecs_spec", "set ecs_spec (public resources) or resource_id (quota)"))
     if inputs.get("resource_id"):

@@ -8,6 +8,7 @@ is a bug and may show a traceback. Exit codes: 2 bad input, 3 infeasible, 4 poli
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -42,12 +43,28 @@ class Problem:
     suggestions: Sequence[str] = ()
     file: str | None = None
     has_given: bool = False
+    #: why the value given is not repeated (it may be a secret); set instead of ``given``
+    hidden: str | None = None
+
+    def _hidden_reason(self) -> str | None:
+        if self.hidden:
+            return self.hidden
+        if self.has_given and isinstance(self.given, str):
+            from .secrets import value_kind
+
+            kind = value_kind(self.given)
+            if kind:
+                return f"it looks like {kind}"
+        return None
 
     def render(self) -> str:
         where = f"{self.file}: " if self.file else ""
         where += f"{self.path}: " if self.path else ""
         parts = [self.message]
-        if self.has_given:
+        hidden = self._hidden_reason()
+        if hidden:
+            parts.append(f"the value given is not shown ({hidden})")
+        elif self.has_given:
             parts.append(f"given {short_repr(self.given)}")
         if self.allowed:
             parts.append(f"allowed: {self.allowed}")
@@ -57,8 +74,13 @@ class Problem:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"file": self.file, "path": self.path, "message": self.message}
-        if self.has_given:
-            out["given"] = self.given if isinstance(self.given, (str, int, float, bool, type(None))) else repr(self.given)
+        hidden = self._hidden_reason()
+        if hidden:
+            out["given_hidden"] = hidden
+        elif self.has_given:
+            plain = isinstance(self.given, (str, int, bool, type(None))) or (
+                isinstance(self.given, float) and math.isfinite(self.given))
+            out["given"] = self.given if plain else repr(self.given)  # NaN/inf as text: JSON stays standard
         if self.allowed:
             out["allowed"] = self.allowed
         if self.suggestions:
@@ -66,12 +88,31 @@ class Problem:
         return out
 
 
+def scrub_problem(p: Problem, secrets: Sequence[str]) -> Problem:
+    """``p`` without any of ``secrets`` in its path, message or value given."""
+    from .secrets import scrub
+
+    given_text = p.given if isinstance(p.given, str) else repr(p.given)
+    leaks = p.has_given and any(s in given_text for s in secrets)
+    return Problem(path=scrub(p.path, secrets), message=scrub(p.message, secrets),
+                   given=None if leaks else p.given, has_given=p.has_given and not leaks,
+                   allowed=p.allowed, suggestions=tuple(p.suggestions), file=p.file,
+                   hidden="it is a credential found in this input" if leaks else p.hidden)
+
+
 class TrainstackError(Exception):
     """Base of every user-facing error; carries its exit code."""
 
     exit_code = EXIT_BAD_INPUT
 
-    def __init__(self, message: str, *, problems: Sequence[Problem] = (), hint: str | None = None):
+    def __init__(self, message: str, *, problems: Sequence[Problem] = (), hint: str | None = None,
+                 secrets: Sequence[str] = ()):
+        if secrets:  # texts found to be credentials: never part of what is printed
+            from .secrets import scrub
+
+            message = scrub(message, secrets)
+            hint = scrub(hint, secrets) if hint else hint
+            problems = [scrub_problem(p, secrets) for p in problems]
         super().__init__(message)
         self.message = message
         self.problems = list(problems)

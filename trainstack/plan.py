@@ -94,6 +94,7 @@ class OssPlan(_Frozen):
     internal_endpoint: str
     prefix: str = "checkpoints/"
     job_prefix: str = "job/"
+    #: Where the nodes' heartbeats go: ``<status_prefix><node name>/heartbeat.json`` (docs/status.md)
     status_prefix: str = "status/"
     name_from_stack: bool = Field(
         True, description="The name's last part is derived at deploy time from the account, Pulumi project and "
@@ -155,7 +156,12 @@ class NetworkPlan(_Frozen):
 def _node_ips(vswitch_cidr: str, nodes: int) -> tuple[str, ...]:
     net = ipaddress.ip_network(vswitch_cidr)
     if nodes + 10 > net.num_addresses - 4:
-        raise ValueError(f"vSwitch {vswitch_cidr} is too small for {nodes} nodes")
+        from .errors import InputError
+
+        raise InputError(f"network: vSwitch {vswitch_cidr} is too small for {nodes} node(s): nodes take fixed "
+                         f"addresses from host .10 on and Alibaba reserves 4 per vSwitch, so it needs at least "
+                         f"{nodes + 14} addresses", hint="use a larger network.vswitch_cidr / vpc_cidr (a /24 holds "
+                                                         "242 nodes)")
     return tuple(str(net.network_address + 10 + i) for i in range(nodes))
 
 
@@ -183,12 +189,27 @@ class SpotPoolPlan(_Frozen):
     notes: tuple[str, ...] = ()
 
 
+class ImageLookup(_Frozen):
+    """PAI's official training image, looked up at deploy time (AIWorkspace ListImages): the newest
+    whose labels match and whose tag names a GPU build with at least ``min_cuda``."""
+
+    labels: tuple[str, ...] = Field(description="ListImages Labels filter, Key=Value each")
+    name: str = Field(description="ListImages Name filter (the framework)")
+    repository: str = Field(description="Repository name the image must come from, e.g. pytorch-training")
+    min_cuda: str = Field(description="Oldest CUDA the GPU generation needs, e.g. 11.8")
+    architecture: str = Field(description="GPU generation the CUDA minimum is for")
+
+
 class DlcPlan(_Frozen):
     workspace_id: Optional[str] = None
     resource_id: Optional[str] = None
     job_type: str = "PyTorchJob"
-    image: str
+    image: Optional[str] = Field(None, description="None: the official image is looked up at deploy time")
+    image_lookup: Optional[ImageLookup] = None
     image_is_default: bool = True
+    quota_spec: Optional[str] = Field(None, description="Node spec of the quota (ECS type or Lingjun spec)")
+    quota_kind: Optional[Literal["lingjun", "general", "unknown"]] = None
+    nccl_preset: Optional[str] = Field(None, description="PAI's NCCL preset the job keeps (Lingjun)")
     ecs_spec: Optional[str] = None
     pod_count: int = 1
     gpus_per_pod: int = 1
@@ -202,6 +223,12 @@ class DlcPlan(_Frozen):
     max_running_minutes: Optional[int] = None
     notes: tuple[str, ...] = ()
 
+    @model_validator(mode="after")
+    def _one_image(self) -> "DlcPlan":
+        if (self.image is None) == (self.image_lookup is None):
+            raise ValueError("a DLC plan has an image or an image lookup (exactly one)")
+        return self
+
 
 class JobSecretPlan(_Frozen):
     """A job secret by reference: read by the node at job start, never held by trainstack."""
@@ -210,12 +237,70 @@ class JobSecretPlan(_Frozen):
     kms_key_id: Optional[str] = None
 
 
+class ParallelLayout(_Frozen):
+    """How the job's GPUs split it: tensor x pipeline x context x data parallel (expert parallelism
+    splits the routed experts over that many of the data x context ranks). World size = the product of
+    tensor, pipeline, context and data parallel."""
+
+    tensor_parallel: int = Field(1, ge=1)
+    pipeline_parallel: int = Field(1, ge=1)
+    context_parallel: int = Field(1, ge=1)
+    data_parallel: int = Field(1, ge=1)
+    expert_parallel: int = Field(1, ge=1)
+    virtual_pipeline_stages: int = Field(1, ge=1, description="Model chunks per pipeline rank (interleaved 1F1B)")
+
+    @property
+    def world_size(self) -> int:
+        return self.tensor_parallel * self.pipeline_parallel * self.context_parallel * self.data_parallel
+
+    @property
+    def trivial(self) -> bool:
+        return self.tensor_parallel == self.pipeline_parallel == self.context_parallel == 1
+
+    @property
+    def label(self) -> str:
+        parts = [f"TP {self.tensor_parallel}"] if self.tensor_parallel > 1 else []
+        if self.pipeline_parallel > 1:
+            parts.append(f"PP {self.pipeline_parallel}"
+                         + (f" (x{self.virtual_pipeline_stages} virtual)" if self.virtual_pipeline_stages > 1 else ""))
+        if self.context_parallel > 1:
+            parts.append(f"CP {self.context_parallel}")
+        if self.expert_parallel > 1:
+            parts.append(f"EP {self.expert_parallel}")
+        return " x ".join(parts + [f"DP {self.data_parallel}"])
+
+
+class LayoutOption(_Frozen):
+    """One layout the resolver sized for the chosen instance type and node count."""
+
+    layout: ParallelLayout
+    required_gib_per_gpu: float
+    tokens_per_second: Optional[float] = None
+    fits: bool
+    chosen: bool = False
+
+
+class ParallelismPlan(_Frozen):
+    """The chosen layout and how it was chosen (the layouts considered, the pipeline's micro-batches)."""
+
+    layout: ParallelLayout = Field(default_factory=ParallelLayout)
+    chosen_by: Literal["profile", "resolver"] = "profile"
+    considered: tuple[LayoutOption, ...] = ()
+    micro_batches: int = Field(1, ge=1, description="Micro-batches per optimizer step on each data-parallel rank")
+    micro_batches_in_flight: float = Field(1.0, description="Micro-batches whose activations the fullest stage holds")
+    bubble_fraction: float = Field(0.0, ge=0, le=1, description="Share of the step pipeline stages sit idle")
+    layers_per_chunk: int = Field(0, ge=0, description="Decoder layers per pipeline model chunk (0: no pipeline)")
+
+
 class JobPlan(_Frozen):
     command: str
     code_uri: Optional[str] = None
     env: dict[str, str] = Field(default_factory=dict)
     secrets: dict[str, JobSecretPlan] = Field(default_factory=dict, description="env name -> KMS secret")
     max_runtime_hours: Optional[float] = None
+    #: the budget guard on the nodes (docs/status.md): resources.max_total_cost and deadline_hours
+    max_total_cost_cny: Optional[float] = None
+    deadline_hours: Optional[float] = None
     nproc_per_node: int = 1
     method: str
     precision: str
@@ -224,6 +309,32 @@ class JobPlan(_Frozen):
     micro_batch_size: int = 1
     sequence_length: int = 2048
     gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per optimizer step (per rank)")
+    parallel: ParallelLayout = Field(default_factory=ParallelLayout,
+                                     description="The degrees the launcher passes (tensor, pipeline, context, ...)")
+
+
+class PriceProvenance(_Frozen):
+    """Whose price a plan rests on, how old it is, and whether the type and zone were seen offered.
+
+    The ``prices`` block of ``resolve``/``plan``/``diff`` JSON (``prices.as_of``, ``prices.age_days``,
+    ``prices.source``); ``headline`` is the line every text output prints first.
+    """
+
+    source: Literal["snapshot", "borrowed-region", "price-book", "refresh", "none"]
+    as_of: Optional[str] = Field(None, description="ISO date of the price")
+    age_days: Optional[int] = Field(None, description="Days from as_of to the day the plan was made")
+    stale: bool = Field(False, description="Older than the catalog's price_max_age_days")
+    max_age_days: int = 90
+    priced: str = Field(description="What is priced: ECS type, DLC spec or resource quota id")
+    service: Literal["ecs", "dlc", "dlc-quota"] = "ecs"
+    per: Literal["node", "pod", "GPU"] = "node"
+    whose: str = Field(description="Whose figure it is, in words")
+    borrowed_from: Optional[str] = None
+    type_seen_in_region: Optional[bool] = Field(None, description="Type seen offered in the region (ECS only)")
+    zone: Optional[str] = None
+    zone_seen: Optional[bool] = Field(None, description="Zone seen offered for the type; None: chosen at deploy")
+    spot_estimated: Optional[bool] = Field(None, description="Spot plans: the spot price is an estimate")
+    headline: str
 
 
 class Candidate(_Frozen):
@@ -242,6 +353,7 @@ class Candidate(_Frozen):
     objective: Optional[float] = Field(None, description="Value minimised (CNY or hours)")
     memory_margin_gib: Optional[float] = None
     tokens_per_second: Optional[float] = None
+    layout: Optional[ParallelLayout] = Field(None, description="The parallel layout sized for this candidate")
     feasible: bool = True
     reason: Optional[str] = Field(None, description="Why it was rejected, in the user's words")
     reason_code: Optional[ReasonCode] = Field(None, description="Which rule rejected it (for programs)")
@@ -289,6 +401,7 @@ class Plan(_Frozen):
     network: NetworkPlan
     image: ImagePlan
     job: JobPlan
+    parallelism: ParallelismPlan = Field(default_factory=ParallelismPlan)
     dlc: Optional[DlcPlan] = None
     spot_pool: Optional[SpotPoolPlan] = Field(
         None, description="Self-healing spot pool (ESS) instead of plain instances; 1-node spot plans only")
@@ -298,6 +411,7 @@ class Plan(_Frozen):
     alternatives: tuple[Candidate, ...] = ()
     rejected: tuple[Rejection, ...] = ()
     catalog_date: Optional[str] = None
+    prices: Optional[PriceProvenance] = Field(None, description="Whose price, how old, seen offered or not")
 
     @model_validator(mode="after")
     def _spot_pool_fits(self) -> "Plan":

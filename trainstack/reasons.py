@@ -26,6 +26,9 @@ class ReasonCode(str, Enum):
     GPU_COUNT_MISMATCH = "gpu-count-mismatch"
     TOO_MANY_NODES = "too-many-nodes"
     MULTI_NODE_WITHOUT_RDMA = "multi-node-without-rdma"
+    TENSOR_PARALLEL_ACROSS_NODES = "tensor-parallel-across-nodes"
+    TENSOR_PARALLEL_WITHOUT_NVLINK = "tensor-parallel-without-nvlink"
+    LAYOUT_WORLD_SIZE = "layout-world-size"
     DLC_PUBLIC_LIMIT = "dlc-public-limit"
     # per candidate (placement, pricing, sizing)
     NO_SPOT_STOCK = "no-spot-stock"

@@ -45,10 +45,16 @@ def profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem
     unknown region; a GPU model no sold type carries, unknown or known only for estimates, e.g. H800:
     "not sold on Alibaba ECS"; an instance type the catalog lacks) and what no plan could launch
     (``job.command``; ``job.secrets`` on a DLC job)."""
+    from .bootstrap.locations import classify_code_uri
     from .launchers import check_command
     from .launchers.dlc import secrets_problems
 
     problems = check_command(profile.job.command, None) + name_problems(profile)
+    try:
+        classify_code_uri(profile.job.code_uri)
+    except ValueError as exc:
+        problems.append(Problem(path="job.code_uri", message=str(exc)))
+    problems += layout_problems(profile, catalog)
     if profile.resources.target == "dlc":
         problems += secrets_problems(profile.job.secrets)
     if profile.region not in catalog.regions():
@@ -71,6 +77,14 @@ def profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem
         try:
             catalog.instance(t, path=f"resources.instance_types[{i}]")
         except InputError as exc:
+            problems.extend(exc.problems)
+    problems += dlc_profile_problems(profile, catalog)
+    if profile.price_book is not None:
+        from .catalog.price_book import catalog_for
+
+        try:
+            catalog_for(profile, catalog)
+        except InputError as exc:  # each problem names the price book file and its entry
             problems.extend(exc.problems)
     return problems
 
@@ -108,6 +122,61 @@ def name_problems(profile: TrainingProfile) -> list[Problem]:
     return out
 
 
+def dlc_profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem]:
+    """A DLC job's rules that need the catalog or the DLC facts: an image it can get (a pinned one, or an
+    official one to look up), a quota node spec trainstack can plan (``dlc.quota_spec``), and, on a
+    Lingjun quota, PAI's preset NCCL variables left as PAI sets them (never the eRDMA set)."""
+    from .catalog import dlc_facts
+    from .placement.dlc import image_problem, quota_spec_problems, wants_dlc
+
+    if not wants_dlc(profile):
+        return []
+    out = [p for p in (image_problem(profile),) if p is not None]
+    out += quota_spec_problems(profile, catalog)
+    spec = profile.dlc.quota_spec
+    lingjun = {s.name: s for s in dlc_facts().lingjun_specs}
+    if spec in lingjun and lingjun[spec].nccl_preset:
+        preset = dlc_facts().preset(lingjun[spec].nccl_preset or "")
+        for name in preset.keep:
+            value = profile.job.env.get(name)
+            if value is not None and value != preset.env[name]:
+                out.append(Problem(path=f"job.env.{name}", given=value, has_given=True, allowed=preset.env[name],
+                                   message=f"PAI presets {name}={preset.env[name]} on Lingjun spec {spec} "
+                                           f"[PAI-RDMA]; another value breaks or slows NCCL on its RDMA network "
+                                           f"(the eRDMA set, e.g. NCCL_IB_HCA=erdma, is for eRDMA ECS types); "
+                                           f"fix: remove it"))
+    return out
+
+
+def layout_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem]:
+    """The profile's own parallel degrees that no plan could run: tensor parallelism wider than the largest
+    NVLink/NVSwitch node it may use (TP runs inside one node), and a degree its job.command cannot be given
+    (trainstack.launchers.check_degrees). The degrees' divisibility (heads, layers, sequence, world size)
+    is checked with the profile itself (trainstack.profile.model)."""
+    from .launchers import Degrees, check_degrees
+
+    t, r = profile.training, profile.resources
+    out: list[Problem] = []
+    tp = t.tensor_parallel or 1
+    if tp > 1:
+        wanted = {g.lower() for g in r.gpu_models}
+        nodes = [i.gpu_count for i in catalog.resolved_instances()
+                 if i.family.training and i.gpu is not None and i.gpu_count > 1 and i.multi_gpu_training_ok
+                 and (not wanted or i.gpu.name.lower() in wanted)
+                 and (not r.instance_types or i.name in r.instance_types)]
+        widest = max(nodes, default=1)
+        if tp > widest:
+            out.append(Problem(path="training.tensor_parallel", given=tp, has_given=True,
+                               message=f"tensor_parallel {tp} would span nodes: tensor parallelism runs inside one "
+                                       f"NVLink/NVSwitch node, and the widest such node the profile may use has "
+                                       f"{widest} GPU(s)" + ("" if nodes else " (none has several GPUs on NVLink)"),
+                               allowed=f"1 to {widest}, dividing the GPUs of a node"))
+    degrees = Degrees(tensor=tp, pipeline=t.pipeline_parallel or 1, context=t.context_parallel or 1,
+                      virtual=t.virtual_pipeline_stages, layers_per_stage=1)
+    out += check_degrees(profile.job.command, degrees)
+    return out
+
+
 def profile_warnings(profile: TrainingProfile, catalog: Catalog) -> list[Problem]:
     """What is allowed but worth knowing: listed types not seen offered in the profile's region."""
     out = []
@@ -132,9 +201,15 @@ def check_profile(profile: TrainingProfile, catalog: Catalog, file: Optional[str
     """Raise for the profile rules that need the catalog; return the warnings."""
     problems = profile_problems(profile, catalog)
     if problems:
-        raise InputError(f"{file or 'profile'}: names the catalog does not know",
-                         problems=[replace(p, file=file) for p in problems],
-                         hint="`trainstack catalog --all` lists every region, GPU model and instance type")
+        in_book = any(p.file is not None for p in problems)  # only price-book problems name their own file
+        catalog_names = any(p.path in ("region",) or p.path.startswith("resources.") for p in problems)
+        head = ("problems in its price book" if in_book else "names the catalog does not know" if catalog_names
+                else f"{len(problems)} problem(s)")
+        raise InputError(f"{file or 'profile'}: {head}",
+                         problems=[replace(p, file=p.file or file) for p in problems],
+                         hint="price book format: README, \"Prices\"" if in_book else
+                         "`trainstack catalog --all` lists every region, GPU model and instance type"
+                         if catalog_names else None)
     return [replace(w, file=file) for w in profile_warnings(profile, catalog)]
 
 
@@ -222,7 +297,12 @@ def _launch(plan: Plan) -> list[Optional[Problem]]:
     from .bootstrap import check_job
     from .launchers.dlc import dlc_job_problems
 
-    return list(dlc_job_problems(plan) if plan.target == "dlc" else check_job(plan))
+    if plan.target == "dlc":
+        return list(dlc_job_problems(plan))
+    try:
+        return list(check_job(plan))
+    except ValueError as exc:  # what the node bootstrap refuses outright (a bad code_uri, a name)
+        return [Problem(path="job", message=bootstrap_message(plan, 0, exc))]
 
 
 def _dlc(plan: Plan) -> list[Optional[Problem]]:
@@ -237,7 +317,7 @@ def _dlc(plan: Plan) -> list[Optional[Problem]]:
                         message="a resource quota needs dlc.workspace_id: it is usable only in a workspace it is "
                                 "attached to, and a workspace trainstack creates has none",
                         allowed="set dlc.workspace_id to the workspace the quota is attached to")]
-    out: list[Optional[Problem]] = []
+    out: list[Optional[Problem]] = list(_pod_fits_node(plan))
     for step in (lambda: job_inputs(plan), lambda: planned_datasets(plan, "")):
         try:
             result = step()
@@ -248,6 +328,31 @@ def _dlc(plan: Plan) -> list[Optional[Problem]]:
             continue
         if isinstance(result, dict):
             out += [Problem(path=f"dlc.{key}", message=f"{key} {why}") for key, why in validate_inputs(result)]
+    return out
+
+
+def _pod_fits_node(plan: Plan) -> list[Problem]:
+    """A quota pod asks for no more vCPU or memory than one node of ``dlc.quota_spec`` has."""
+    from .catalog import dlc_facts
+
+    d = plan.dlc
+    if d is None or not d.resource_id or not d.quota_spec:
+        return []
+    catalog = load_catalog()
+    if catalog.knows(d.quota_spec):
+        node = catalog.instance(d.quota_spec).type
+        vcpu, memory = node.vcpu, node.memory_gib
+    else:
+        spec = next((s for s in dlc_facts().lingjun_specs if s.name == d.quota_spec), None)
+        stated, reading = (spec.stated, spec.name_reading) if spec else (None, None)
+        vcpu = (stated.vcpu if stated else None) or (reading.vcpu if reading else None)
+        memory = (stated.memory_gib if stated else None) or (reading.memory_gib if reading else None)
+    out = []
+    for key, asked, has, unit in (("cpu_per_pod", d.cpu_per_pod, vcpu, "vCPU"),
+                                  ("memory_gib_per_pod", d.memory_gib_per_pod, memory, "GiB")):
+        if asked is not None and has is not None and asked > has:
+            out.append(Problem(path=f"dlc.{key}", given=asked, has_given=True, allowed=f"at most {has:g}",
+                               message=f"a pod cannot have more than one {d.quota_spec} node's {has:g} {unit}"))
     return out
 
 

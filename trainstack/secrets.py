@@ -1,62 +1,254 @@
-"""Find credentials where they must never be: profiles, stack config, plan output.
+"""Find credentials where they must never be: profiles, stack config, plan output, error messages.
 
-A profile names *where* credentials come from (the Alibaba Cloud credentials chain or
-`pulumi config set --secret`); it never holds them. Detection is by key name and by value
-shape (AccessKey IDs start with ``LTAI``), so both `access_key_secret: ...` and a key pasted
-into `job.env` are caught.
+A profile names *where* credentials come from (the Alibaba Cloud credentials chain, a KMS secret,
+`pulumi config set --secret`); it never holds them. Two kinds of evidence, both checked on every
+key and value of a document:
+
+* **Secret-named keys** in any case style (``DB_PWD``, ``authToken``, ``my-api-key``,
+  ``GITLAB_PAT``): the key is split into words and its last word (or an unmistakable pair such as
+  *access key*, *api key*, *client secret*) names a secret. Counts and references stay ordinary
+  names: ``MAX_TOKENS``, ``TOKEN_LIMIT``, ``NUM_PASSES``, ``TOKENIZERS_PARALLELISM``, ``tokens``,
+  ``PASSWORD_FILE``, ``SECRET_NAME``.
+* **Credential-shaped values**, by the published formats (prefixes and lengths as in gitleaks'
+  default rules, gitleaks/gitleaks config/gitleaks.toml @ 009e025a, and the vendors' token docs):
+  Alibaba Cloud AccessKey IDs (``LTAI...``), 30-character AccessKey secrets, STS tokens
+  (``CAIS...``), AWS key IDs (``AKIA``/``ASIA``/``ABIA``/``ACCA``), GitHub (``ghp_``...,
+  ``github_pat_``), GitLab (``glpat-``), OpenAI-style (``sk-``, ``sk-proj-``), Hugging Face
+  (``hf_``), JWTs, ``Bearer`` tokens, PEM/OpenSSH/PGP private keys, credentials in URIs
+  (``user:pass@``, signed query strings), and secret-named flags or assignments inside a command
+  line (``--password X``, ``HF_TOKEN=...``).
+
+Why not detect-secrets: its plugins know none of Alibaba's three shapes, nor ``hf_`` or the
+``sk-proj-`` format, and they scan source lines with keyword heuristics tuned for code; profiles
+are structured key/value documents, so focused rules over keys and values are both stricter and
+quieter (the no-false-alarm list in tests/trainstack/test_secrets.py holds them to that).
+
+A finding never carries the secret into a message: :func:`scrub` removes every detected value
+from text that is about to be printed (error messages included).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Optional
 
-SECRET_KEY_NAMES = re.compile(
-    r"(^|_)(access_?key(_?id|_?secret)?|secret(_?key)?|passw(or)?d|token|credentials?|private_?key"
-    r"|api_?key|ak|sk)($|_)", re.I)
-ACCESS_KEY_ID = re.compile(r"\bLTAI[0-9A-Za-z]{12,30}\b")
-SECRET_LIKE_VALUE = re.compile(r"^[0-9A-Za-z+/=_-]{30}$")
-PRIVATE_KEY_BLOCK = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")
 REDACTED = "***redacted***"
 
-#: keys whose names look secret but hold references, not secrets
-_SAFE_KEYS = {"key_pair", "keypair", "key_name", "kms_key_id", "secret_ref", "kms_secret"}
+# ---- key names ---------------------------------------------------------------------------------
+
+#: a key whose last word is one of these names a secret
+_SECRET_LAST_WORDS = {
+    "password", "passwd", "pwd", "pass", "passphrase", "secret", "secrets", "token", "tokens", "apikey",
+    "credential", "credentials", "creds", "pat", "sk", "ak", "signature", "privatekey", "accesskey", "bearer",
+    "authorization",
+}
+#: these words make a key secret wherever they stand
+_SECRET_ANY_WORDS = {"password", "passwd", "passphrase", "credentials", "privatekey", "accesskey", "apikey"}
+#: word pairs that make a key secret wherever they stand (``ACCESS_KEY_ID``, ``x-api-key-header``)
+_SECRET_PAIRS = {("access", "key"), ("api", "key"), ("private", "key"), ("secret", "key"), ("client", "secret"),
+                 ("session", "token"), ("secret", "access"), ("security", "token"), ("auth", "token")}
+#: words that make a key a count or a limit, never a secret (``MAX_TOKENS``, ``NUM_PASSES``)
+_QUANTITY_WORDS = {"max", "min", "num", "number", "count", "total", "limit", "limits", "per", "size", "len",
+                   "length", "budget", "rate", "parallelism", "http", "inherit"}
+#: a key ending in one of these names where a secret lives, not the secret (``PASSWORD_FILE``)
+_REFERENCE_WORDS = {"file", "path", "dir", "env", "ref", "name", "url", "uri", "arn", "kms"}
+#: keys that hold references or settings, not secrets (normalised: words joined, lower case)
+SAFE_KEYS = {"keypair", "keypairname", "keyname", "kmskeyid", "kmssecret", "secretref", "secretname",
+             "tokens", "httptokens", "passwordinherit", "secrets"}
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_SPLIT = re.compile(r"[^A-Za-z0-9]+")
+
+
+def key_words(key: str) -> list[str]:
+    """``authToken`` -> [auth, token]; ``DB_PWD`` -> [db, pwd]; ``APIKey`` -> [api, key]."""
+    return [w.lower() for w in _SPLIT.split(_CAMEL.sub("_", key)) if w]
+
+
+def is_secret_name(key: str) -> bool:
+    """Whether a key or flag name says it holds a secret (in any case style)."""
+    words = key_words(key)
+    if not words or "".join(words) in SAFE_KEYS:
+        return False
+    if any(w in _QUANTITY_WORDS for w in words) or words[-1] in _REFERENCE_WORDS:
+        return False
+    if words[-1] in _SECRET_LAST_WORDS or any(w in _SECRET_ANY_WORDS for w in words):
+        return True
+    return any(pair in _SECRET_PAIRS for pair in zip(words, words[1:]))
+
+
+# ---- value shapes ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Shape:
+    kind: str
+    pattern: re.Pattern
+    #: also replaced in machine-made output (plan documents); False for shapes that ordinary
+    #: machine data can take (a 30-character run of letters and digits inside base64)
+    in_output: bool = True
+
+
+def _mixed(token: str) -> bool:
+    return any(c.isupper() for c in token) and any(c.islower() for c in token) and any(c.isdigit() for c in token)
+
+
+_B = r"(?<![0-9A-Za-z])"   # a token starts here
+_E = r"(?![0-9A-Za-z])"    # a token ends here
+SHAPES: tuple[Shape, ...] = (
+    Shape("an Alibaba Cloud AccessKey ID", re.compile(_B + r"(?i:LTAI)[0-9A-Za-z]{8,30}" + _E)),
+    Shape("an Alibaba Cloud STS security token", re.compile(_B + r"CAIS[0-9A-Za-z+/=_-]{20,}")),
+    Shape("an AWS access key ID", re.compile(_B + r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}" + _E)),
+    Shape("a GitHub token", re.compile(_B + r"(?:gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{22,255})" + _E)),
+    Shape("a GitLab token", re.compile(_B + r"gl(?:pat|dt|ptt|rt|cbt|oas)-[A-Za-z0-9_-]{20,}")),
+    Shape("an API key (sk-...)", re.compile(_B + r"sk-(?:proj-|svcacct-|admin-|ant-[a-z0-9]+-)?[A-Za-z0-9_-]{20,}")),
+    Shape("a Hugging Face token", re.compile(_B + r"hf_[A-Za-z0-9]{20,}" + _E)),
+    Shape("a JSON Web Token", re.compile(r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*")),
+    Shape("a bearer token", re.compile(r"(?i:\bbearer)\s+[A-Za-z0-9._~+/-]{8,}=*")),
+    Shape("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")),
+    Shape("credentials in a URI (user:password@)",
+          re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@?#]+:[^/\s@?#]+@")),
+    Shape("a signed URL (credentials in the query string)",
+          re.compile(r"(?i)[?&](?:signature|sig|x-oss-signature|x-oss-credential|x-oss-security-token|"
+                     r"x-amz-signature|x-amz-credential|x-amz-security-token|security-?token|"
+                     r"ossaccesskeyid|accesskeyid|access_?token|auth_?token|password|api_?key)=[^&#\s]+")),
+    Shape("an Alibaba Cloud AccessKey secret", re.compile(_B + r"[0-9A-Za-z]{30}" + _E), in_output=False),
+)
+_ALI_SECRET = SHAPES[-1]
+#: ``user:pass@registry.example.com/...`` (an image reference with credentials; not ``img:tag@sha256:``)
+_IMAGE_CREDENTIALS = re.compile(r"^[^/\s:@]+:[^/\s@]+@(?!sha\d+:)[^/\s@]+[./:]")
+#: ``--password X`` / ``--api-key=X`` / ``-p=X`` inside a command line
+_FLAG = re.compile(r"(?:^|\s)--?([A-Za-z][A-Za-z0-9_.-]*)(?:=|\s+)([^\s-][^\s]*)")
+#: ``HF_TOKEN=value`` (an assignment inside a command line)
+_ASSIGN = re.compile(r"(?:^|[\s;&|(`])([A-Za-z_][A-Za-z0-9_]*)=([^\s;&|)]+)")
+
+
+def _shape_hits(text: str, output: bool = False) -> Iterator[tuple[str, str]]:
+    """``(kind, matched text)`` for each credential shape in ``text``."""
+    for shape in SHAPES:
+        if output and not shape.in_output:
+            continue
+        for m in shape.pattern.finditer(text):
+            if shape is _ALI_SECRET and not _mixed(m.group(0)):
+                continue
+            yield shape.kind, m.group(0)
+    m = _IMAGE_CREDENTIALS.match(text)
+    if m:
+        yield "credentials in an image reference (user:password@)", m.group(0)
+
+
+def _is_reference(value: str) -> bool:
+    """``$VAR`` / ``${VAR}`` / ``"$VAR"``: the command reads the secret at run time; it is not here."""
+    return bool(re.fullmatch(r"[\"']?\$\{?[A-Za-z_][A-Za-z0-9_]*\}?[\"']?", value))
+
+
+def _command_hits(text: str) -> Iterator[tuple[str, str]]:
+    for rx, kind in ((_FLAG, "a secret-named command-line option"), (_ASSIGN, "a secret-named assignment")):
+        for m in rx.finditer(text):
+            name, value = m.group(1), m.group(2)
+            if is_secret_name(name) and value.strip("\"'") and not _is_reference(value):
+                yield f"{kind} ({name})", value.strip("\"'")
+
+
+def value_kind(value: str) -> Optional[str]:
+    """What kind of credential ``value`` holds (shape or an inline ``--password`` / ``X_TOKEN=``), or None."""
+    for kind, _ in _shape_hits(value):
+        return kind
+    for kind, _ in _command_hits(value):
+        return kind
+    return None
 
 
 def looks_secret_value(value: str) -> bool:
-    return bool(ACCESS_KEY_ID.search(value) or PRIVATE_KEY_BLOCK.search(value))
+    return value_kind(value) is not None
 
 
-def _is_secret_key(key: str) -> bool:
-    norm = key.lower().replace("-", "_")
-    return norm not in _SAFE_KEYS and bool(SECRET_KEY_NAMES.search(norm))
+# ---- documents ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Finding:
+    """One credential in a document: where, what kind, and the text to scrub (never printed)."""
+
+    path: str
+    kind: str
+    by_name: bool
+    values: tuple[str, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def message(self) -> str:
+        if self.by_name:
+            return ("looks like a credential (secret-named key); profiles and stack config must not hold "
+                    "secrets (use the credentials chain, a KMS secret or `pulumi config set --secret`)")
+        return f"holds what looks like {self.kind}; remove it (secrets never belong in a profile)"
+
+
+def _sub(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def scan(doc: Any, path: str = "", *, max_nodes: int = 200_000) -> list[Finding]:
+    """Every credential-like key or value in ``doc`` (iterative; stops after ``max_nodes``)."""
+    found: list[Finding] = []
+    todo: list[tuple[str, Any]] = [(path, doc)]
+    seen = 0
+    while todo and seen < max_nodes:
+        where, node = todo.pop()
+        seen += 1
+        if isinstance(node, dict):
+            for k, v in reversed(list(node.items())):
+                sub = _sub(where, k)
+                if isinstance(k, str):
+                    hits = list(_shape_hits(k))
+                    if hits:
+                        found.append(Finding(sub, hits[0][0], False, tuple(h for _, h in hits) + (k,)))
+                        continue
+                    if is_secret_name(k) and isinstance(v, (str, int, float)) and not isinstance(v, bool) \
+                            and str(v).strip():
+                        found.append(Finding(sub, "a secret-named key", True, (str(v),)))
+                        continue
+                todo.append((sub, v))
+        elif isinstance(node, (list, tuple)):
+            todo.extend((f"{where}[{i}]", v) for i, v in reversed(list(enumerate(node))))
+        elif isinstance(node, str):
+            hits = list(_shape_hits(node)) + list(_command_hits(node))
+            if hits:
+                found.append(Finding(where, hits[0][0], False, tuple(h for _, h in hits)))
+    found.sort(key=lambda f: f.path)
+    return found
 
 
 def find_secrets(doc: Any, path: str = "") -> Iterator[tuple[str, str]]:
-    """Yield ``(field path, message)`` for every credential-like key or value in ``doc``."""
-    if isinstance(doc, dict):
-        for k, v in doc.items():
-            sub = f"{path}.{k}" if path else str(k)
-            if isinstance(k, str) and _is_secret_key(k) and isinstance(v, (str, int, float)) and str(v).strip():
-                yield sub, ("looks like a credential; profiles must not hold secrets "
-                            "(use the credentials chain or `pulumi config set --secret`)")
-                continue
-            yield from find_secrets(v, sub)
-    elif isinstance(doc, list):
-        for i, v in enumerate(doc):
-            yield from find_secrets(v, f"{path}[{i}]")
-    elif isinstance(doc, str) and looks_secret_value(doc):
-        yield path, "value looks like an Alibaba Cloud AccessKey or a private key; remove it"
+    """``(field path, message)`` for every credential-like key or value in ``doc``."""
+    for f in scan(doc, path):
+        yield f.path, f.message
+
+
+def secret_texts(findings: Iterable[Finding]) -> tuple[str, ...]:
+    """The texts :func:`scrub` must remove, longest first (so a prefix never survives a longer hit)."""
+    texts = {t for f in findings for t in f.values if t and len(t) >= 3}
+    return tuple(sorted(texts, key=len, reverse=True))
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every occurrence of ``secrets`` (and any credential shape) replaced."""
+    for s in secrets:
+        text = text.replace(s, REDACTED)
+    for _, hit in list(_shape_hits(text)):
+        text = text.replace(hit, REDACTED)
+    return text
 
 
 def redact(obj: Any) -> Any:
-    """A deep copy with secret-named keys and secret-shaped values replaced."""
+    """A deep copy for output: secret-named keys' values and credential-shaped text replaced."""
     if isinstance(obj, dict):
-        return {k: (REDACTED if isinstance(k, str) and _is_secret_key(k) and obj[k] not in (None, "", [], {})
+        return {k: (REDACTED if isinstance(k, str) and is_secret_name(k) and isinstance(obj[k], str) and obj[k]
                     else redact(v)) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [redact(v) for v in obj]
     if isinstance(obj, str):
-        s = ACCESS_KEY_ID.sub(REDACTED, obj)
-        return REDACTED if PRIVATE_KEY_BLOCK.search(s) else s
+        if any(True for _ in SHAPES[9].pattern.finditer(obj)):  # a private key: nothing of it is shown
+            return REDACTED
+        for _, hit in list(_shape_hits(obj, output=True)):
+            obj = obj.replace(hit, REDACTED)
+        return obj
     return obj

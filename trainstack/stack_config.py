@@ -4,18 +4,29 @@ Pure, so ``trainstack validate --stack`` and the offline plan apply exactly the 
 applies (``components/program.py`` calls these), without importing Pulumi.
 
 Stack config (``stacks/Pulumi.<stack>.yaml``):
-- ``trainstack:profile`` (required): profile path, relative to ``stacks/`` or absolute.
+- ``trainstack:profile`` (required): profile path, relative to ``stacks/`` (an absolute path must
+  lie under ``stacks/`` too). It is confined there, symlinks resolved: a stack file in a pull
+  request cannot make the program, the offline plan or the CI comment read ``/etc/shadow`` or
+  ``../../secrets.yaml``. ``trainstack plan PROFILE`` names its file on the command line instead
+  (:func:`trusted_profile`).
 - ``trainstack:zone`` (optional): pin the zone (overrides the profile's ``zone``).
 - ``trainstack:autoReleaseAt`` (optional): hard deadline, UTC ``YYYY-MM-DDTHH:MM:SSZ``; ECS
   releases the nodes then (checkpoint storage is separate and survives).
+- ``trainstack:priceBook`` (optional): the team's price book, relative to ``stacks/`` or absolute;
+  replaces the profile's ``price_book`` (README, "Prices").
+- ``trainstack:storageGeneration`` (optional, default 1): part of the stack bucket's name; raise it
+  to deploy the stack again next to a bucket an earlier ``pulumi destroy`` retained.
 - ``alicloud:region`` (optional): must equal the profile's region if set.
+- ``alicloud:accessKey``/``secretKey``/``securityToken`` only as secrets (``pulumi config set
+  --secret``); a plain value is refused (README "Credentials").
 """
 
 from __future__ import annotations
 
-import re
+import contextlib
+import datetime as _dt
 from pathlib import Path
-from typing import Optional
+from typing import Any, Iterable, Iterator, Optional
 
 from .errors import InputError
 from .plan import Plan
@@ -23,22 +34,63 @@ from .profile import TrainingProfile, parse_profile, read_yaml_document
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 STACKS_DIR_NAME = "stacks"
-AUTO_RELEASE_FORMAT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+AUTO_RELEASE_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+PLAIN_CREDENTIAL_KEYS = ("alicloud:accessKey", "alicloud:secretKey", "alicloud:securityToken")
+#: profile files named on trainstack's own command line (``plan PROFILE``): allowed outside stacks/
+_TRUSTED_PROFILES: set[Path] = set()
 
 
-def profile_path(value: str, root: Path = PROJECT_ROOT) -> Path:
-    """``trainstack:profile`` as a path: absolute as given, else relative to ``<root>/stacks``."""
-    p = Path(value).expanduser()
-    return p if p.is_absolute() else root / STACKS_DIR_NAME / p
+@contextlib.contextmanager
+def trusted_profile(path: Path) -> Iterator[None]:
+    """Within the block, ``trainstack:profile`` may name ``path`` although it is outside stacks/:
+    the user gave it on the command line (the offline plan of a profile file)."""
+    resolved = Path(path).resolve()
+    added = resolved not in _TRUSTED_PROFILES
+    _TRUSTED_PROFILES.add(resolved)
+    try:
+        yield
+    finally:
+        if added:
+            _TRUSTED_PROFILES.discard(resolved)
 
 
-def load_profile_with_overrides(path: Path, zone: Optional[str] = None) -> TrainingProfile:
+def profile_path(value: str, root: Path = PROJECT_ROOT, key: str = "trainstack:profile",
+                 example: str = "profiles/my-run.yaml") -> Path:
+    """``trainstack:profile`` (or another file the stack config names, ``key``) as a path under
+    ``<root>/stacks`` (relative to it, or absolute inside it).
+
+    Raises InputError for a path that leaves stacks/ (``..``, an absolute path elsewhere, a symlink
+    pointing out); the message names the value given, never the file's content."""
+    stacks = (Path(root) / STACKS_DIR_NAME).resolve()
+    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+        raise InputError(f"{key} must be a path relative to stacks/, e.g. {example}")
+    p = Path(value)
+    candidate = p if p.is_absolute() else stacks / p
+    try:
+        resolved = candidate.resolve()
+    except (OSError, RuntimeError, ValueError):
+        raise InputError(f"{key} {value!r} cannot be resolved (a symlink loop?)") from None
+    if resolved in _TRUSTED_PROFILES:
+        return resolved
+    if resolved != stacks and stacks not in resolved.parents:
+        raise InputError(f"{key} {value!r} is outside stacks/; stack config may only name "
+                         "files under stacks/ (symlinks resolved)",
+                         hint=f"move the file under stacks/ and set {key} to a path like {example}")
+    return candidate
+
+
+def load_profile_with_overrides(path: Path, zone: Optional[str] = None, price_book: Optional[str] = None,
+                                root: Path = PROJECT_ROOT) -> TrainingProfile:
     """Load the profile, applying stack-level overrides before validation (so a wrong zone is
-    reported like a wrong profile field)."""
+    reported like a wrong profile field). ``price_book`` (``trainstack:priceBook``) is relative to
+    ``<root>/stacks`` like the profile path."""
     doc = read_yaml_document(path)
     if zone:
         doc["zone"] = zone
-    return parse_profile(doc, file=str(path))
+    if price_book:
+        doc["price_book"] = str(profile_path(price_book, root, key="trainstack:priceBook",
+                                             example="profiles/prices.yaml"))
+    return parse_profile(doc, file=str(path), base_dir=Path(path).resolve().parent)
 
 
 def check_region(profile: TrainingProfile, configured: Optional[str]) -> None:
@@ -49,24 +101,68 @@ def check_region(profile: TrainingProfile, configured: Optional[str]) -> None:
                  "or change the profile's region")
 
 
-def check_auto_release_time(value: Optional[str]) -> Optional[str]:
-    """``trainstack:autoReleaseAt`` as given, or None when unset; a clear error when malformed."""
-    if value and not AUTO_RELEASE_FORMAT.match(value):
-        raise InputError(f"trainstack:autoReleaseAt {value!r} must be UTC like 2025-01-31T18:00:00Z")
-    return value or None
+def check_auto_release_time(value: Optional[str], now: Optional[_dt.datetime] = None) -> Optional[str]:
+    """``trainstack:autoReleaseAt``: a real UTC time ``YYYY-MM-DDTHH:MM:SSZ`` that is still ahead, or None.
+
+    ECS rejects a release time in the past (RunInstances ``AutoReleaseTime``: at least 30 minutes
+    ahead); a date that does not exist (2025-02-30) is refused here rather than by the API."""
+    if not value:
+        return None
+    try:
+        when = _dt.datetime.strptime(value, AUTO_RELEASE_FORMAT).replace(tzinfo=_dt.timezone.utc)
+    except (ValueError, TypeError):
+        raise InputError(f"trainstack:autoReleaseAt {value!r} must be a real UTC time like 2031-01-31T18:00:00Z "
+                         "(a date that exists, 24-hour time, Z)") from None
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    if when <= now:
+        raise InputError(f"trainstack:autoReleaseAt {value} is in the past; ECS releases nodes only at a "
+                         "future time", hint="set a later time or remove trainstack:autoReleaseAt")
+    return value
 
 
-def plan_for_config(config: dict[str, str], project: str, root: Path = PROJECT_ROOT) -> Plan:
+check_auto_release_at = check_auto_release_time
+
+
+def storage_generation(value: Optional[str]) -> int:
+    """``trainstack:storageGeneration``: a whole number from 1 (bad input: a clear error)."""
+    if value is None or value == "":
+        return 1
+    try:
+        generation = int(str(value), 10)
+    except ValueError:
+        generation = 0
+    if not 1 <= generation <= 9999:
+        raise InputError(f"trainstack:storageGeneration {value!r} is not a whole number from 1 to 9999",
+                         hint="`pulumi config set trainstack:storageGeneration 2` for a new stack bucket next to a "
+                              "retained one")
+    return generation
+
+
+def check_stack_config(config: dict[str, Any], secret_keys: Iterable[str] = ()) -> None:
+    """Provider credentials only as secrets (README "Credentials"); a plain one is refused."""
+    secret = set(secret_keys)
+    plain = [k for k in PLAIN_CREDENTIAL_KEYS if config.get(k) not in (None, "") and k not in secret]
+    if plain:
+        raise InputError(f"{', '.join(plain)} is set in plain stack config; credentials never go in plain text",
+                         hint="remove it and use the credentials chain, or `pulumi config set --secret "
+                              f"{plain[0]} ...`")
+
+
+def plan_for_config(config: dict[str, str], project: str, root: Path = PROJECT_ROOT,
+                    secret_keys: Iterable[str] = ()) -> Plan:
     """The checked Plan the program builds for a stack's config (full ``namespace:key`` names):
     the same profile path rules, overrides and rule book as ``components/program.py``."""
     from .rules import planned
 
+    check_stack_config(config, secret_keys)
     value = config.get(f"{project}:profile")
     if not value:
         raise InputError(f"stack config has no {project}:profile",
                          hint=f"pulumi config set {project}:profile profiles/<name>.yaml")
     path = profile_path(value, root)
-    profile = load_profile_with_overrides(path, zone=config.get(f"{project}:zone"))
+    profile = load_profile_with_overrides(path, zone=config.get(f"{project}:zone"),
+                                          price_book=config.get(f"{project}:priceBook"), root=root)
     check_region(profile, config.get("alicloud:region"))
     check_auto_release_time(config.get(f"{project}:autoReleaseAt"))
+    storage_generation(config.get(f"{project}:storageGeneration"))
     return planned(profile, file=str(path))

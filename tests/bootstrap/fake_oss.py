@@ -89,8 +89,8 @@ class DirStore:
 
 
 def oss_python_wrapper(path: Path) -> Path:
-    """A stand-in for the OSS venv's python: runs the real agent (argv[1]; argv[2] is ``oss``)
-    with a DirStore at $FAKE_OSS_ROOT that logs each call to $FAKE_OSS_LOG."""
+    """A stand-in for the OSS venv's python: runs the real agent (argv[1]; argv[2] is ``oss``) or
+    the real heartbeat program (argv[1], trainstack_heartbeat.py), with a DirStore at $FAKE_OSS_ROOT that logs each call to $FAKE_OSS_LOG."""
     path.write_text(
         f"#!{sys.executable}\n"
         "import importlib.util, os, sys\n"
@@ -99,15 +99,17 @@ def oss_python_wrapper(path: Path) -> Path:
         "spec = importlib.util.spec_from_file_location('trainstack_agent', sys.argv[1])\n"
         "agent = importlib.util.module_from_spec(spec)\n"
         "spec.loader.exec_module(agent)\n"
-        "assert sys.argv[2] == 'oss', sys.argv\n"
-        "if os.environ.get('FAKE_OSS_FAIL') and sys.argv[7:8] != ['job-settings']:\n"
+        "heartbeat = sys.argv[1].endswith('trainstack_heartbeat.py')\n"
+        "assert heartbeat or sys.argv[2] == 'oss', sys.argv\n"
+        "if os.environ.get('FAKE_OSS_FAIL') and (heartbeat or sys.argv[7:8] != ['job-settings']):\n"
         "    def factory(region, endpoint):\n"
         "        raise PermissionError(os.environ['FAKE_OSS_FAIL'])\n"
         "else:\n"
         "    def factory(region, endpoint):\n"
         "        return fake_oss.DirStore(os.environ['FAKE_OSS_ROOT'], log=os.environ['FAKE_OSS_LOG'],\n"
         "                                 region=region, endpoint=endpoint)\n"
-        "sys.exit(agent.oss_main(sys.argv[3:], store_factory=factory))\n")
+        "sys.exit(agent.heartbeat_main(sys.argv[2:], store_factory=factory) if heartbeat\n"
+        "         else agent.oss_main(sys.argv[3:], store_factory=factory))\n")
     path.chmod(0o755)
     return path
 

@@ -26,6 +26,8 @@ REFUSED = {"env_override_node.yaml": "job.env", "code_uri_ext.yaml": "code_uri",
            "code_uri_git_ref_opt.yaml": "code_uri", "code_uri_newline.yaml": "code_uri", "env_values.yaml": "NUL",
            "code_uri_oss_traversal.yaml": "'..'", "code_uri_oss_slash.yaml": "'..'", "name_trailing_nl.yaml": "name",
            "code_uri_subst.yaml": "space",
+           # the profile's own rules (issue 13 item 9): URIs and tags hold no control characters
+           "dataset_uri_nl.yaml": "dataset_uri", "tags_inj.yaml": "control characters",
            # a topology option that contradicts the plan's one node: refused (the old launcher dropped it
            # and pasted it, newline and all, into a comment of job.env)
            "cmd_dropped_newline.yaml": "contradicts", "cmd_dropped_eq_newline.yaml": "contradicts",

@@ -17,6 +17,7 @@ from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
 from conftest import publish_settings
 
 from trainstack.bootstrap import BootstrapOptions, render_files
+from trainstack.bootstrap.heartbeat import PROGRAM_KEY, has_status, program_text
 from trainstack.bootstrap.render import CHANNEL_FILES
 from trainstack.plan import JobPlan, OssPlan, StoragePlan
 
@@ -64,7 +65,8 @@ def launch(tmp_path, fake_cloud, rendered):
         (bin_dir / tool).chmod(0o755)
     oss_python = oss_python_wrapper(bin_dir / "oss-python")  # the real trainstack_oss.py over a DirStore
 
-    def run(plan, rank=0, options=FAST, **env):
+    def prepare(plan, rank=0, options=FAST, **env):
+        """The node's files rendered under tmp_path/node and the environment the scripts run in."""
         kwargs = {"cpfs_mount_address": "cpfs-x.cn-shenzhen.cpfs.aliyuncs.com"} if plan.storage.cpfs else {}
         publish = env.pop("PUBLISH", True)
         kept = {n: (tmp_path / "node" / n).read_text() for n in CHANNEL_FILES if (tmp_path / "node" / n).exists()}
@@ -76,6 +78,8 @@ def launch(tmp_path, fake_cloud, rendered):
                 (tmp_path / "node" / name).write_text(kept[name])
         if publish:
             publish_settings(plan, fake_cloud, tmp_path / "oss", options=options, **kwargs)
+        if has_status(plan):  # what `pulumi up` writes to the stack bucket (components/storage.py)
+            run.oss.write(plan.storage.oss.bucket, PROGRAM_KEY, program_text().encode())
         # the launcher reads /etc/trainstack and /usr/local/lib/trainstack: point both at the render
         base = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", FAKE_LOG=str(tmp_path / "torchrun.log"),
                     TRAINSTACK_ETC=str(tmp_path / "node"), TRAINSTACK_LIB=str(tmp_path / "node"),
@@ -85,8 +89,12 @@ def launch(tmp_path, fake_cloud, rendered):
                     TRAINSTACK_RETRY_SECONDS="0", TRAINSTACK_SETTINGS_ATTEMPTS="2",
                     TRAINSTACK_RAM_ROLE_WAIT_SECONDS="0", TRAINSTACK_OSS_PYTHON=str(oss_python),
                     FAKE_OSS_ROOT=str(tmp_path / "oss"), FAKE_OSS_LOG=str(tmp_path / "oss.log"))
+        return files, {**base, **env}
+
+    def run(plan, rank=0, options=FAST, **env):
+        files, full = prepare(plan, rank, options, **env)
         return subprocess.run(["bash", str(files["trainstack-launch.sh"])], capture_output=True, text=True,
-                              env={**base, **env}, timeout=60)
+                              env=full, timeout=60)
 
     def events():
         log = tmp_path / "torchrun.log"
@@ -100,6 +108,7 @@ def launch(tmp_path, fake_cloud, rendered):
         log = tmp_path / "oss.log"
         return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
+    run.prepare = prepare
     run.events = events
     run.oss_calls = oss_calls
     run.all_oss_calls = all_oss_calls
@@ -209,7 +218,7 @@ def test_a_failed_stop_falls_back_to_poweroff(launch, tmp_path):
     result = launch(plan, options=BootstrapOptions())
     assert result.returncode == 0
     assert "StopInstance failed" in result.stderr
-    assert (tmp_path / "systemctl.log").read_text() == "systemctl poweroff\n"
+    assert (tmp_path / "systemctl.log").read_text().splitlines()[-1] == "systemctl poweroff"
 
 
 def test_no_job_starts_on_a_spot_instance_that_is_being_reclaimed(launch, tmp_path):
@@ -334,7 +343,8 @@ def test_oss_checkpoints_are_restored_before_the_job_and_new_ones_uploaded_after
     (trainer,) = launch.events()
     assert trainer["checkpoints"] == ["step-100.pt"], "restored before the trainer started"
     assert launch.oss.read("ckpt-bucket", "run1/step-200.pt") == b"saved by the trainer"
-    ops = [(c["op"], c.get("key")) for c in launch.oss_calls()]
+    ops = [(c["op"], c.get("key")) for c in launch.oss_calls()
+           if not (c.get("key") or c.get("prefix") or "").startswith(("status/", "job/"))]  # the heartbeat's
     assert ops == [("list", None), ("get", "run1/step-100.pt"), ("list", None), ("put", "run1/step-200.pt")]
     assert {c["endpoint"] for c in launch.oss_calls()} == {"oss-cn-shenzhen-internal.aliyuncs.com"}
     assert len(launch.cloud.ecs_calls) == 1
@@ -405,15 +415,119 @@ def test_the_job_settings_come_from_the_channel_and_a_change_reaches_the_next_jo
     assert launch.events()[-1]["argv"][-2:] == ["--lr", "2"] and len(gets()) == 2
 
 
-def test_settings_that_do_not_match_the_tag_are_refused_with_exit_15(launch, tmp_path):
+def test_settings_that_do_not_match_the_tag_are_refused_with_exit_16(launch, tmp_path):
     plan = local_plan(single_gpu_lora_plan, tmp_path, command="python train.py")
     launch.oss.write("stack-bucket", "job/settings.json", b'{"kind": "trainstack-job-settings"}')
     launch.cloud.tags["trainstack:job-settings"] = "0" * 64
     result = launch(plan, PUBLISH=False)
-    assert result.returncode == 15 and "do not match" in result.stderr
+    assert result.returncode == 16 and "do not match" in result.stderr
     assert "is not the tag's 000000000000" in result.stderr
     assert not launch.events(), "the trainer never started"
     launch.cloud.tags.clear()
     (launch.state / "job-finished").unlink()
     result = launch(plan, PUBLISH=False)
-    assert result.returncode == 15 and "has no trainstack:job-settings tag" in result.stderr
+    assert result.returncode == 16 and "has no trainstack:job-settings tag" in result.stderr
+
+
+# ---- the heartbeat service and the budget guard (trainstack-heartbeat.service, docs/status.md) ----
+
+def GUARDED(max_total_cost):  # noqa: N802 - the profile changes of guarded_plan
+    return {"storage": {"checkpoint": "essd"}, "job": {"code_uri": None},
+            "resources": {"max_total_cost": max_total_cost}}
+
+
+def guarded_plan(tmp_path, max_total_cost=None):
+    """The resolver's plan for the 1-GPU sample with checkpoints on ESSD and a budget (the stack
+    bucket then holds only the heartbeats); the checkpoint path moved under tmp_path."""
+    plan = single_gpu_lora_plan(profile=GUARDED(max_total_cost))
+    assert plan.storage.oss is not None and plan.job.max_total_cost_cny == max_total_cost
+    return plan.model_copy(update={"storage": plan.storage.model_copy(update={"checkpoint_path": str(tmp_path / "ckpt")})})
+
+
+def last_heartbeat(launch, plan):
+    from trainstack.bootstrap.heartbeat import status_prefix
+    from trainstack.status import parse_heartbeat
+
+    return parse_heartbeat(launch.oss.read(plan.storage.oss.bucket,
+                                           status_prefix(plan, plan.node_names()[0]) + "heartbeat.json"))
+
+
+def test_the_budget_guard_checkpoints_stops_the_trainer_and_the_node_at_the_limit(launch, tmp_path, waiter):
+    plan = guarded_plan(tmp_path, max_total_cost=1000.0)
+    node_hourly = plan.hourly_cost_cny  # one node
+    uptime = tmp_path / "uptime"
+    uptime.write_text("60.0 1.0\n")  # one minute billed: far under the budget
+    options = BootstrapOptions(checkpoint_grace_seconds=1, kill_after_seconds=1, poweroff_fallback=False,
+                               heartbeat_seconds=1)
+    files, env = launch.prepare(plan, options=options, FAKE_MODE="run-until-stopped",
+                                TRAINSTACK_UPTIME_FILE=str(uptime), TRAINSTACK_BOOT_ID_FILE=str(tmp_path / "boot"))
+    service = subprocess.Popen(["bash", str(files["trainstack-launch.sh"]), "--heartbeat"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        job = subprocess.Popen(["bash", str(files["trainstack-launch.sh"])], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        waiter(lambda: [e["event"] for e in launch.events()] == ["trainer"], what="the trainer to start")
+        assert not (tmp_path / "run" / "guard-stop").exists(), "under budget: no stop"
+        # the node has now been billed for as many hours as the budget buys: the next beat trips the guard
+        uptime.write_text(f"{1000.0 / node_hourly * 3600:.0f} 1.0\n")
+        out, err = job.communicate(timeout=60)
+    finally:
+        service.terminate()
+        service.communicate(timeout=10)
+    assert job.returncode == 15, err
+    assert [e["event"] for e in launch.events()] == ["trainer", "USR1", "TERM"], "checkpoint signal, then stop"
+    assert "budget guard" in err and "reaches max_total_cost 1000" in err
+    (stop,) = launch.cloud.ecs_calls
+    assert (stop["Action"], stop["StoppedMode"]) == ("StopInstance", "StopCharging")
+    assert (launch.state / "job-finished").read_text() == "15\n"
+    assert json.loads((launch.state / "stop-reason.json").read_text())["reason"] == "budget"
+    beat = last_heartbeat(launch, plan)  # the last heartbeat, written before the node stopped
+    assert beat.state == "stopped" and beat.exit_code == 15 and beat.stop.reason == "budget"
+    assert beat.billing.spent_cny >= 1000.0 - node_hourly * beat.guard.reserve_seconds / 3600
+
+    # and `trainstack status` says why it stopped
+    from trainstack.status import build_view, prediction_for
+    from trainstack.status.render import render_text
+
+    profile = _profile_of(plan)
+    view = build_view(profile, plan, prediction_for(profile, plan), heartbeats=[beat])
+    assert view.job.state == "stopped" and view.job.stop.reason == "budget" and view.job.exit_code == 15
+    assert "stopped by trainstack: budget" in render_text(view)
+
+
+def _profile_of(plan):
+    from plan_factory import profile_for
+
+    return profile_for("llama3-8b-lora", GUARDED(plan.job.max_total_cost_cny))
+
+
+def test_a_job_over_budget_before_training_never_starts_the_trainer(launch, tmp_path):
+    plan = guarded_plan(tmp_path, max_total_cost=1000.0)
+    (tmp_path / "run").mkdir()
+    files, env = launch.prepare(plan, options=BootstrapOptions(heartbeat_seconds=1, poweroff_fallback=False))
+    # the guard asked for a stop while the node was still setting up (fetching code, the NCCL check)
+    env["TRAINSTACK_STATE"] = str(tmp_path / "state")
+    script = files["trainstack-launch.sh"].read_text().replace(
+        'fetch_code || {', 'echo \'{"reason": "budget", "message": "over"}\' >"$GUARD_MARKER"; fetch_code || {', 1)
+    files["trainstack-launch.sh"].write_text(script)
+    result = subprocess.run(["bash", str(files["trainstack-launch.sh"])], env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 15 and "not starting the trainer" in result.stderr
+    assert not launch.events() and len(launch.cloud.ecs_calls) == 1
+
+
+def test_a_finished_job_leaves_its_last_heartbeat_and_a_program_that_is_not_ours_never_runs(launch, tmp_path):
+    plan = guarded_plan(tmp_path)
+    result = launch(plan)
+    assert result.returncode == 0, result.stderr
+    beat = last_heartbeat(launch, plan)
+    assert beat.state == "finished" and beat.exit_code == 0 and beat.stop is None
+    # someone replaced the program in the bucket: the node refuses to run it
+    (launch.state / "job-finished").unlink()
+    (tmp_path / "node" / "trainstack_heartbeat.py").unlink()
+    files, env = launch.prepare(plan)
+    launch.oss.write(plan.storage.oss.bucket, "job/trainstack_heartbeat.py", b"import os; os.system('evil')\n")
+    service = subprocess.run(["bash", str(files["trainstack-launch.sh"]), "--heartbeat"], env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert service.returncode == 1 and "not the heartbeat program this node was deployed with" in service.stderr
+    assert not (tmp_path / "node" / "trainstack_heartbeat.py").exists()

@@ -209,7 +209,7 @@ def test_the_sdk_is_imported_only_by_the_oss_commands():
 def test_the_sdk_calls_work_against_an_oss_server(helper, tmp_path, fake_cloud, monkeypatch):
     """Alibaba's SDK (alibabacloud-oss-v2) itself, against a local server speaking the OSS REST
     calls: paged listing, ranged downloads, PutObject and multipart upload, V4 signing with the
-    RAM role's STS credentials (alibabacloud-oss-v2 is pinned in requirements-dev.txt)."""
+    RAM role's STS credentials (alibabacloud-oss-v2 is pinned in requirements.txt)."""
     monkeypatch.setenv("TRAINSTACK_METADATA_URL", fake_cloud.url)
     monkeypatch.setattr(helper, "PART_SIZE", 100 * 1024)  # small parts: multipart with a small file
     backing = DirStore(tmp_path / "server")

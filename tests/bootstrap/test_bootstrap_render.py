@@ -121,7 +121,7 @@ def test_spot_plan_runs_the_watcher_and_on_demand_plans_do_not():
     assert {"/usr/local/lib/trainstack/spot-watcher.py",
             "/etc/systemd/system/trainstack-spot-watcher.service"} <= paths
     assert ["systemctl", "start", "--no-block", "trainstack-job.service", "trainstack-ckpt-sync.service",
-            "trainstack-spot-watcher.service"] in user_data["runcmd"]
+            "trainstack-spot-watcher.service", "trainstack-heartbeat.service"] in user_data["runcmd"]
     unit = render_script(spot_plan(), "trainstack-spot-watcher.service")
     assert "TRAINSTACK_SPOT_POLL_SECONDS=5" in unit and "TRAINSTACK_CHECKPOINT_SIGNAL=USR1" in unit
     for plan, kw in ((single_gpu_lora_plan(), {}), (multi_node_erdma_plan(), {"cpfs_mount_address": CPFS})):
@@ -176,10 +176,14 @@ def test_oss_needs_no_internet_egress():
     assert "OSS SDK" in unit
 
 
-def test_every_node_installs_the_oss_sdk_the_job_settings_channel_needs():
+def test_every_node_installs_the_oss_sdk_the_job_settings_channel_and_the_heartbeat_need():
     plan = single_gpu_lora_plan(profile={"storage": {"checkpoint": "essd"}, "job": {"code_uri": None}})
+    names = {f.name for f in render_files(plan, 0)}
+    assert "trainstack-heartbeat.service" in names
     env = env_of(render_script(plan, "node.env"))
     assert env["OSS_SDK_SPEC"] == "alibabacloud-oss-v2==1.4.1" and "  setup_oss\n" in render_script(plan, "node-setup.sh")
+    assert "OSS_CHECKPOINT_URI" not in env
+    assert env["STATUS_URI"] == f"oss://{plan.storage.oss.bucket}/status/{plan.name}-node-0/"
     assert env["DATA_DISK_WAIT_SECONDS"] == "900"
     assert (env["DATA_DISK_LABEL"], env["CHECKPOINT_DISK_LABEL"]) == ("trainstack-data", "trainstack-ckpt")
     assert env["CHECKPOINT_DISK_MOUNT"] == "/mnt/checkpoints" == plan.storage.checkpoint_path

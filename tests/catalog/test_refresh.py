@@ -606,3 +606,49 @@ def test_a_broken_overlay_file_is_exit_2(capsys, overlays, fake):
     (overlays / "cn-shenzhen.json").write_text("{not json", encoding="utf-8")
     rc, _, err = run_cli(capsys, "--region", REGION)
     assert rc == 2 and "cn-shenzhen.json" in err and "delete the file" in err
+
+
+# ---- a price book from the account's trade prices --------------------------------------------------
+
+def test_refresh_writes_the_accounts_trade_prices_as_a_price_book(capsys, overlays, fake, sleeps, tmp_path,
+                                                                   monkeypatch):
+    from trainstack.catalog.price_book import read_price_book
+
+    monkeypatch.setenv("TRAINSTACK_TODAY", "2025-03-02")
+    book = tmp_path / "prices.yaml"
+    book.write_text("prices:\n"
+                    "  - {region: cn-shenzhen, instance_type: ecs.gn7e-c16g1.4xlarge, on_demand_cny_per_hour: 20,"
+                    " as_of: 2025-02-01, source: negotiated by hand}\n"
+                    "  - {region: cn-beijing, dlc_spec: ecs.gn7i-c8g1.2xlarge, on_demand_cny_per_hour: 8,"
+                    " as_of: 2025-02-01, source: PAI console}\n")
+    rc, out, err = run_cli(capsys, "--region", REGION, "--price-book", str(book))
+    assert rc == 0, err
+    assert f"price book: wrote 3 trade price(s) to {book}" in out
+    entries = read_price_book(book, loader.load_catalog()).entries
+    by = {(e.kind, e.region, e.subject): e for e in entries}
+    a10 = by[("instance_type", REGION, "ecs.gn7i-c8g1.2xlarge")]
+    assert a10.on_demand_cny_per_hour == 9.0 and str(a10.as_of) == "2025-03-01"  # TradePrice, not the list 10.0
+    assert a10.source.startswith("DescribePrice TradePrice") and "list price 10" in a10.source
+    # hand-written rows survive, and win over the trade price of the same type
+    assert by[("instance_type", REGION, "ecs.gn7e-c16g1.4xlarge")].source == "negotiated by hand"
+    assert ("dlc_spec", "cn-beijing", "ecs.gn7i-c8g1.2xlarge") in by
+    assert len(entries) == 4
+    # a second refresh replaces its own rows instead of adding duplicates
+    rc, out, err = run_cli(capsys, "--region", REGION, "--price-book", str(book))
+    assert rc == 0 and len(read_price_book(book, loader.load_catalog()).entries) == 4
+
+
+def test_a_broken_price_book_stops_the_refresh_before_any_call(capsys, overlays, fake, sleeps, tmp_path):
+    book = tmp_path / "prices.yaml"
+    book.write_text("prices:\n  - {region: cn-shenzhen}\n")
+    rc, out, err = run_cli(capsys, "--region", REGION, "--price-book", str(book))
+    assert rc == 2 and "prices[0]" in err and fake.calls == []
+    assert book.read_text() == "prices:\n  - {region: cn-shenzhen}\n"
+    assert not list(overlays.iterdir())
+
+
+def test_dry_run_writes_no_price_book(capsys, overlays, fake, sleeps, tmp_path):
+    book = tmp_path / "prices.yaml"
+    rc, out, _ = run_cli(capsys, "--region", REGION, "--price-book", str(book), "--dry-run", "--json")
+    assert rc == 0 and not book.exists()
+    assert json.loads(out)["price_book"]["trade_prices"] == 3

@@ -233,3 +233,28 @@ def test_render_table_counts_wide_characters():
     assert display_width(first.split("  ")[0] + "  ") == display_width("华北2  ")
     assert first.endswith("1") and second.endswith("2")
     assert display_width(first) == display_width(second)
+
+
+# ---- the team's price book ------------------------------------------------------------------------
+
+def test_price_book_prices_are_marked_as_the_teams_and_its_pai_prices_listed(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINSTACK_TODAY", "2024-12-01")
+    book = tmp_path / "prices.yaml"
+    book.write_text("prices:\n"
+                    "  - {region: cn-beijing, instance_type: ecs.gn8v-8x.48xlarge, on_demand_cny_per_hour: 160,"
+                    " as_of: 2024-11-20, source: account manager}\n"
+                    "  - {region: cn-wulanchabu, resource_id: quota1a2b, on_demand_cny_per_hour: 19.5,"
+                    " as_of: 2024-11-01, source: subscription / 730 h}\n")
+    rc, out, err = run(capsys, "--region", "cn-beijing", "--gpu", "H20", "--price-book", str(book))
+    assert rc == 0, err
+    row = next(r for r in table_rows(out) if r[2] == "ecs.gn8v-8x.48xlarge")
+    assert row[8] == "160.00+"
+    assert "+: the team's price from price book" in out
+    assert "quota1a2b" in out and "subscription / 730 h" in out and "GPU" in out
+    doc, _ = run_json(capsys, "--region", "cn-beijing", "--gpu", "H20", "--price-book", str(book))
+    gn8v = next(r for r in doc["rows"] if r["instance_type"] == "ecs.gn8v-8x.48xlarge")
+    assert gn8v["price_source"] == "price-book" and gn8v["price_as_of"] == "2024-11-20"
+    assert {e["kind"] for e in doc["price_book"]["entries"]} == {"instance_type", "resource_id"}
+    book.write_text("prices:\n  - {region: cn-beijing}\n")
+    rc, _, err = run(capsys, "--price-book", str(book))
+    assert rc == 2 and "prices[0]" in err

@@ -209,7 +209,10 @@ def test_node_role_can_only_touch_the_checkpoint_and_dataset_buckets(engine):
     resources = {r for s in doc["Statement"] for r in s["Resource"]}
     bucket, code = plan.storage.oss.bucket, "my-team-code"  # the sample's job.code_uri bucket
     assert resources == {f"acs:oss:*:*:{bucket}", f"acs:oss:*:*:{bucket}/*", f"acs:oss:*:*:{code}",
-                         f"acs:oss:*:*:{code}/*", "acs:oss:*:*:team-data", "acs:oss:*:*:team-data/*"}
+                         f"acs:oss:*:*:{code}/llama3-8b-lora/code.tar.gz", "acs:oss:*:*:team-data",
+                         "acs:oss:*:*:team-data/llama/*"}
+    listing = next(s for s in doc["Statement"] if "oss:ListObjects" in s["Action"] and "team-data" in s["Resource"][0])
+    assert listing["Condition"] == {"StringLike": {"oss:Prefix": ["llama/*"]}}
     dataset = next(s for s in doc["Statement"] if "acs:oss:*:*:team-data" in s["Resource"])
     assert "oss:PutObject" not in dataset["Action"] and "oss:DeleteObject" not in dataset["Action"]
     assert all(not a.endswith("*") for s in doc["Statement"] for a in s["Action"])

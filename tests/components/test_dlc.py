@@ -18,17 +18,18 @@ from Tea.exceptions import UnretryableException
 import components.dlc as dlc
 from components.dlc import DlcJobProvider, DlcTraining
 from trainstack.cloud.dlc import DlcApiError
-from plan_factory import ERDMA_NCCL, dlc_plan
+from plan_factory import ERDMA_NCCL, dlc_plan, dlc_quota_plan
 from trainstack import dlc_job as j
 from trainstack.cloud import dlc_request as r
-from trainstack.errors import EXIT_CLOUD_API, InputError
-from trainstack.plan import DlcPlan
+from trainstack.errors import EXIT_CLOUD_API, CloudApiError, InputError
 
-IMAGE = "dsw-registry-vpc.cn-shenzhen.cr.aliyuncs.com/pai/pytorch-training:2.1-gpu-py310-cu121-ubuntu22.04"
+TAG = "2.1-gpu-py310-cu121-ubuntu22.04"
+IMAGE = f"dsw-registry-vpc.cn-shenzhen.cr.aliyuncs.com/pai/pytorch-training:{TAG}"
 NET = dict(vpc_id="vpc-wz9abc", vswitch_id="vsw-wz9abc", security_group_id="sg-wz9abc")
 SOURCES = [{"data_source_id": "d-ckpt", "mount_path": "/mnt/data/checkpoints", "mount_access": "RW"}]
 JOB = "dlc1a2b3c4d5e"
 DYNAMIC = "pulumi-python:dynamic:Resource"
+PINNED = {"job": {"image": None}, "dlc": {"image_tag": TAG}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -91,31 +92,83 @@ class FakeClient:
         return [c[0] for c in self.calls]
 
 
-def provider(client, **kw):
+class FakeWorkspace:
+    """AIWorkspace ListImages over a table of images (``ImageUri``, ``GmtCreateTime``)."""
+
+    def __init__(self, images):
+        self.images = list(images)
+        self.requests: list = []
+
+    def list_images(self, request):
+        from alibabacloud_aiworkspace20210204 import models as ws
+
+        self.requests.append(request)
+        return ws.ListImagesResponse(status_code=200, body=ws.ListImagesResponseBody().from_map(
+            {"Images": self.images, "TotalCount": len(self.images), "RequestId": "RID-img"}))
+
+
+def official(tag, created="2025-01-01T00:00:00Z", repo="pytorch-training"):
+    return {"ImageUri": f"dsw-registry-vpc.cn-shenzhen.cr.aliyuncs.com/pai/{repo}:{tag}", "Name": repo,
+            "GmtCreateTime": created}
+
+
+IMAGES = [official("2.1-gpu-py310-cu121-ubuntu22.04", "2024-01-01T00:00:00Z"),
+          official("2.3-gpu-py311-cu121-ubuntu22.04", "2024-08-01T00:00:00Z"),
+          official("2.3-cpu-py311-ubuntu22.04", "2024-09-01T00:00:00Z"),
+          official("2.3-accl-gpu-py311-cu121-ubuntu22.04", "2024-10-01T00:00:00Z")]
+
+
+class FakeQuota:
+    """PAI Studio GetQuota of one quota: its kind, node specs and allocatable resources."""
+
+    def __init__(self, resource_type="ECS", nodes=("ecs.ebmgn7ex.32xlarge",), gpu="32", cpu="512", memory="4096Gi",
+                 fail=None):
+        self.body = {"QuotaId": "quotaabc123", "ResourceType": resource_type,
+                     "Min": {"NodeSpecs": [{"Type": n, "Count": 4} for n in nodes]},
+                     "QuotaDetails": {"AllocatableQuota": {"GPU": gpu, "CPU": cpu, "Memory": memory}}}
+        self.calls: list[str] = []
+        self.fail = list(fail or [])
+
+    def get_quota(self, quota_id, request):
+        from alibabacloud_paistudio20220112 import models as ps
+
+        self.calls.append(quota_id)
+        if self.fail:
+            raise self.fail.pop(0)
+        return ps.GetQuotaResponse(status_code=200, body=ps.GetQuotaResponseBody().from_map(self.body))
+
+
+def provider(client, workspace=None, quota=None, **kw):
     sleeps: list[float] = []
-    prov = DlcJobProvider(lambda region: client, sleep=sleeps.append, rand=lambda: 0.5, **kw)
+    prov = DlcJobProvider(lambda region: client, sleep=sleeps.append, rand=lambda: 0.5,
+                          workspace_client_factory=lambda region: workspace or FakeWorkspace(IMAGES),
+                          quota_client_factory=lambda region: quota or FakeQuota(), **kw)
     return prov, sleeps
 
 
 def _dlc(plan, **update):
+    """A hand edit of the DLC block: only for reactions to plans the resolver does not make."""
     return plan.model_copy(update={"dlc": plan.dlc.model_copy(update=update)})
 
 
 def single_gpu_plan():
-    return dlc_plan(nodes=1, total_gpus=1, dlc=DlcPlan(image=IMAGE, ecs_spec="ecs.gn7i-c8g1.2xlarge", pod_count=1,
-                                                       gpus_per_pod=1, command="python train.py"))
+    """The resolver's plan of the sample: one public-resource A10 pod, the official image pinned by tag."""
+    return dlc_plan(profile={**PINNED, "job": {"image": None, "command": "python train.py"}})
 
 
 def quota_rdma_plan():
-    base = dlc_plan(nodes=4, gpus_per_node=8, total_gpus=32)
-    return base.model_copy(update={
-        "network": base.network.model_copy(update={"rdma": "erdma", "nccl_env": dict(ERDMA_NCCL)}),
-        "dlc": DlcPlan(workspace_id="ws-123", resource_id="quotaabc123", image=IMAGE, pod_count=4, gpus_per_pod=8,
-                       cpu_per_pod=96, memory_gib_per_pod=960, enable_rdma=True, command="torchrun train.py")})
+    """The resolver's plan of a 32-GPU job on a quota of ebmgn7ex nodes: 4 pods x 8 GPUs, eRDMA."""
+    return dlc_quota_plan(profile=PINNED)
 
 
 def spot_plan():
-    return _dlc(dlc_plan(), image=IMAGE, pod_count=1, spot=True, spot_price_limit=34.742)
+    """The resolver's spot plan (resources.spot: require)."""
+    return dlc_plan(profile={**PINNED, "resources": {"spot": "require"}})
+
+
+def lookup_plan():
+    """The resolver's plan with no image pinned: PAI's official image is looked up at deploy time."""
+    return dlc_plan(profile={"job": {"image": None}})
 
 
 def engine_props(plan, **deploy):
@@ -165,12 +218,13 @@ def test_create_quota_rdma_and_spot_fields():
     provider(client)[0].create(engine_props(quota_rdma_plan()))
     body = client.calls[0][1].to_map()
     assert body["ResourceId"] == "quotaabc123" and body["Settings"] == {"EnableRDMA": True}
-    assert body["JobSpecs"][0]["ResourceConfig"] == {"GPU": "8", "CPU": "96", "Memory": "960Gi"}
+    assert body["JobSpecs"][0]["ResourceConfig"] == {"GPU": "8", "CPU": "128", "Memory": "1024Gi"}
     assert body["Envs"]["NCCL_IB_HCA"] == "erdma" and body["JobSpecs"][0]["PodCount"] == 4
     client = FakeClient()
     provider(client)[0].create(engine_props(spot_plan()))
-    assert client.calls[0][1].to_map()["JobSpecs"][0]["SpotSpec"] == {"SpotStrategy": "SpotWithPriceLimit",
-                                                                       "SpotPriceLimit": 0.579}
+    assert client.calls[0][1].to_map()["JobSpecs"][0]["SpotSpec"] == {
+        "SpotStrategy": "SpotWithPriceLimit",
+        "SpotPriceLimit": j.spot_price_limit_per_minute(spot_plan().dlc.spot_price_limit)}
 
 
 def test_create_survives_a_failing_first_status_read():
@@ -417,7 +471,10 @@ def test_dlc_training_with_pinned_workspace_and_dataset_uri(engine):
 
 
 def test_quota_job_without_workspace_fails_before_creating_anything(engine):
-    plan = _dlc(dlc_plan(), resource_id="quotaabc", cpu_per_pod=16, memory_gib_per_pod=120)
+    # the rule book refuses this profile (plan_factory cannot make it): the stack must refuse the plan too
+    with pytest.raises(InputError, match="needs dlc.workspace_id"):
+        dlc_quota_plan(profile={"dlc": {"workspace_id": None}})
+    plan = _dlc(quota_rdma_plan(), workspace_id=None)
     with pytest.raises(InputError) as err:
         engine.declare(plan)  # the stack checks the plan against the rule book first
     assert any("needs dlc.workspace_id" in p.message and p.path == "dlc.resource_id" for p in err.value.problems)
@@ -452,3 +509,112 @@ def test_recorded_job_inputs_rebuild_the_exact_request(engine):
     client = FakeClient()
     provider(client)[0].create({**recorded, "__provider": "x"})
     assert client.calls[0][1].to_map() == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# the official image, looked up at deploy time and kept in the state
+
+
+def test_create_looks_up_the_newest_official_gpu_image_and_keeps_it():
+    plan = lookup_plan()
+    client, workspace = FakeClient(), FakeWorkspace(IMAGES)
+    prov, _ = provider(client, workspace=workspace)
+    result = prov.create(engine_props(plan))
+    # 2.3 GPU on CUDA 12.1: newer than 2.1; the CPU build and the accl variant are never the default
+    chosen = "dsw-registry-vpc.cn-shenzhen.cr.aliyuncs.com/pai/pytorch-training:2.3-gpu-py311-cu121-ubuntu22.04"
+    assert client.calls[0][1].job_specs[0].image == chosen
+    assert result.outs["image_resolved"] == chosen and "image" not in result.outs
+    (req,) = workspace.requests
+    assert req.labels == "system.official=true,system.supported.dlc=true,system.chipType=GPU"
+    assert (req.name, req.sort_by, req.order) == ("pytorch", "GmtCreateTime", "DESC")
+
+
+def test_an_image_below_the_gpus_cuda_is_never_chosen():
+    hopper = dlc_plan(profile={"job": {"image": None}, "resources": {"gpu_models": ["H20"], "gpus": 1},
+                               "dlc": {"public_limits_raised": True}})
+    assert hopper.dlc.image_lookup.min_cuda == "11.8"
+    old_cuda = [official("2.0-gpu-py310-cu117-ubuntu20.04"), official("1.13-gpu-py39-cu116-ubuntu20.04")]
+    client = FakeClient()
+    with pytest.raises(CloudApiError, match="no official pytorch-training GPU image with CUDA >= 11.8") as err:
+        provider(client, workspace=FakeWorkspace(old_cuda))[0].create(engine_props(hopper))
+    assert "dlc.image_tag" in err.value.hint and client.calls == []  # nothing submitted
+
+
+def test_a_newer_official_image_never_replaces_a_submitted_job():
+    plan = lookup_plan()
+    prov, _ = provider(FakeClient())
+    created = prov.create(engine_props(plan))
+    olds = {**created.outs, "__provider": "serialized"}
+    # a month later ListImages lists a newer image: the inputs are the same, so nothing changes
+    news = {**j.job_inputs(plan), "workspace_id": "ws-123", **NET, "data_sources": SOURCES, "__provider": "x"}
+    assert DlcJobProvider().diff(JOB, olds, news).changes is False
+    # pinning a tag is a real change: the job is replaced with the pinned image
+    pinned = {**news, "image": IMAGE}
+    pinned.pop("image_lookup")
+    assert DlcJobProvider().diff(JOB, olds, pinned).replaces == ["image", "image_lookup"]
+
+
+def test_read_reports_the_image_the_job_runs():
+    client = FakeClient(statuses=["Running"])
+    props = {**engine_props(lookup_plan()), "image_resolved": "old-image"}
+    assert provider(client)[0].read(JOB, props).outs["image_resolved"] == "old-image"
+
+
+def test_informational_quota_inputs_never_replace_the_job():
+    plan = quota_rdma_plan()
+    olds = {**engine_props(plan), "job_id": JOB}
+    olds.pop("quota_spec"), olds.pop("quota_kind")  # a state written before they existed
+    news = {**j.job_inputs(plan), "workspace_id": "ws-123", **NET, "data_sources": SOURCES}
+    assert DlcJobProvider().diff(JOB, olds, news).changes is False
+
+
+# ---------------------------------------------------------------------------------------------
+# the quota, read before the job is submitted
+
+
+def test_a_matching_quota_is_read_then_the_job_submitted():
+    client, quota = FakeClient(), FakeQuota()
+    provider(client, quota=quota)[0].create(engine_props(quota_rdma_plan()))
+    assert quota.calls == ["quotaabc123"] and client.methods() == ["create_job", "get_job"]
+
+
+@pytest.mark.parametrize("quota, words", [
+    (FakeQuota(resource_type="Lingjun", nodes=("ml.gu7xf.c96m1600.8-gu108",)), "is a Lingjun quota"),
+    (FakeQuota(nodes=("ecs.gn7e-c16g1.32xlarge",)), "has nodes ecs.gn7e-c16g1.32xlarge; the job was sized for "
+                                                    "ecs.ebmgn7ex.32xlarge"),
+    (FakeQuota(gpu="16"), "needs 32 GPUs (4 pod(s) x 8); quota quotaabc123 can allocate 16"),
+    (FakeQuota(memory="2048Gi"), "needs 4096 GiB of memory"),
+])
+def test_a_quota_that_cannot_run_the_pods_stops_the_deploy_with_the_reason(quota, words):
+    client = FakeClient()
+    with pytest.raises(CloudApiError) as err:
+        provider(client, quota=quota)[0].create(engine_props(quota_rdma_plan()))
+    assert words in err.value.message and "nothing was submitted" in err.value.message
+    assert client.calls == []
+
+
+def test_a_quota_read_that_fails_is_exit_5_with_the_fix():
+    denied = ClientException(status_code=403, code="Forbidden.RAM", message="code: 403, no request id: q")
+    client = FakeClient()
+    with pytest.raises(DlcApiError) as err:
+        provider(client, quota=FakeQuota(fail=[denied]))[0].create(engine_props(quota_rdma_plan()))
+    assert err.value.operation == "GetQuota" and err.value.exit_code == EXIT_CLOUD_API and client.calls == []
+
+
+def test_a_provider_pickled_before_the_lookups_existed_still_works(monkeypatch):
+    """States hold the provider pickled by dill: an old one lacks the new attributes."""
+    old = DlcJobProvider(sleep=lambda s: None)
+    del old.__dict__["workspace_client_factory"], old.__dict__["quota_client_factory"]
+    restored = dill.loads(dill.dumps(old))
+    client, workspace = FakeClient(), FakeWorkspace(IMAGES)
+    monkeypatch.setattr(dlc, "client_factory", lambda region: client)
+    monkeypatch.setattr(dlc, "workspace_client_factory", lambda region: workspace)
+    restored.create(engine_props(lookup_plan()))
+    assert workspace.requests and client.methods() == ["create_job", "get_job"]
+    assert type(restored).__module__ == "components.dlc" and type(restored).__name__ == "DlcJobProvider"
+
+
+def test_dlc_training_sends_the_lookup_not_an_invented_image(engine):
+    engine.run(lambda: DlcTraining("qwen", lookup_plan(), "vpc-1", "vsw-1", "sg-1"))
+    job = engine.one(DYNAMIC)
+    assert job.inputs.get("image") is None and job.inputs["image_lookup"]["repository"] == "pytorch-training"

@@ -30,27 +30,23 @@ def _ecs(nodes: int, sg_rules: int = 1, **extra) -> dict:
         "trainstack:index:Cluster": 1, "trainstack:index:NodeRole": 1,
         "alicloud:ecs/securityGroupRule:SecurityGroupRule": sg_rules,
         "alicloud:ecs/instance:Instance": nodes, "alicloud:ecs/ramRoleAttachment:RamRoleAttachment": nodes,
-        "alicloud:ram/role:Role": 1, "alicloud:ram/policy:Policy": 2,
-        "alicloud:ram/rolePolicyAttachment:RolePolicyAttachment": 2,
+        "alicloud:ram/role:Role": 1, "alicloud:ram/policy:Policy": 3,  # OSS, status, stop
+        "alicloud:ram/rolePolicyAttachment:RolePolicyAttachment": 3,
+        "alicloud:oss/bucketObject:BucketObject": 1,  # the heartbeat program (docs/status.md)
     })
     counts.update(extra)
     return counts
 
 
-def _without_bucket(counts: dict) -> dict:
-    """Checkpoints on CPFS: no OSS bucket."""
-    return {k: v for k, v in counts.items() if not k.startswith("alicloud:oss/")}
-
-
 @pytest.mark.parametrize("plan,expected", [
     (single_gpu_lora_plan(), _ecs(1)),
     (spot_plan(), _ecs(1)),
-    (multi_node_erdma_plan(), _without_bucket(_ecs(
+    (multi_node_erdma_plan(), _ecs(  # checkpoints on CPFS; the bucket holds the heartbeats
         3, sg_rules=2, **{"alicloud:ecs/ecsDeploymentSet:EcsDeploymentSet": 1,
                           "alicloud:nas/fileSystem:FileSystem": 1,  # sg rules: intra-cluster + ssh from the sample
                           "alicloud:nas/protocolService:ProtocolService": 1,
                           "alicloud:nas/protocolMountTarget:ProtocolMountTarget": 1,
-                          "pulumi-python:dynamic:Resource": 1}))),  # the CPFS export address lookup
+                          "pulumi-python:dynamic:Resource": 1})),  # the CPFS export address lookup
 ], ids=["llama3-8b-lora", "qwen-7b-spot", "llama3-70b-full"])
 def test_sample_plans_declare_exactly_these_resources(engine, plan, expected):
     engine.declare(plan)
@@ -69,7 +65,7 @@ def test_every_resource_and_lookup_uses_the_explicit_provider_for_the_plan_regio
 def test_stack_attributes_expose_network_storage_and_nodes(engine):
     stack = engine.declare(multi_node_erdma_plan(nodes=3))
     assert stack.network.vpc and stack.network.vswitch and stack.network.security_group
-    assert stack.storage.bucket is None and stack.storage.cpfs  # checkpoints on CPFS
+    assert stack.storage.cpfs and stack.storage.bucket and stack.storage.heartbeat_program  # CPFS checkpoints; heartbeats in the bucket
     assert len(stack.nodes) == 3 and stack.dlc is None
 
 
@@ -155,7 +151,9 @@ def test_release_deadline_comes_from_stack_config(engine):
 
 def test_profile_path_is_relative_to_stacks_or_absolute(tmp_path):
     assert profile_path("profiles/x.yaml") == STACKS / "profiles" / "x.yaml"
-    assert profile_path(str(tmp_path / "p.yaml")) == tmp_path / "p.yaml"
+    assert profile_path(str(STACKS / "profiles" / "x.yaml")) == STACKS / "profiles" / "x.yaml"
+    with pytest.raises(InputError, match="outside stacks"):
+        profile_path(str(tmp_path / "p.yaml"))
 
 
 def test_main_turns_a_user_mistake_into_a_pulumi_error(engine):

@@ -113,9 +113,10 @@ def test_dlc_stack_gets_only_the_bucket(engine, fake_dlc):
 def test_mount_points_are_exported_as_plain_paths(engine):
     plan = multi_node_erdma_plan()
     stack = engine.declare(plan)
-    assert plan.storage.oss is None  # checkpoints on CPFS: no bucket
+    assert plan.storage.checkpoint == "cpfs"  # the bucket holds only the heartbeats
     assert stack.outputs["mount_points"] == {
-        "checkpoints": "/mnt/cpfs/checkpoints", "data_disk": "/mnt/data", "cpfs": "/mnt/cpfs"}
+        "checkpoints": "/mnt/cpfs/checkpoints", "data_disk": "/mnt/data", "cpfs": "/mnt/cpfs",
+        "status": f"oss://{plan.storage.oss.bucket}/status/"}
 
 
 def test_cpfs_export_address_is_looked_up_for_the_export_the_stack_creates(engine):

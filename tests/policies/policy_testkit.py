@@ -65,7 +65,7 @@ def provider(region: Optional[str]) -> Optional[PolicyProviderResource]:
 
 def training_node(instance_type: str, zone: str = "cn-shenzhen-f", **extra: Any) -> dict:
     inputs = {"instanceType": instance_type, "instanceChargeType": "PostPaid", "spotStrategy": "NoSpot",
-              "tags": {"trainstack:role": "training", "trainstack:zone": zone, "trainstack:name": "test",
+              "httpEndpoint": "enabled", "httpTokens": "required", "tags": {"trainstack:role": "training", "trainstack:zone": zone, "trainstack:name": "test",
                        "team": "nlp"}}
     inputs.update(extra)
     return inputs

@@ -40,7 +40,7 @@ def test_every_policy_is_kebab_case_checks_whether_and_has_its_default_level():
         assert p.description.startswith("Checks whether "), p.name
         assert p.enforcement_level == DEFAULT_ENFORCEMENT[p.name]
     advisory = {n for n, lv in DEFAULT_ENFORCEMENT.items() if lv == EnforcementLevel.ADVISORY}
-    assert advisory == {"checkpoint-storage-protected", "required-tags"}
+    assert advisory == {"checkpoint-storage-protected", "required-tags", "metadata-tokens-required"}
     stack = {p.name for p in ALL_POLICIES if isinstance(p, StackValidationPolicy)}
     assert stack == {"multi-node-requires-rdma", "spot-requires-checkpoint-storage", "gpu-hourly-budget"}
     assert all(isinstance(p, ResourceValidationPolicy) for p in ALL_POLICIES if p.name not in stack)

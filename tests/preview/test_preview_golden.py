@@ -23,6 +23,7 @@ INSTANCE = "alicloud:ecs/instance:Instance"
 @pytest.fixture(autouse=True)
 def at_root(monkeypatch):
     monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("TRAINSTACK_TODAY", "2026-01-15")  # the prices' age in the comment is pinned
 
 
 def test_diff_markdown_matches_the_golden_file(capsys):

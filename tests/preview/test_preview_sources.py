@@ -78,7 +78,7 @@ def test_saved_plans_need_a_known_schema_version(tmp_path):
     with pytest.raises(InputError, match="schema_version 99"):
         load_saved_plan(bad)
     bad.write_text("{not json")
-    with pytest.raises(InputError, match="not a readable plan JSON"):
+    with pytest.raises(InputError, match="is not valid JSON at line 1"):
         load_saved_plan(bad)
     bad.write_text(json.dumps({"resources": []}))
     with pytest.raises(InputError, match="no schema_version"):

@@ -7,57 +7,55 @@ import json
 import pytest
 from alibabacloud_pai_dlc20201203 import models as dlc_models
 
-from plan_factory import ERDMA_NCCL, dlc_plan
+from plan_factory import ERDMA_NCCL, dlc_plan, dlc_quota_plan
 from trainstack import dlc_job as j
 from trainstack.cloud import dlc_request as r
 from trainstack.errors import InputError
-from trainstack.plan import DlcPlan, JobPlan
+from trainstack.plan import JobPlan
 
 REGION = "cn-shenzhen"
-IMAGE = "dsw-registry-vpc.cn-shenzhen.cr.aliyuncs.com/pai/pytorch-training:2.1-gpu-py310-cu121-ubuntu22.04"
+TAG = "2.1-gpu-py310-cu121-ubuntu22.04"
+IMAGE = f"dsw-registry-vpc.cn-shenzhen.cr.aliyuncs.com/pai/pytorch-training:{TAG}"
 NET = dict(vpc_id="vpc-wz9abc", vswitch_id="vsw-wz9abc", security_group_id="sg-wz9abc")
 #: what every JobSpec.to_map() carries besides the fields set
 EMPTY_SPEC_LISTS = {"ElasticSpotSpecs": [], "LocalMountSpecs": [], "StartupDependencies": []}
 USER_VPC = {"VpcId": "vpc-wz9abc", "SwitchId": "vsw-wz9abc", "SecurityGroupId": "sg-wz9abc",
             "ExtendedCIDRs": ["10.0.0.0/16"]}
+#: the official image pinned by tag (the sample profile uses the team's own image)
+PINNED = {"job": {"image": None}, "dlc": {"image_tag": TAG}}
 
 
 def _dlc(plan, **update):
+    """A hand edit of the DLC block: only for reactions to plans the resolver does not make."""
     return plan.model_copy(update={"dlc": plan.dlc.model_copy(update=update)})
 
 
 def single_gpu_plan():
-    return dlc_plan(name="llama3-8b-lora", nodes=1, gpus_per_node=1, total_gpus=1,
-                    instance_type="ecs.gn7i-c8g1.2xlarge", gpu_model="A10",
-                    dlc=DlcPlan(image=IMAGE, ecs_spec="ecs.gn7i-c8g1.2xlarge", pod_count=1, gpus_per_pod=1,
-                                command="python train.py --lora", max_running_minutes=600))
+    """The resolver's plan for the sample on one public-resource A10 pod, official image pinned."""
+    return dlc_plan(profile={"job": {"image": None, "command": "python train.py --lora", "max_runtime_hours": 10},
+                             "dlc": {"image_tag": TAG}})
 
 
 def quota_rdma_plan():
-    base = dlc_plan(name="llama3-70b-full", nodes=4, gpus_per_node=8, total_gpus=32, instance_type=None)
-    return base.model_copy(update={
-        "network": base.network.model_copy(update={"rdma": "erdma", "nccl_env": dict(ERDMA_NCCL)}),
-        "job": JobPlan(command="torchrun train.py", method="full", precision="bf16-mixed",
-                       env={"WANDB_PROJECT": "llama3"}),
-        "dlc": DlcPlan(workspace_id="ws-123", resource_id="quotaabc123", image=IMAGE, pod_count=4, gpus_per_pod=8,
-                       cpu_per_pod=96, memory_gib_per_pod=960, enable_rdma=True,
-                       command="torchrun --nnodes 4 --nproc-per-node 8 train.py",
-                       envs={"NCCL_DEBUG": "INFO"}, max_running_minutes=2880)})
+    """The resolver's plan for a 32-GPU job on a quota of ebmgn7ex nodes (4 pods, eRDMA)."""
+    return dlc_quota_plan(profile={**PINNED, "job": {"image": None, "max_runtime_hours": 48}})
 
 
 def spot_plan():
-    return _dlc(dlc_plan(spot=True), image=IMAGE, pod_count=1, spot=True, spot_price_limit=34.742,
-                max_running_minutes=None)
+    """The resolver's spot plan (``resources.spot: require``): the limit is the spec's on-demand price."""
+    return dlc_plan(profile={**PINNED, "resources": {"spot": "require"}})
 
 
 def test_single_gpu_public_resource_job_exact_body():
+    plan = single_gpu_plan()
+    assert plan.dlc.ecs_spec == "ecs.gn7i-c8g1.2xlarge" and plan.dlc.image == IMAGE
     body = r.build_create_job_request(
-        single_gpu_plan(), workspace_id="ws-123", **NET,
+        plan, workspace_id="ws-123", **NET,
         data_sources=[{"data_source_id": "d-ckpt", "mount_path": "/mnt/data/checkpoints", "mount_access": "RW"}])
     assert body == {
         "CustomEnvs": [],
         "DataSources": [{"DataSourceId": "d-ckpt", "MountPath": "/mnt/data/checkpoints", "MountAccess": "RW"}],
-        "DisplayName": "llama3-8b-lora",
+        "DisplayName": "qwen-7b-dlc",
         "JobMaxRunningTimeMinutes": 600,
         "JobSpecs": [{"Type": "Worker", "PodCount": 1, "EcsSpec": "ecs.gn7i-c8g1.2xlarge", "Image": IMAGE,
                       **EMPTY_SPEC_LISTS}],
@@ -74,15 +72,19 @@ def test_single_gpu_public_resource_job_exact_body():
 
 
 def test_multi_worker_quota_job_with_rdma_exact_body():
-    body = r.build_create_job_request(quota_rdma_plan(), workspace_id="ws-123", **NET, data_sources=[])
+    plan = quota_rdma_plan()
+    # pod CPU and memory: the GPU share of the quota's node (8 of 8 GPUs of ebmgn7ex.32xlarge: 128 vCPU, 1,024 GiB)
+    assert (plan.dlc.cpu_per_pod, plan.dlc.memory_gib_per_pod) == (128, 1024)
+    assert plan.estimated_hours is not None and plan.dlc.quota_kind == "general"
+    body = r.build_create_job_request(plan, workspace_id="ws-123", **NET, data_sources=[])
     assert body == {
         "CustomEnvs": [],
         "DataSources": [],
-        "DisplayName": "llama3-70b-full",
-        "Envs": {**ERDMA_NCCL, "NCCL_DEBUG": "INFO", "WANDB_PROJECT": "llama3"},
+        "DisplayName": "qwen-7b-dlc",
+        "Envs": {**ERDMA_NCCL, "WANDB_PROJECT": "llama3"},
         "JobMaxRunningTimeMinutes": 2880,
         "JobSpecs": [{"Type": "Worker", "PodCount": 4, "Image": IMAGE,
-                      "ResourceConfig": {"GPU": "8", "CPU": "96", "Memory": "960Gi"}, **EMPTY_SPEC_LISTS}],
+                      "ResourceConfig": {"GPU": "8", "CPU": "128", "Memory": "1024Gi"}, **EMPTY_SPEC_LISTS}],
         "JobType": "PyTorchJob",
         "ResourceId": "quotaabc123",
         "Settings": {"EnableRDMA": True},
@@ -97,15 +99,18 @@ def test_multi_worker_quota_job_with_rdma_exact_body():
 
 
 def test_spot_job_bids_per_minute_price_limit():
-    body = r.build_create_job_request(spot_plan(), workspace_id="ws-1", vpc_id=None, vswitch_id=None,
+    plan = spot_plan()
+    limit = plan.dlc.spot_price_limit
+    assert plan.dlc.spot and limit == 9.532  # the spec's ECS on-demand list price (no DLC price known), 3 decimals
+    body = r.build_create_job_request(plan, workspace_id="ws-1", vpc_id=None, vswitch_id=None,
                                       security_group_id=None, data_sources=[])
     spec = body["JobSpecs"][0]
-    # 34.742 CNY/h per pod -> 0.579 CNY/min (rounded down, never above the hourly limit)
-    assert spec["SpotSpec"] == {"SpotStrategy": "SpotWithPriceLimit", "SpotPriceLimit": 0.579}
+    # 9.532 CNY/h per pod -> 0.1588 CNY/min (rounded down, never above the hourly limit)
+    assert spec["SpotSpec"] == {"SpotStrategy": "SpotWithPriceLimit", "SpotPriceLimit": 0.1588}
     assert "UseSpotInstance" not in spec  # deprecated in the API reference
-    assert spec["EcsSpec"] == dlc_plan().dlc.ecs_spec and spec["PodCount"] == 1
+    assert spec["EcsSpec"] == plan.dlc.ecs_spec and spec["PodCount"] == 1
     assert "UserVpc" not in body
-    assert body["JobMaxRunningTimeMinutes"] == dlc_plan().job.max_runtime_hours * 60  # job.max_runtime_hours
+    assert body["JobMaxRunningTimeMinutes"] == plan.job.max_runtime_hours * 60  # job.max_runtime_hours
 
 
 def test_spot_limit_falls_back_to_the_plans_hourly_limit_and_is_required():
@@ -141,6 +146,25 @@ def test_quota_job_needs_cpu_and_memory_per_pod():
         j.job_inputs(_dlc(quota_rdma_plan(), cpu_per_pod=None, memory_gib_per_pod=None))
 
 
+def test_pod_resources_from_the_profile_win_over_the_gpu_share():
+    plan = dlc_quota_plan(profile={**PINNED, "dlc": {"image_tag": TAG, "cpu_per_pod": 90, "memory_gib_per_pod": 700}})
+    body = r.build_create_job_request(plan, workspace_id="ws-123", **NET, data_sources=[])
+    assert body["JobSpecs"][0]["ResourceConfig"] == {"GPU": "8", "CPU": "90", "Memory": "700Gi"}
+    assert not any("pod CPU" in lab for lab in plan.labels)
+
+
+def test_an_image_looked_up_at_deploy_time_is_shown_as_such():
+    plan = dlc_plan(profile={"job": {"image": None}})
+    assert plan.dlc.image is None and plan.dlc.image_lookup.repository == "pytorch-training"
+    assert plan.dlc.image_lookup.min_cuda == "11.1"  # the A10 (Ampere, compute capability 8.6)
+    inputs = j.job_inputs(plan)
+    assert "image" not in inputs and inputs["image_lookup"]["labels"][0] == "system.official=true"
+    body = r.preview_request(plan)
+    assert body["JobSpecs"][0]["Image"].startswith("(resolved at deploy time: newest official PAI pytorch-training")
+    with pytest.raises(ValueError, match="image is not resolved yet"):
+        r.build_request_model({**inputs, "workspace_id": "ws-1"})
+
+
 def test_public_job_needs_an_ecs_spec():
     with pytest.raises(InputError, match="neither an ECS spec"):
         j.job_inputs(_dlc(dlc_plan(), ecs_spec=None))
@@ -152,6 +176,8 @@ def test_not_a_dlc_plan_is_rejected():
 
 
 def test_default_image_rule_and_no_invented_tag():
+    """The repository rule and the refusal of an untagged official image (a hand edit: the resolver
+    looks the image up instead of leaving it untagged)."""
     assert j.default_image("cn-wulanchabu", "2.1-gpu-py310") == \
         "dsw-registry-vpc.cn-wulanchabu.cr.aliyuncs.com/pai/pytorch-training:2.1-gpu-py310"
     with pytest.raises(InputError, match="dlc.image_tag") as err:

@@ -6,7 +6,7 @@ import pytest
 
 from trainstack.cli import main
 from trainstack.errors import InputError
-from trainstack.fsutil import atomic_write_text
+from trainstack.outputs import atomic_write_text
 
 
 def test_atomic_write_replaces_whole_file_with_shareable_mode(tmp_path):
@@ -25,7 +25,7 @@ def test_failed_write_leaves_the_old_file_and_no_temp(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(InputError, match="No space left"):
         atomic_write_text(f, "new")
     assert f.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["plan.json"]
 

@@ -167,7 +167,7 @@ def test_auto_with_workspace_prefers_dlc_but_shows_known_ecs_cost():
                 resources={"target": "auto", "gpus": 1, "spot": "never"}, dlc={"workspace_id": "ws-123"})
     plan = resolve(p)
     assert plan.target == "dlc"
-    assert any(lab.startswith("ECS alternative") for lab in plan.labels)
+    assert any(lab.startswith("cost: best ECS plan") and "`target: auto`" in lab for lab in plan.labels)
 
 
 # ---- property: the chosen plan minimises the objective over everything --all lists ----------

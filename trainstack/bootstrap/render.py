@@ -24,6 +24,8 @@ from __future__ import annotations
 import base64
 import functools
 import gzip
+import hashlib
+import json
 import math
 import re
 from dataclasses import dataclass, replace
@@ -40,10 +42,8 @@ from trainstack.launchers.command import parse as parse_launcher
 from trainstack.launchers.words import assignment, bash_array, lit
 from trainstack.plan import Plan
 
-import hashlib
-import json
-
 from .compact import compact
+from .heartbeat import program_sha256, program_uri, status_uri
 from .locations import classify_code_uri, cpfs_source, shown_uri
 from .reserved import reserved_problems
 
@@ -104,6 +104,7 @@ class BootstrapOptions:
     kill_after_seconds: int = 30
     spot_poll_seconds: float = 5.0
     ckpt_sync_seconds: int = 300
+    heartbeat_seconds: int = 60
     stop_on: str = "always"
     poweroff_fallback: bool = True
     setup_timeout_seconds: int = 5400
@@ -127,7 +128,7 @@ class BootstrapOptions:
         if not 1024 <= self.master_port <= 65534:
             raise ValueError("master_port must be in 1024..65534 (the NCCL check uses master_port + 1)")
         for name in ("driver_wait_seconds", "rdzv_timeout_seconds", "nccl_check_timeout_seconds",
-                     "checkpoint_grace_seconds", "kill_after_seconds", "ckpt_sync_seconds",
+                     "checkpoint_grace_seconds", "kill_after_seconds", "ckpt_sync_seconds", "heartbeat_seconds",
                      "setup_timeout_seconds", "data_disk_wait_seconds"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -216,6 +217,8 @@ class _Node:
         self.ips = [POOL_NODE_ADDRESS] if plan.spot_pool is not None else plan.node_private_ips()
         self.nproc = _nproc_per_node(plan)
         self.oss_checkpoints = storage.checkpoint == "oss"
+        self.node_name = plan.node_names()[rank]
+        self.status_uri = status_uri(plan, self.node_name)
         self.topology = topology_from_plan(plan, opts.master_port, opts.rdzv_timeout_seconds, hosts=tuple(self.ips))
 
     def render_launch(self) -> Launch:
@@ -295,7 +298,32 @@ class _Node:
         if p.network.mtu != 1500:
             pairs.append(("MTU", p.network.mtu))
         pairs += [("OSS_VENV", OSS_VENV), ("OSS_SDK_SPEC", o.oss_sdk_spec)]
-        return pairs
+        return pairs + self.status_env_pairs()
+
+    def status_env_pairs(self) -> list[tuple[str, object]]:
+        """What the heartbeat needs for the node's life (docs/status.md): its name and type, where its
+        status goes, the program it runs. The budget guard's price and limits change with the
+        profile and the catalog: they are job settings (:meth:`guard_env_pairs`)."""
+        p = self.plan
+        return [
+            ("NODE_NAME", self.node_name), ("INSTANCE_TYPE", p.instance_type), ("GPU_MODEL", p.gpu_model),
+            ("STATUS_URI", self.status_uri), ("HEARTBEAT_SECONDS", self.opts.heartbeat_seconds),
+            ("HEARTBEAT_PROGRAM_URI", program_uri(p)), ("HEARTBEAT_SHA256", program_sha256()),
+        ]
+
+    def guard_env_pairs(self) -> list[tuple[str, object]]:
+        """The budget guard's inputs (settings.env; the heartbeat takes them at each job start): the
+        plan's hourly price (instance hours x price is the spend) and the limits. With
+        CHECKPOINT_GRACE_SECONDS as the time to save a checkpoint until the trainer reports one."""
+        p = self.plan
+        node_hourly = round(p.hourly_cost_cny / p.nodes, 4) if p.hourly_cost_cny is not None else ""
+        price = "spot price estimate" if p.spot else "on-demand list price"
+        return [
+            ("NODE_HOURLY_CNY", node_hourly),
+            ("PRICE_SOURCE", f"{price} of {p.instance_type} in {p.region}, catalog {p.catalog_date or 'undated'}"),
+            ("MAX_TOTAL_COST_CNY", "" if p.job.max_total_cost_cny is None else p.job.max_total_cost_cny),
+            ("DEADLINE_HOURS", "" if p.job.deadline_hours is None else p.job.deadline_hours),
+        ]
 
     def settings_env_pairs(self, check: bool = True) -> list[tuple[str, object]]:
         """``settings.env``: the job's topology and settings (job settings channel, every job start).
@@ -318,7 +346,7 @@ class _Node:
             ("MAX_RUNTIME_SECONDS",
              math.ceil(p.job.max_runtime_hours * 3600) if p.job.max_runtime_hours else ""),
             ("CPFS_SOURCE", self.cpfs or ""), ("CPFS_MOUNT", s.cpfs.mount_path if s.cpfs else ""),
-        ]
+        ] + self.guard_env_pairs()
 
     def plan_launcher(self) -> str:
         parsed = parse_launcher(self.plan.job.command)
@@ -372,6 +400,7 @@ class _Node:
         if p.spot:
             units.append(("trainstack-spot-watcher.service",
                           {"POLL": f"{o.spot_poll_seconds:g}", "SIGNAL": o.checkpoint_signal}))
+        units.append(("trainstack-heartbeat.service", {"SECONDS": o.heartbeat_seconds}))
         return [NodeFile(name, f"/etc/systemd/system/{name}", _fill(_template(f"systemd/{name}"), **values))
                 for name, values in units]
 
@@ -417,6 +446,7 @@ class _Node:
         started = ["trainstack-job.service", "trainstack-ckpt-sync.service"]
         if self.plan.spot:
             started.append("trainstack-spot-watcher.service")
+        started.append("trainstack-heartbeat.service")
         return [["systemctl", "daemon-reload"],
                 ["systemctl", "enable", "trainstack-setup.service", *started],
                 ["systemctl", "start", "--no-block", *started]]

@@ -10,9 +10,12 @@ read the same way, each fact with a source tag.
 from __future__ import annotations
 
 from .dlc_specs import DlcFacts, dlc_facts, load_dlc_facts
+from .errors import CatalogError
 from .limits import ServiceLimit, ServiceLimits, load_limits, service_limits
-from .loader import Catalog, CatalogError, is_mainland_china, load_catalog
+from .loader import Catalog, is_mainland_china, load_catalog
 from .models import (
+    TRAINING_INTERCONNECTS,
+    TRAINING_RDMA,
     GpuModel,
     InstanceFamily,
     InstanceType,
@@ -20,12 +23,11 @@ from .models import (
     RegionPrice,
     ResolvedInstance,
     SourceRef,
-    TRAINING_INTERCONNECTS,
 )
 
 __all__ = [
     "Catalog", "CatalogError", "DlcFacts", "GpuModel", "InstanceFamily", "InstanceType", "PriceQuote",
-    "RegionPrice", "ResolvedInstance", "SourceRef", "TRAINING_INTERCONNECTS",
+    "RegionPrice", "ResolvedInstance", "SourceRef", "TRAINING_INTERCONNECTS", "TRAINING_RDMA",
     "ServiceLimit", "ServiceLimits", "dlc_facts", "is_mainland_china", "load_catalog", "load_dlc_facts",
     "load_limits", "service_limits",
 ]

@@ -7,14 +7,15 @@ named in ``unverified``, so the DLC planner can tell documented facts from readi
 
 from __future__ import annotations
 
+import datetime as _dt
 import functools
 import re
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .loader import DATA_DIR, CatalogError, _read_yaml
+from .loader import DATA_DIR, CatalogError, read_data_yaml
 
 DLC_FILE = "dlc_specs.yaml"
 
@@ -39,8 +40,24 @@ class NameReading(_Frozen):
     gpu_count: Optional[int] = None
 
 
+class StatedSpec(_Frozen):
+    """What a team states about a Lingjun spec PAI does not document (``lingjun_specs.yaml`` in the
+    catalog overlay directory), read from its account (DLC ListEcsSpecs, PAI Studio ListNodeTypes)
+    or the console. Used only for a profile that names the spec (``dlc.quota_spec``)."""
+
+    name: str
+    gpu_model: str = Field(min_length=1, max_length=64, description="A GPU model of the catalog (gpus.yaml)")
+    gpu_count: int = Field(ge=1, le=16)
+    interconnect: Literal["nvlink", "nvswitch", "pcie"]
+    gpu_memory_gib: Optional[float] = Field(None, gt=0, le=1024)
+    vcpu: Optional[int] = Field(None, ge=1, le=4096)
+    memory_gib: Optional[float] = Field(None, gt=0, le=65536)
+    source: str = Field(min_length=1, max_length=500, description="Where the team read these facts")
+    as_of: _dt.date
+
+
 class LingjunSpec(_Frozen):
-    """A Lingjun resource spec PAI documents by name."""
+    """A Lingjun resource spec PAI documents by name (and what a team stated about it, if anything)."""
 
     name: str = Field(pattern=r"^ml\.[a-z0-9]+\.[a-z0-9.]+-[a-z0-9]+$")
     rdma: bool
@@ -56,6 +73,7 @@ class LingjunSpec(_Frozen):
     sources: tuple[str, ...]
     unverified: tuple[str, ...] = ()
     notes: Optional[str] = None
+    stated: Optional[StatedSpec] = Field(None, description="The team's statement (catalog overlay), if any")
 
     @model_validator(mode="after")
     def _explicit(self) -> "LingjunSpec":
@@ -70,6 +88,7 @@ class NcclPreset(_Frozen):
     source: str
     as_of: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
     env: dict[str, str]
+    keep: tuple[str, ...] = Field((), description="Variables a job may not set to another value")
     notes: Optional[str] = None
 
     @model_validator(mode="after")
@@ -77,6 +96,8 @@ class NcclPreset(_Frozen):
         bad = [k for k in self.env if not re.fullmatch(r"NCCL_[A-Z0-9_]+", k)]
         if bad:
             raise ValueError(f"not NCCL variables: {', '.join(bad)}")
+        if missing := sorted(set(self.keep) - set(self.env)):
+            raise ValueError(f"keep names variables the preset does not set: {', '.join(missing)}")
         return self
 
 
@@ -131,11 +152,18 @@ class OfficialImages(_Frozen):
     label_keys: tuple[str, ...]
     cuda_label: Optional[str] = None
     unverified: tuple[str, ...] = ()
+    frameworks: dict[str, str] = Field(default_factory=dict, description="DLC job type -> framework image name")
+    repository_suffix: str = "-training"
+    min_cuda_source: str
+    min_cuda_by_architecture: dict[str, str]
     notes: Optional[str] = None
 
     @model_validator(mode="after")
     def _consistent(self) -> "OfficialImages":
         _unknowns_listed(self, ("cuda_label",))
+        bad = [v for v in self.min_cuda_by_architecture.values() if not re.fullmatch(r"\d+\.\d+", v)]
+        if bad:
+            raise ValueError(f"min_cuda_by_architecture values must be versions like 11.8: {bad}")
         if re.compile(self.tag_pattern).groups != len(self.tag_groups):
             raise ValueError("tag_groups must name every group of tag_pattern")
         keys = set(self.label_keys)
@@ -198,7 +226,7 @@ class DlcFacts(_Frozen):
         tags.update(p.source for p in self.nccl_presets)
         tags.update(e.source for e in self.job_env)
         tags.update({self.custom_image_requirements.source, self.official_images.source,
-                     self.prices.source, self.prices.lingjun_billing_source})
+                     self.official_images.min_cuda_source, self.prices.source, self.prices.lingjun_billing_source})
         if self.prices.spot_api_source:
             tags.add(self.prices.spot_api_source)
         return tags
@@ -206,12 +234,12 @@ class DlcFacts(_Frozen):
 
 def load_dlc_facts(data_dir: Path = DATA_DIR) -> DlcFacts:
     """Read ``dlc_specs.yaml`` and check its source tags and preset references."""
-    raw: Any = _read_yaml(data_dir / DLC_FILE)
+    raw: Any = read_data_yaml(data_dir / DLC_FILE)
     try:
         facts = DlcFacts.model_validate(raw)
     except ValidationError as exc:
         raise CatalogError(f"{DLC_FILE}: {exc}") from None
-    tags = {row["tag"] for row in _read_yaml(data_dir / "sources.yaml") or []}
+    tags = {row["tag"] for row in read_data_yaml(data_dir / "sources.yaml") or []}
     errors = [f"{DLC_FILE} cites unknown source {t!r}" for t in sorted(facts.cited_tags() - tags)]
     presets = {p.name for p in facts.nccl_presets}
     errors += [f"{DLC_FILE}: {s.name} names unknown NCCL preset {s.nccl_preset!r}"
@@ -223,7 +251,76 @@ def load_dlc_facts(data_dir: Path = DATA_DIR) -> DlcFacts:
     return facts
 
 
+#: The team's statements about Lingjun specs, in the catalog overlay directory (``overlay_dir()``).
+LINGJUN_OVERLAY = "lingjun_specs.yaml"
+
+
+class _StatedFile(_Frozen):
+    lingjun_specs: tuple[StatedSpec, ...] = Field(max_length=256)
+
+
+def read_stated_specs(path: Path, facts: DlcFacts) -> tuple[StatedSpec, ...]:
+    """``lingjun_specs.yaml``: every problem at once as an InputError naming the file and the entry."""
+    from ..errors import InputError, Problem, did_you_mean
+    from ..profile.yamlfile import read_yaml_document
+    from .loader import load_catalog
+
+    doc = read_yaml_document(path, what="Lingjun spec overlay")
+    try:
+        parsed = _StatedFile.model_validate(doc)
+    except ValidationError as exc:
+        problems = [Problem(path=".".join(str(p) for p in e["loc"]).replace(".[", "["), file=str(path),
+                            message=e["msg"].removeprefix("Value error, ")) for e in exc.errors()]
+        raise InputError(f"{path}: {len(problems)} problem(s)", problems=problems,
+                         hint="format: docs/dlc.md, \"Lingjun\"") from None
+    known = [s.name for s in facts.lingjun_specs]
+    gpus = load_catalog().gpus
+    problems = []
+    names: list[str] = []
+    for i, st in enumerate(parsed.lingjun_specs):
+        if st.name not in known:
+            problems.append(Problem(path=f"lingjun_specs[{i}].name", message="not a Lingjun spec PAI documents "
+                                    f"({DLC_FILE})", given=st.name, has_given=True, file=str(path),
+                                    suggestions=did_you_mean(st.name, known)))
+        if st.gpu_model not in gpus:
+            problems.append(Problem(path=f"lingjun_specs[{i}].gpu_model", message="unknown GPU model",
+                                    given=st.gpu_model, has_given=True, file=str(path),
+                                    suggestions=did_you_mean(st.gpu_model, gpus)))
+        if st.name in names:
+            problems.append(Problem(path=f"lingjun_specs[{i}].name", message="stated twice", given=st.name,
+                                    has_given=True, file=str(path)))
+        names.append(st.name)
+    if problems:
+        raise InputError(f"{path}: {len(problems)} problem(s)", problems=problems,
+                         hint="format: docs/dlc.md, \"Lingjun\"")
+    return parsed.lingjun_specs
+
+
+def with_stated(facts: DlcFacts, stated: Iterable[StatedSpec]) -> DlcFacts:
+    by_name = {s.name: s for s in stated}
+    if not by_name:
+        return facts
+    specs = tuple(s.model_copy(update={"stated": by_name.get(s.name)}) for s in facts.lingjun_specs)
+    return facts.model_copy(update={"lingjun_specs": specs})
+
+
 @functools.lru_cache(maxsize=1)
-def dlc_facts() -> DlcFacts:
-    """The packaged DLC facts, read once per process."""
+def _packaged() -> DlcFacts:
     return load_dlc_facts()
+
+
+@functools.lru_cache(maxsize=8)
+def _with_overlay(path: str, _mtime_ns: int, _size: int) -> DlcFacts:
+    return with_stated(_packaged(), read_stated_specs(Path(path), _packaged()))
+
+
+def dlc_facts() -> DlcFacts:
+    """The packaged DLC facts, with the team's Lingjun statements of the catalog overlay directory."""
+    from .loader import overlay_dir
+
+    path = overlay_dir() / LINGJUN_OVERLAY
+    try:
+        st = path.stat()
+    except OSError:
+        return _packaged()
+    return _with_overlay(str(path), st.st_mtime_ns, st.st_size)

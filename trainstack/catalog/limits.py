@@ -14,7 +14,7 @@ from typing import Iterator, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, ValidationError, model_validator
 
-from .loader import DATA_DIR, CatalogError, _read_yaml
+from .loader import DATA_DIR, CatalogError, read_data_yaml
 
 #: What a limit can be: a flag, a number, a rule or mode (string), a list of names, or a
 #: mapping of names to numbers (ESSD minimum per performance level) or to strings (an environment).
@@ -89,8 +89,8 @@ class ServiceLimits:
 
 def load_limits(data_dir: Path = DATA_DIR) -> ServiceLimits:
     """Read and check ``service_limits.yaml``: typed entries, unique keys, known source tags."""
-    rows = _read_yaml(data_dir / LIMITS_FILE) or []
-    tags = {row["tag"] for row in _read_yaml(data_dir / "sources.yaml") or []}
+    rows = read_data_yaml(data_dir / LIMITS_FILE) or []
+    tags = {row["tag"] for row in read_data_yaml(data_dir / "sources.yaml") or []}
     limits: list[ServiceLimit] = []
     errors: list[str] = []
     seen: set[str] = set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 import functools
 import json
@@ -10,27 +11,26 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-import yaml
 from pydantic import ValidationError
 
-from ..errors import InputError, Problem, TrainstackError, did_you_mean
+from ..datafile import load_data_yaml
+from ..errors import InputError, Problem, did_you_mean
+from .errors import CatalogError
 from .models import (
     GpuModel,
     InstanceFamily,
     InstanceType,
     PriceQuote,
+    PricedService,
     RegionPrice,
     ResolvedInstance,
     SourceRef,
 )
+from .overlay import OverlayError, apply_overlays, read_overlays
 
 DATA_DIR = Path(__file__).parent / "data"
 #: Environment variable pointing at another overlay directory (tests, forks).
 OVERLAY_DIR_ENV = "TRAINSTACK_CATALOG_OVERLAYS"
-
-
-class CatalogError(TrainstackError):
-    """The catalog data itself is inconsistent (a bug in data files, exit 2)."""
 
 
 def is_mainland_china(region: str) -> bool:
@@ -38,9 +38,8 @@ def is_mainland_china(region: str) -> bool:
     return region.startswith("cn-") and region != "cn-hongkong"
 
 
-def _read_yaml(path: Path) -> Any:
-    with path.open(encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe loaders
+def read_data_yaml(path: Path) -> Any:
+    return load_data_yaml(path)
 
 
 def overlay_dir() -> Path:
@@ -102,6 +101,8 @@ class Catalog:
         self.excluded_families = frozenset(self.excluded_reasons)
         self.settings = dict(settings)
         self.overlays = list(overlays)
+        #: The team's prices, in front of every public figure (:meth:`with_price_book`).
+        self.price_book: Optional[Any] = None  # a price_book.PriceBook (not imported: it reads this module's data)
         self.prices: dict[str, dict[str, RegionPrice]] = {}
         for p in prices:
             self.prices.setdefault(p.region, {})[p.instance_type] = p
@@ -249,13 +250,39 @@ class Catalog:
     def seen_in(self, region: str, name: str) -> Optional[RegionPrice]:
         return self.prices.get(region, {}).get(name)
 
-    def quote(self, region: str, name: str) -> PriceQuote:
-        """Price of ``name`` in ``region``: local figure, else a labelled mainland estimate."""
+    def with_price_book(self, book: Optional[Any]) -> "Catalog":
+        """This catalog with the team's prices in front of every public figure (a shallow copy)."""
+        if book is None or book is self.price_book:
+            return self
+        other = copy.copy(self)
+        other.price_book = book
+        return other
+
+    def price_source(self, row: RegionPrice) -> tuple[str, str]:
+        """(kind, words) for a snapshot or refresh price row."""
+        from .overlay import API_SOURCE_TAG
+
+        if row.source == API_SOURCE_TAG:
+            return "refresh", f"the account's API price (`trainstack catalog refresh` of {row.as_of})"
+        return "snapshot", f"Alibaba's public list price (snapshot {row.source} of {row.as_of})"
+
+    def quote(self, region: str, name: str, *, service: PricedService = "ecs") -> PriceQuote:
+        """Price of ``name`` in ``region``: the price book's, else the local figure, else a labelled
+        mainland estimate. ``service`` "dlc" prices a PAI-DLC spec per pod and "dlc-quota" a resource
+        quota per GPU: Alibaba publishes neither [DLC-BILL], so only the price book has them."""
+        if service != "ecs":
+            return self._pai_quote(region, name, service)
         labels: list[str] = []
         local = self.seen_in(region, name)
+        entry = self.price_book.get("instance_type", region, name) if self.price_book is not None else None
         on_demand = local.on_demand_cny_per_hour if local else None
         borrowed: Optional[str] = None
         as_of = local.as_of if local else None
+        kind, words = self.price_source(local) if (local and on_demand is not None) else ("none", "")
+        if entry is not None:
+            on_demand, as_of, kind = entry.on_demand_cny_per_hour, entry.as_of.isoformat(), "price-book"
+            words = entry.describe(self.price_book.path)
+            labels.append(f"on-demand price of {name} in {region} is {words}")
         if on_demand is None and is_mainland_china(region):
             donors = sorted(
                 (p.on_demand_cny_per_hour, r, p.as_of)
@@ -266,15 +293,25 @@ class Catalog:
             if donors:
                 # median of the other mainland regions: robust to one odd listing
                 on_demand, borrowed, as_of = donors[len(donors) // 2]
+                kind = "borrowed-region"
+                words = (f"an estimate borrowed from {borrowed}'s public price ({on_demand:g} CNY/h, {as_of}); "
+                         f"{region} lists none")
                 labels.append(f"on-demand price of {name} estimated from {borrowed} "
                               f"({on_demand:g} CNY/h, {as_of}); {region} has no listed price")
         if on_demand is None:
-            labels.append(f"no price known for {name} in {region}")
+            words = f"no price known for {name} in {region}"
+            labels.append(words + (": add it to a price book (README, \"Prices\")" if self.price_book is None
+                                   else f": add it to price book {self.price_book.path}"))
         if local is None:
             labels.append(f"availability of {name} in {region} unverified: run `trainstack catalog refresh`")
-        spot = local.spot_cny_per_hour if local else None
+        spot = entry.spot_cny_per_hour if entry is not None else None
+        if spot is None and local is not None:
+            spot = local.spot_cny_per_hour  # observed by a refresh: the market's price, not an estimate
         spot_estimated = spot is None
         spot_labels: list[str] = []
+        if entry is not None and entry.spot_cny_per_hour is not None:
+            spot_labels.append(f"spot price of {name} is the team's price from price book {self.price_book.path} "
+                               f"({spot:g} CNY/h)")
         if spot is None and on_demand is not None:
             frac = float(self.settings["spot_estimate_fraction"])
             spot = round(on_demand * frac, 4)
@@ -284,7 +321,30 @@ class Catalog:
             instance_type=name, region=region, on_demand_cny_per_hour=on_demand,
             spot_cny_per_hour=spot, on_demand_from_region=borrowed, spot_estimated=spot_estimated,
             seen_in_region=local is not None, zones=local.zones if local else (),
-            labels=tuple(labels), spot_labels=tuple(spot_labels), as_of=as_of)
+            labels=tuple(labels), spot_labels=tuple(spot_labels), as_of=as_of, source_kind=kind, source=words)
+
+    def _pai_quote(self, region: str, name: str, service: PricedService) -> PriceQuote:
+        """A PAI-DLC spec (per pod-hour) or resource quota (per GPU-hour): price book only."""
+        kind = "dlc_spec" if service == "dlc" else "resource_id"
+        what = f"PAI-DLC spec {name}" if service == "dlc" else f"resource quota {name}"
+        per = "pod" if service == "dlc" else "GPU"
+        entry = self.price_book.get(kind, region, name) if self.price_book is not None else None
+        if entry is None:
+            words = (f"no price known for {what} in {region}: Alibaba publishes no per-spec PAI price (the console "
+                     "shows it) [DLC-BILL]")
+            fix = (f"add a `{kind}: {name}` entry to price book {self.price_book.path}" if self.price_book is not None
+                   else f"add a `{kind}: {name}` entry to a price book (README, \"Prices\")")
+            return PriceQuote(instance_type=name, region=region, service=service, per=per,
+                              on_demand_cny_per_hour=None, spot_cny_per_hour=None, labels=(f"{words}; {fix}",),
+                              source_kind="none", source=words)
+        words = entry.describe(self.price_book.path)
+        spot_labels = ((f"spot price of {what} is the team's price from price book {self.price_book.path} "
+                        f"({entry.spot_cny_per_hour:g} CNY/h)",) if entry.spot_cny_per_hour is not None else ())
+        return PriceQuote(instance_type=name, region=region, service=service, per=per,
+                          on_demand_cny_per_hour=entry.on_demand_cny_per_hour,
+                          spot_cny_per_hour=entry.spot_cny_per_hour, spot_estimated=entry.spot_cny_per_hour is None,
+                          labels=(f"price of {what} in {region} is {words}",), spot_labels=spot_labels,
+                          as_of=entry.as_of.isoformat(), source_kind="price-book", source=words)
 
     def nvlink_alternatives(self, gpu_count: int, limit: int = 4) -> list[str]:
         """Instance types where ``gpu_count`` GPUs share NVLink/NVSwitch, cheapest listed first."""
@@ -342,7 +402,7 @@ def _supplementary_prices(data_dir: Path, known: set[tuple[str, str]]) -> list[R
     if not path.exists():
         return []
     rows = []
-    for block in _read_yaml(path) or []:
+    for block in read_data_yaml(path) or []:
         for name, price in block["on_demand_cny_per_hour"].items():
             if (block["region"], name) not in known:
                 rows.append(RegionPrice(region=block["region"], instance_type=name, on_demand_cny_per_hour=price,
@@ -354,7 +414,6 @@ def _overlay_records(directory: Path) -> list[dict[str, Any]]:
     """Validated refresh overlays; a broken file is an InputError naming it (exit 2)."""
     if not directory.is_dir() or not any(directory.glob("*.json")):
         return []
-    from .overlay import OverlayError, read_overlays  # local: only refreshed catalogs need it
 
     try:
         return read_overlays(directory)
@@ -366,20 +425,18 @@ def _overlay_records(directory: Path) -> list[dict[str, Any]]:
 
 def build_catalog(data_dir: Path = DATA_DIR, overlays: Optional[list[dict[str, Any]]] = None) -> Catalog:
     """Read every data file and build a validated :class:`Catalog` (uncached)."""
-    sources = _parse(SourceRef, _read_yaml(data_dir / "sources.yaml"), "sources.yaml")
-    gpus = _parse(GpuModel, _read_yaml(data_dir / "gpus.yaml"), "gpus.yaml")
-    fam_doc = _read_yaml(data_dir / "families.yaml")
+    sources = _parse(SourceRef, read_data_yaml(data_dir / "sources.yaml"), "sources.yaml")
+    gpus = _parse(GpuModel, read_data_yaml(data_dir / "gpus.yaml"), "gpus.yaml")
+    fam_doc = read_data_yaml(data_dir / "families.yaml")
     families = _parse(InstanceFamily, fam_doc["families"], "families.yaml")
     excluded = dict(fam_doc.get("excluded_families") or {})
-    types = _parse(InstanceType, _read_yaml(data_dir / "instance_types.yaml"), "instance_types.yaml")
-    settings = _read_yaml(data_dir / "settings.yaml")
+    types = _parse(InstanceType, read_data_yaml(data_dir / "instance_types.yaml"), "instance_types.yaml")
+    settings = read_data_yaml(data_dir / "settings.yaml")
     by_name = {t.name: t for t in types}
     prices = _snapshot_prices(settings["price_snapshot"], by_name, frozenset(excluded), data_dir)
     prices += _supplementary_prices(data_dir, {(p.region, p.instance_type) for p in prices})
     records = _overlay_records(overlay_dir()) if overlays is None else overlays
     if records:
-        from .overlay import apply_overlays  # local: only refreshed catalogs need it
-
         families, types, prices = apply_overlays(records, families, types, prices)
     return Catalog(sources=sources, gpus=gpus, families=families, instance_types=types,
                    prices=prices, settings=settings, excluded_families=excluded, overlays=records)

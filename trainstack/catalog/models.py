@@ -20,6 +20,8 @@ UsableBasis = Literal["torch-total", "nvidia-smi-less-allowance", "assumed"]
 
 #: Interconnects on which multi-GPU training within one node is allowed.
 TRAINING_INTERCONNECTS = ("nvlink", "nvswitch")
+#: Node networks over which several nodes may train together (RDMA; kernel TCP never).
+TRAINING_RDMA = ("erdma", "roce")
 
 
 class _Frozen(BaseModel):
@@ -149,11 +151,20 @@ class ResolvedInstance(_Frozen):
         return self.family.training and self.gpu is not None
 
 
+#: Where a price comes from: Alibaba's public snapshot, another region's snapshot price (borrowed),
+#: the team's price book, a `catalog refresh` of the account's API answers, or nowhere (unknown).
+PriceSourceKind = Literal["snapshot", "borrowed-region", "price-book", "refresh", "none"]
+#: What is priced: ECS nodes, PAI-DLC public-resource pods (a DLC spec), or a PAI resource quota.
+PricedService = Literal["ecs", "dlc", "dlc-quota"]
+
+
 class PriceQuote(_Frozen):
     """A price as the resolver uses it: the figure, and how much to trust it."""
 
-    instance_type: str
+    instance_type: str = Field(description="What is priced: ECS type, DLC spec or resource quota id")
     region: str
+    service: PricedService = "ecs"
+    per: Literal["node", "pod", "GPU"] = Field("node", description="The unit the hourly price is for")
     on_demand_cny_per_hour: Optional[float]
     spot_cny_per_hour: Optional[float]
     on_demand_from_region: Optional[str] = Field(None, description="Region whose price was borrowed")
@@ -163,3 +174,5 @@ class PriceQuote(_Frozen):
     labels: tuple[str, ...] = Field((), description="What any use of this type rests on (on-demand or spot)")
     spot_labels: tuple[str, ...] = Field((), description="What a spot plan rests on besides ``labels``")
     as_of: Optional[str] = None
+    source_kind: PriceSourceKind = "none"
+    source: str = Field("", description="Whose figure it is, in the user's words (headline of every output)")

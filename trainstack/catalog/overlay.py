@@ -48,10 +48,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from .errors import CatalogError
 from .models import GpuModel, InstanceFamily, InstanceType, RegionPrice
 
 SCHEMA_VERSION = 1
@@ -68,7 +70,19 @@ _TYPE_KEYS = {"name", "family", "gpu_count", "gpu_spec", "gpu_memory_gib", "gpu"
 _PRICE_KEYS = {"on_demand", "trade", "zones", "spot_zones", "spot_by_zone"}
 _TOP_KEYS = {"schema_version", "region", "source", "source_tag", "fetched_at", "currency",
              "usd_to_cny_rate", "instance_types", "prices"}
-_REGION_RE = re.compile(r"^[a-z]{2,}(-[a-z0-9]+)+$")
+_REGION_RE = re.compile(r"[a-z]{2,}(-[a-z0-9]+)+")
+#: an overlay is at most this large (a region's GPU types and prices are a few hundred KB)
+MAX_OVERLAY_BYTES = 16 << 20
+MAX_OVERLAY_DEPTH = 8
+#: sane maxima: far above any real ECS type or price, far below what would break arithmetic
+#: (the largest ECS GPU types have 8 or 16 GPUs; the dearest list prices are hundreds of CNY/h)
+MAX_PRICE = 100_000.0          # per hour, CNY or USD
+MAX_USD_TO_CNY = 100.0
+MAX_TYPE_VALUES = {"gpu_count": 64, "vcpu": 4096, "memory_gib": 65_536, "eri_count": 64,
+                   "network_card_count": 64, "network_bandwidth_gbps": 100_000, "gpu_memory_gib": 4096}
+#: an overlay dated later than this past the clock is refused (it would hide staleness)
+MAX_CLOCK_SKEW = _dt.timedelta(days=1)
+EARLIEST_FETCH = _dt.datetime(2015, 1, 1, tzinfo=_dt.timezone.utc)
 
 
 class OverlayError(Exception):
@@ -83,15 +97,23 @@ class OverlayError(Exception):
 # ---- validation ---------------------------------------------------------------------------
 
 def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """A finite number (NaN and Infinity are never a price or a count)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def validate_overlay(rec: Any) -> list[str]:
-    """Every problem of one overlay record (empty when it is valid). Pure; reads nothing."""
+def _shown(v: Any) -> str:
+    """A value for a message: short, and never a NaN that reads like a number."""
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def validate_overlay(rec: Any, now: Optional[_dt.datetime] = None) -> list[str]:
+    """Every problem of one overlay record (empty when it is valid). Pure but for the clock
+    (``now``, default the current UTC time: an overlay from the future is refused)."""
     if not isinstance(rec, dict):
         return ["an overlay must be a JSON object"]
     p: list[str] = []
@@ -101,8 +123,8 @@ def validate_overlay(rec: Any) -> list[str]:
     if rec.get("schema_version") != SCHEMA_VERSION:
         p.append(f"schema_version must be {SCHEMA_VERSION}, got {rec.get('schema_version')!r}")
     region = rec.get("region")
-    if not isinstance(region, str) or not _REGION_RE.match(region):
-        p.append(f"region must be a region id like 'cn-shenzhen', got {region!r}")
+    if not isinstance(region, str) or not _REGION_RE.fullmatch(region):
+        p.append(f"region must be a region id like 'cn-shenzhen', got {_shown(region)}")
         region = None
     if not isinstance(rec.get("source"), str) or not rec.get("source"):
         p.append("source must name the APIs the data came from")
@@ -110,11 +132,18 @@ def validate_overlay(rec: Any) -> list[str]:
         p.append(f"source_tag must be {API_SOURCE_TAG!r}")
     fetched = rec.get("fetched_at")
     try:
-        when = _dt.datetime.fromisoformat(str(fetched).replace("Z", "+00:00"))
+        if not isinstance(fetched, str):
+            raise ValueError(fetched)
+        when = _dt.datetime.fromisoformat(fetched.replace("Z", "+00:00"))
         if when.utcoffset() != _dt.timedelta(0):
-            p.append(f"fetched_at must be in UTC, got {fetched!r}")
-    except ValueError:
-        p.append(f"fetched_at must be an ISO 8601 UTC timestamp, got {fetched!r}")
+            p.append(f"fetched_at must be in UTC, got {_shown(fetched)}")
+        elif when > (now or _dt.datetime.now(_dt.timezone.utc)) + MAX_CLOCK_SKEW:
+            p.append(f"fetched_at {fetched} is in the future; an overlay dated ahead of its fetch would hide "
+                     "that its prices are stale")
+        elif when < EARLIEST_FETCH:
+            p.append(f"fetched_at {fetched} is before {EARLIEST_FETCH.year}; not a refresh date")
+    except (ValueError, TypeError, OverflowError):
+        p.append(f"fetched_at must be an ISO 8601 UTC timestamp, got {_shown(fetched)}")
     types = rec.get("instance_types")
     prices = rec.get("prices")
     currency = rec.get("currency")
@@ -122,8 +151,8 @@ def validate_overlay(rec: Any) -> list[str]:
         p.append(f"currency must be one of {', '.join(CURRENCIES)}, got {currency!r}")
     rate = rec.get("usd_to_cny_rate")
     if rate is not None:
-        if not _is_num(rate) or rate <= 0:
-            p.append(f"usd_to_cny_rate must be a positive number or null, got {rate!r}")
+        if not _is_num(rate) or not 0 < rate <= MAX_USD_TO_CNY:
+            p.append(f"usd_to_cny_rate must be a positive number up to {MAX_USD_TO_CNY:g} or null, got {_shown(rate)}")
         elif currency != "USD":
             p.append("usd_to_cny_rate is only meaningful for USD prices")
 
@@ -150,17 +179,20 @@ def validate_overlay(rec: Any) -> list[str]:
             names.add(name)
         if not isinstance(fam, str) or not fam or (isinstance(name, str) and not name.startswith(f"ecs.{fam}")):
             p.append(f"{where}: family {fam!r} does not match the type name")
-        if not _is_int(t.get("gpu_count")) or t["gpu_count"] < 1:
-            p.append(f"{where}: gpu_count must be a whole number >= 1, got {t.get('gpu_count')!r}")
+        if not _is_int(t.get("gpu_count")) or not 1 <= t["gpu_count"] <= MAX_TYPE_VALUES["gpu_count"]:
+            p.append(f"{where}: gpu_count must be a whole number >= 1 and <= {MAX_TYPE_VALUES['gpu_count']}, "
+                     f"got {_shown(t.get('gpu_count'))}")
         for key, low, integer in (("vcpu", 1, True), ("memory_gib", 0, False), ("eri_count", 0, True),
                                   ("network_card_count", 0, True), ("network_bandwidth_gbps", 0, False),
                                   ("gpu_memory_gib", 0, False)):
             v = t.get(key)
             if v is None:
                 continue
-            if not (_is_int(v) if integer else _is_num(v)) or v < low or (key == "memory_gib" and v == 0):
+            if not (_is_int(v) if integer else _is_num(v)) or v < low or (key == "memory_gib" and v == 0) \
+                    or v > MAX_TYPE_VALUES[key]:
                 p.append(f"{where}: {key} must be {'a whole number' if integer else 'a number'} "
-                         f">{'=' if key != 'memory_gib' else ''} {low}, got {v!r}")
+                         f">{'=' if key != 'memory_gib' else ''} {low} and <= {MAX_TYPE_VALUES[key]:,}, "
+                         f"got {_shown(v)}")
         for key in ("gpu_spec", "gpu"):
             if t.get(key) is not None and not isinstance(t.get(key), str):
                 p.append(f"{where}: {key} must be a string or null")
@@ -179,10 +211,11 @@ def validate_overlay(rec: Any) -> list[str]:
         if extra:
             p.append(f"{where}: unknown keys {', '.join(extra)}")
         od, trade = row.get("on_demand"), row.get("trade")
-        if od is not None and (not _is_num(od) or od <= 0):
-            p.append(f"{where}: on_demand must be a positive price or null (unknown), got {od!r}")
-        if trade is not None and (not _is_num(trade) or trade < 0):
-            p.append(f"{where}: trade must be a price >= 0 or null, got {trade!r}")
+        if od is not None and (not _is_num(od) or not 0 < od <= MAX_PRICE):
+            p.append(f"{where}: on_demand must be a positive price up to {MAX_PRICE:,.0f} or null (unknown), "
+                     f"got {_shown(od)}")
+        if trade is not None and (not _is_num(trade) or not 0 <= trade <= MAX_PRICE):
+            p.append(f"{where}: trade must be a price >= 0 (at most {MAX_PRICE:,.0f}) or null, got {_shown(trade)}")
         zone_lists = {}
         for key in ("zones", "spot_zones"):
             zs = row.get(key, [])
@@ -202,8 +235,8 @@ def validate_overlay(rec: Any) -> list[str]:
         for z, v in spot.items():
             if z not in zone_lists["spot_zones"]:
                 p.append(f"{where}: spot price for {z}, which is not in spot_zones")
-            if not _is_num(v) or v <= 0:
-                p.append(f"{where}: spot price in {z} must be positive, got {v!r}")
+            if not _is_num(v) or not 0 < v <= MAX_PRICE:
+                p.append(f"{where}: spot price in {z} must be positive and at most {MAX_PRICE:,.0f}, got {_shown(v)}")
     return p
 
 
@@ -233,12 +266,19 @@ def read_overlays(directory: Path) -> list[dict[str, Any]]:
     directory = Path(directory)
     if not directory.is_dir():
         return []
+    from ..errors import InputError
+    from ..fsutil import read_json_file
+
     out = []
-    for path in sorted(directory.glob("*.json")):
+    try:
+        paths = sorted(directory.glob("*.json"))
+    except OSError as exc:
+        raise OverlayError([f"cannot list it: {exc.strerror or exc}"], str(directory)) from None
+    for path in paths:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise OverlayError([f"cannot read it: {exc}"], str(path)) from None
+            data = read_json_file(path, what="catalog overlay", limit=MAX_OVERLAY_BYTES, max_depth=MAX_OVERLAY_DEPTH)
+        except InputError as exc:
+            raise OverlayError([exc.problems[0].message if exc.problems else exc.message], str(path)) from None
         if isinstance(data, dict):
             data["_file"] = str(path)
         check_overlay(data, str(path))
@@ -389,11 +429,9 @@ def apply_overlays(records: Iterable[dict[str, Any]], families: list[InstanceFam
                    ) -> tuple[list[InstanceFamily], list[InstanceType], list[RegionPrice]]:
     """Merge refresh overlays into the curated records (see the module doc for the rules).
 
-    Raises :class:`trainstack.catalog.loader.CatalogError` (exit 2) naming the file when an
+    Raises :class:`trainstack.catalog.errors.CatalogError` (exit 2) naming the file when an
     overlay is invalid. Overlays are applied oldest first; for one region the newest wins.
     """
-    from .loader import CatalogError
-
     records = list(records)
     problems = []
     for rec in records:

@@ -29,3 +29,26 @@ def sdk_config(region: str, **options: Any) -> Any:
     # CloudApiError trainstack raises carries the chain's messages once, so those records are muted
     logging.getLogger("credentials").setLevel(logging.CRITICAL)
     return Config(credential=CredentialClient(), region_id=region, **options)
+
+
+def credential_client() -> Any:
+    """The default chain's client (no network I/O until credentials are asked for)."""
+    from alibabacloud_credentials.client import Client as CredentialClient
+
+    logging.getLogger("credentials").setLevel(logging.CRITICAL)  # see sdk_config
+    return CredentialClient()
+
+
+def require_credentials(client: Any = None) -> Any:
+    """The chain's credentials now, or exit 5 saying how to configure them. Commands that read a live
+    run call it first, so a missing configuration is one clear message, not a failed API call."""
+    from ..errors import CloudApiError
+
+    try:
+        cred = (client or credential_client()).get_credential()
+        if not getattr(cred, "access_key_id", None):
+            raise ValueError("the chain returned no access key")
+        return cred
+    except Exception as exc:  # the chain raises CredentialException (or anything its providers raise)
+        detail = " ".join(str(exc).split())[:400]
+        raise CloudApiError(f"no Alibaba Cloud credentials: {detail}", hint=CREDENTIALS_FIX) from None

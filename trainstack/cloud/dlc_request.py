@@ -14,7 +14,8 @@ from typing import Any, Mapping, Optional, Sequence
 from alibabacloud_pai_dlc20201203 import models as dlc_models
 
 from ..dlc_job import (
-    _DATA_SOURCE_FIELDS, SPOT_STRATEGY, UNKNOWN, WORKER, _int, _str_envs, job_inputs, memory_quantity,
+    _DATA_SOURCE_FIELDS, SPOT_STRATEGY, UNKNOWN, WORKER, _int, _str_envs, deploy_time_image, job_inputs,
+    memory_quantity,
     planned_datasets, spot_price_limit_per_minute, validate_inputs,
 )
 from ..plan import Plan
@@ -30,15 +31,19 @@ def _data_source(entry: Mapping[str, Any]) -> dlc_models.CreateJobRequestDataSou
     return dlc_models.CreateJobRequestDataSources(**{k: v for k, v in entry.items() if v is not None})
 
 
-def build_request_model(inputs: Mapping[str, Any]) -> dlc_models.CreateJobRequest:
-    """The SDK ``CreateJobRequest`` for the job inputs (plan inputs plus deploy-time ids)."""
+def build_request_model(inputs: Mapping[str, Any], *, image: Optional[str] = None) -> dlc_models.CreateJobRequest:
+    """The SDK ``CreateJobRequest`` for the job inputs (plan inputs plus deploy-time ids). ``image``:
+    the image a deploy-time lookup (``image_lookup``) found, or what a preview shows for it."""
     problems = validate_inputs(inputs)
     if not inputs.get("workspace_id"):
         problems.append(("workspace_id", "is required"))
+    image = inputs.get("image") or image
+    if not image:
+        problems.append(("image", "is not resolved yet (image_lookup is answered at deploy time)"))
     if problems:
         raise ValueError("invalid DLC job inputs: " + "; ".join(f"{k} {r}" for k, r in problems))
     quota = inputs.get("resource_id")
-    spec = dlc_models.JobSpec(type=WORKER, pod_count=_int(inputs["pod_count"]), image=inputs["image"])
+    spec = dlc_models.JobSpec(type=WORKER, pod_count=_int(inputs["pod_count"]), image=image)
     if quota:
         spec.resource_config = dlc_models.ResourceConfig(
             cpu=str(_int(inputs["cpu_per_pod"])), gpu=str(_int(inputs["gpus_per_pod"])),
@@ -81,7 +86,13 @@ def build_create_job_request(plan: Plan, *, workspace_id: str, vpc_id: Optional[
     """
     inputs = dict(job_inputs(plan), workspace_id=workspace_id, vpc_id=vpc_id, vswitch_id=vswitch_id,
                   security_group_id=security_group_id, data_sources=[dict(d) for d in data_sources])
-    return build_request_model(inputs).to_map()
+    return build_request_model(inputs, image=preview_image(inputs)).to_map()
+
+
+def preview_image(inputs: Mapping[str, Any]) -> Optional[str]:
+    """What the request shows for an image looked up at deploy time (None when one is pinned)."""
+    lookup = inputs.get("image_lookup")
+    return None if inputs.get("image") or not lookup else deploy_time_image(lookup)
 
 
 def redacted_request(plan: Plan, *, workspace_id: str, vpc_id: Optional[str], vswitch_id: Optional[str],

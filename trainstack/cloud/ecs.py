@@ -1,4 +1,4 @@
-"""The ECS OpenAPI calls trainstack makes (catalog refresh, preflight), through the official SDK.
+"""The ECS OpenAPI calls trainstack makes (catalog refresh, preflight, status), through the official SDK.
 
 ``make_client`` is the only place a real client is built (credentials from the default chain);
 ``call_api`` runs one call under the shared retry policy and maps a failure to exit 5 with its fix;
@@ -28,6 +28,8 @@ class EcsClient(Protocol):
     def describe_price(self, request: ecs.DescribePriceRequest) -> Any: ...
 
     def describe_spot_price_history(self, request: ecs.DescribeSpotPriceHistoryRequest) -> Any: ...
+
+    def describe_instances(self, request: ecs.DescribeInstancesRequest) -> Any: ...
 
 
 def make_client(region: str) -> EcsClient:
@@ -93,3 +95,49 @@ def describe_stock(client: EcsClient, region: str, *, instance_type: Optional[st
     except MalformedResponse as exc:
         raise CloudApiError(f"DescribeAvailableResource ({region}) returned a malformed response: {exc.message}",
                             hint="retry later; if it persists the API or SDK changed: update trainstack") from None
+
+
+#: ECS DescribeInstances answers at most this many instances a page (MaxResults 10..100).
+INSTANCES_PAGE = 100
+
+
+def _ecs_time(value: Any) -> Optional[float]:
+    """ECS times (``2025-01-02T03:04Z``, sometimes with seconds) as epoch seconds; None when absent."""
+    import calendar
+
+    text = str(value or "").strip()
+    for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%MZ"):
+        try:
+            return float(calendar.timegm(time.strptime(text, fmt)))
+        except ValueError:
+            continue
+    return None
+
+
+def describe_stack_instances(client: EcsClient, region: str, stack: str, *,
+                             sleep: Optional[Sleep] = None) -> list:
+    """The training nodes of ``stack`` (tags ``trainstack:name`` and ``trainstack:role=training``,
+    which every node carries: trainstack/tags.py), every page, as InstanceObservation."""
+    from ..status.record import InstanceObservation
+    from ..tags import NAME, ROLE, ROLE_TRAINING
+
+    out, token = [], None
+    while True:
+        req = ecs.DescribeInstancesRequest(
+            region_id=region, max_results=INSTANCES_PAGE, next_token=token,
+            tag=[ecs.DescribeInstancesRequestTag(key=NAME, value=stack),
+                 ecs.DescribeInstancesRequestTag(key=ROLE, value=ROLE_TRAINING)])
+        body = call_api("DescribeInstances", client.describe_instances, req, region=region, what=stack,
+                        sleep=sleep).body
+        for i in (getattr(body.instances, "instance", None) or []) if body.instances else []:
+            tags = {t.tag_key: t.tag_value for t in (i.tags.tag or [])} if i.tags else {}
+            rank = tags.get("trainstack:node-rank")
+            out.append(InstanceObservation(
+                instance_id=i.instance_id, name=i.instance_name, status=i.status or "unknown",
+                node_rank=int(rank) if rank and rank.isdigit() else None,
+                spot=(i.spot_strategy or "NoSpot") != "NoSpot", stopped_mode=i.stopped_mode,
+                instance_type=i.instance_type, zone=i.zone_id, created_at=_ecs_time(i.creation_time),
+                started_at=_ecs_time(i.start_time)))
+        token = body.next_token
+        if not token:
+            return out

@@ -16,7 +16,7 @@ from ..errors import CloudApiError
 from .credentials import CREDENTIALS_FIX
 
 
-def _clean(value: Any) -> Optional[str]:
+def clean_field(value: Any) -> Optional[str]:
     """The SDKs format missing fields as the string 'None'."""
     if value is None:
         return None
@@ -42,14 +42,14 @@ class ApiErrorInfo:
         inner = getattr(exc, "inner_exception", None)
         if inner is not None and getattr(inner, "code", None) is None and inner is not exc:
             return cls._from_cause(inner)
-        code = _clean(getattr(exc, "code", None))
+        code = clean_field(getattr(exc, "code", None))
         if code is None and not hasattr(exc, "code"):
             return cls._from_cause(exc)
         data = getattr(exc, "data", None)
         data = data if isinstance(data, dict) else {}
         status = getattr(exc, "status_code", None) or getattr(exc, "statusCode", None) or data.get("statusCode")
-        request_id = _clean(getattr(exc, "request_id", None)) or _clean(data.get("RequestId") or data.get("requestId"))
-        message = _clean(getattr(exc, "message", None)) or _clean(data.get("Message") or data.get("message")) or ""
+        request_id = clean_field(getattr(exc, "request_id", None)) or clean_field(data.get("RequestId") or data.get("requestId"))
+        message = clean_field(getattr(exc, "message", None)) or clean_field(data.get("Message") or data.get("message")) or ""
         m = re.fullmatch(r"code: \d+, (.*?)(?: request id: \S*)?", message, re.S)
         if m:
             message = m.group(1)
@@ -63,7 +63,7 @@ class ApiErrorInfo:
     def _from_cause(cls, cause: BaseException) -> "ApiErrorInfo":
         name = type(cause).__name__
         text = f"{name}: {cause}" if str(cause) else name
-        if name == "CredentialException":
+        if name == "CredentialException" or name.startswith("Credentials"):  # OSS SDK: CredentialsFetchError
             return cls(code=None, message=text, credentials=True)
         network = (isinstance(cause, (OSError, TimeoutError, ConnectionError))
                    or name in ("RetryError", "ConnectionError", "UnretryableException") or "Timeout" in name)
@@ -129,6 +129,8 @@ FIXES: tuple[tuple[str, re.Pattern, str], ...] = (
     ("*", re.compile(r"InvalidAccessKeyId|SignatureDoesNotMatch|InvalidCredentials|IncompleteSignature|"
                      r"InvalidSecurityToken|credential", re.I), CREDENTIALS_FIX),
     ("ecs", _REGION, "check the region id (`trainstack catalog` lists the known regions)"),
+    ("oss", re.compile(r"NoSuchBucket", re.I),
+     "the stack's bucket does not exist (yet): deploy the stack with `pulumi up`, or check the region"),
     ("dlc", re.compile(r"workspace", re.I),
      "check that dlc.workspace_id exists in this region and that you are a member (PAI ListWorkspaces), or leave "
      "it empty so trainstack creates a workspace; a quota (dlc.resource_id) must be attached to that workspace"),
@@ -158,6 +160,8 @@ DEFAULT_FIX = ("look the code up with the request id in the Alibaba Cloud troubl
 PERMISSION_FIXES = {
     "ecs": "grant the RAM user or role ecs:{api} (the system policy AliyunECSReadOnlyAccess covers every call "
            "trainstack makes), then retry",
+    "oss": "grant the RAM user or role oss:ListObjects and oss:GetObject on the stack's bucket (the system policy "
+           "AliyunOSSReadOnlyAccess covers them), then retry",
 }
 
 

@@ -19,6 +19,7 @@ import importlib
 import importlib.util
 import json
 import sys
+from pathlib import Path
 from typing import Any, Optional
 
 from ..catalog import Catalog, GpuModel, ResolvedInstance, load_catalog
@@ -74,6 +75,9 @@ def _add_show_options(p: argparse.ArgumentParser, *, suppress: bool) -> None:
                         "GPUs no source names)")
     p.add_argument("--max-age-days", type=int, metavar="DAYS", default=default(None),
                    help="warn when prices are older than this (default: settings price_max_age_days)")
+    p.add_argument("--price-book", metavar="PATH", default=default(None),
+                   help="the team's price book (YAML, README \"Prices\"): its prices replace the public ones "
+                        "and are marked as the team's; its PAI-DLC spec and quota prices are listed below")
     p.add_argument("--json", action="store_true", default=default(False),
                    help="print machine-readable JSON")
 
@@ -82,6 +86,11 @@ def _add_show_options(p: argparse.ArgumentParser, *, suppress: bool) -> None:
 
 def run_show(args) -> int:
     catalog = load_catalog()
+    if getattr(args, "price_book", None):
+        from ..catalog.price_book import display_path, read_price_book
+
+        catalog = catalog.with_price_book(read_price_book(args.price_book, catalog,
+                                                          display=display_path(Path(args.price_book))))
     region = args.region or catalog.settings.get("default_region", "cn-shenzhen")
     catalog.check_region(region, path="--region")
     gpus = _gpu_filter(catalog, args.gpu)
@@ -119,6 +128,7 @@ def run_show(args) -> int:
             "spot_estimate_fraction": float(catalog.settings["spot_estimate_fraction"]),
             "count": len(rows),
             "rows": [_json_row(r, quotes[r.name]) for r in rows],
+            "price_book": _book_json(catalog, region),
         }
         print(json.dumps(out, indent=2))
         return 0
@@ -139,13 +149,45 @@ def run_show(args) -> int:
     notes = ["GiB/GPU: usable GPU memory (GiB = 2^30 B); '-' = unknown."]
     if any(q.on_demand_from_region for q in quotes.values()):
         notes.append(f"*: {region} lists no price; median of the other mainland-China regions (estimate).")
+    if any(q.source_kind == "price-book" for q in quotes.values()):
+        notes.append(f"+: the team's price from price book {catalog.price_book.path} (its date and source: "
+                     "`--json` or `trainstack resolve`).")
     if any(q.spot_estimated and q.spot_cny_per_hour is not None for q in quotes.values()):
         notes.append(f"~X (est.): spot estimated at {frac:.0%} of on-demand; real spot prices come from "
                      "`trainstack catalog refresh`.")
     notes.append("Multi-GPU training inside one node needs NVLink or NVSwitch.")
     print()
     print("\n".join(notes))
+    _print_book_extras(catalog, region)
     return 0
+
+
+def _book_json(catalog: Catalog, region: str) -> Optional[dict[str, Any]]:
+    book = catalog.price_book
+    if book is None:
+        return None
+    return {"path": book.path, "entries": [
+        {"region": e.region, "kind": e.kind, "name": e.subject, "per": e.unit,
+         "on_demand_cny_per_hour": e.on_demand_cny_per_hour, "spot_cny_per_hour": e.spot_cny_per_hour,
+         "as_of": e.as_of.isoformat(), "age_days": _age_days(e.as_of.isoformat()), "source": e.source,
+         "in_region": e.region == region} for e in book.entries]}
+
+
+def _print_book_extras(catalog: Catalog, region: str) -> None:
+    """The price book's PAI-DLC spec and quota prices (no ECS row shows them)."""
+    book = catalog.price_book
+    if book is None:
+        return
+    rows = [[e.region, "DLC spec" if e.kind == "dlc_spec" else "quota", e.subject, e.unit,
+             _num(e.on_demand_cny_per_hour), _num(e.spot_cny_per_hour), e.as_of.isoformat(),
+             str(_age_days(e.as_of.isoformat())), e.source] for e in book.entries if e.kind != "instance_type"]
+    dates = sorted(e.as_of for e in book.entries)
+    print()
+    print(f"Price book {book.path}: {len(book.entries)} team price(s), as of "
+          f"{dates[0].isoformat()}..{dates[-1].isoformat()}" if dates else f"Price book {book.path}: empty")
+    if rows:
+        print(render_table(["REGION", "KIND", "NAME", "PER", "ON-DEMAND", "SPOT", "AS OF", "AGE DAYS", "SOURCE"],
+                           rows, align="lllrrrlrl"))
 
 
 # ---- filters --------------------------------------------------------------------------------
@@ -220,8 +262,10 @@ def _age_days(date_text: str) -> Optional[int]:
     return (_today() - as_of).days
 
 
-def _today() -> _dt.date:  # a seam for tests
-    return _dt.date.today()
+def _today() -> _dt.date:  # a seam for tests; the shared clock (TRAINSTACK_TODAY pins it)
+    from ..clock import today
+
+    return today()
 
 
 def _num(value: Optional[float], digits: int = 2, *, trim: bool = False) -> str:
@@ -266,6 +310,8 @@ def _text_row(r: ResolvedInstance, q) -> list[str]:
     on_demand = _num(q.on_demand_cny_per_hour)
     if q.on_demand_from_region and q.on_demand_cny_per_hour is not None:
         on_demand += "*"
+    if q.source_kind == "price-book":
+        on_demand += "+"
     if q.spot_cny_per_hour is None:
         spot = "-"
     elif q.spot_estimated:
@@ -313,6 +359,8 @@ def _json_row(r: ResolvedInstance, q) -> dict[str, Any]:
         "seen_in_region": q.seen_in_region,
         "zones": list(q.zones),
         "price_as_of": q.as_of,
+        "price_source": q.source_kind,
+        "price_source_text": q.source,
         "labels": list(q.labels),
         "unverified": {"type": list(r.type.unverified), "family": list(r.family.unverified),
                        "gpu": list(g.unverified) if g else []},

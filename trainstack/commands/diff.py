@@ -13,32 +13,34 @@ from ..errors import EXIT_POLICY
 
 
 def register(sub) -> None:
+    from ..outputs import add_out_argument
+
     p = sub.add_parser("diff", help="compare two plans: resources, replacements, cost and policy verdicts")
     p.add_argument("base", help="profile path, stack name or saved plan JSON")
     p.add_argument("head", help="profile path, stack name or saved plan JSON")
     p.add_argument("--format", choices=("markdown", "json"), default="markdown")
-    p.add_argument("--out", help="write to this file (atomically) instead of stdout")
+    add_out_argument(p)
     p.add_argument("--policy-config", metavar="FILE",
                    help="policy levels and settings for sides planned now (JSON, as --policy-pack-config)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..fsutil import atomic_write_text
+    from ..outputs import emit
     from ..preview.diff import diff_documents
     from ..preview.planner import load_side
     from ..preview.render_diff import render
     from ..preview.sources import find_project, load_policy_config
 
+    from ..outputs import check_out_argument
+
+    check_out_argument(args)
     project = find_project()
     config = load_policy_config(args.policy_config)
     base, head = load_side(args.base, project, config), load_side(args.head, project, config)
     d = diff_documents(base, head, base_label=args.base, head_label=args.head)
     text = render(d, args.format)
-    if args.out:
-        atomic_write_text(args.out, text)
-    else:
-        sys.stdout.write(text)
+    emit(args, text)
     if d["policy"]["mandatory_after"]:
         print(f"trainstack: {args.head} has {d['policy']['mandatory_after']} mandatory policy violation(s)",
               file=sys.stderr)

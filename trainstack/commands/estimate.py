@@ -11,15 +11,16 @@ import math
 from typing import Any, Optional
 
 from ..catalog import Catalog, GpuModel, load_catalog
-from ..catalog.models import TRAINING_INTERCONNECTS
+from ..catalog.models import TRAINING_INTERCONNECTS, TRAINING_RDMA
+from ..catalog.price_book import catalog_for
+from ..placement.prices import provenance
 from ..errors import InputError, Problem
 from ..profile import TrainingProfile, load_profile
 from ..rules import check_profile
 from ..sizing import Estimate, GpuHourPrice, estimate, fit_suggestions, gpu_hour_price
-from ..sizing.estimate import min_margin_gib
-from ..sizing.estimate import NodeLayout
-from ..sizing.memory import COMPONENTS, PHASE_LABELS
 from ..sizing import constants as K
+from ..sizing.estimate import NodeLayout, min_margin_gib
+from ..sizing.memory import COMPONENTS, PHASE_LABELS
 from ..textable import render_table
 
 
@@ -40,14 +41,17 @@ def run(args) -> int:
     profile = load_profile(args.profile)
     catalog = load_catalog()
     check_profile(profile, catalog, file=args.profile)
+    catalog = catalog_for(profile, catalog)  # the team's prices first (price_book)
     gpus = [catalog.gpu(args.gpu, path="--gpu")] if args.gpu else list(catalog.gpus.values())
     count = _gpu_count(args.gpus, profile)
+    _check_world(profile, count)
     gbps = _network_gbps(getattr(args, "network_gbps", None))
     layouts = {g.name: node_layout(catalog, g, count, profile.region, gbps) for g in gpus}
     allocator = allocator_of(profile)
     margin = memory_margin_fraction(profile)
     est = estimate(profile.architecture, profile.training, gpus, gpu_count=count, layouts=layouts,
                    allocator=allocator, min_margin_fraction=margin)
+    est, calibrations = with_calibration(profile, est, gpus, margin)
     prices = ({g.name: gpu_hour_price(catalog, profile.region, g.name) for g in gpus}
               if profile.training.tokens else {})
     suggestions: list[str] = []
@@ -56,6 +60,12 @@ def run(args) -> int:
         suggestions = fit_suggestions(profile.architecture, profile.training,
                                       roomiest.usable_gib - min_margin_gib(roomiest.usable_gib, margin), count)
     doc = to_json(profile, est, prices, layouts, suggestions)
+    doc["prices"] = prices_block(catalog, profile.region, doc, prices)
+    doc["calibration"] = [{"gpu": e.key.gpu, "throughput_factor": e.throughput_factor,
+                           "memory_factor": e.applied_memory_factor, "measured_by": f"{e.source.stack} {e.source.node}",
+                           "heartbeat_at": e.source.heartbeat_at, "calibrated_at": e.calibrated_at}
+                          for e in calibrations]
+    doc["assumptions"] = [e.label() for e in calibrations] + doc["assumptions"]
     if suggestions or not est.fits_anywhere:
         doc["suggestions_for"] = f"{roomiest.name}, {roomiest.usable_gib:g} GiB"
     if args.json:
@@ -63,6 +73,58 @@ def run(args) -> int:
     else:
         print(render_text(doc))
     return 0
+
+
+def prices_block(catalog: Catalog, region: str, doc: dict[str, Any],
+                 prices: dict[str, GpuHourPrice]) -> Optional[dict[str, Any]]:
+    """Whose price the costs rest on (``prices.as_of``, ``age_days``, ``source``, ``headline``): the type
+    that prices the reference GPU, else the cheapest GPU that fits. Each ``per_gpu`` row gets its own
+    ``price_source`` and ``price_as_of``."""
+    for row in doc["per_gpu"]:
+        price = prices.get(row["gpu"])
+        quote = catalog.quote(region, price.instance_type) if price and price.instance_type else None
+        row["price_source"] = quote.source_kind if quote else "none"
+        row["price_as_of"] = quote.as_of if quote else None
+    gpu = (doc.get("cost") or {}).get("gpu") if (doc.get("cost") or {}).get("instance_type") else \
+        (doc.get("cheapest") or {}).get("gpu")
+    price = prices.get(gpu) if gpu else None
+    if price is None or price.instance_type is None:
+        return None
+    return provenance(catalog, catalog.quote(region, price.instance_type)).model_dump(mode="json")
+
+
+def _check_world(profile: TrainingProfile, count: int) -> None:
+    """--gpus must hold the profile's tensor x pipeline x context degrees (the world size is their product
+    times data parallel)."""
+    mp = profile.training.model_parallel
+    if count % mp:
+        raise InputError(f"--gpus {count} cannot hold the profile's layout", problems=[Problem(
+            path="--gpus", given=count, has_given=True,
+            message=f"tensor x pipeline x context parallel = {mp} must divide the GPU count",
+            allowed=f"a multiple of {mp}")])
+
+
+def with_calibration(profile: TrainingProfile, est: Estimate, gpus: list[GpuModel], margin: float):
+    """``est`` with the calibration overlay's entries for this workload applied per GPU model (their
+    speed; their fit, and the memory itself when one GPU is asked for), and the entries used."""
+    from ..sizing import calibration_overlay as cal
+    from ..sizing.estimate import gpu_fit
+
+    overlay, used = cal.load_overlay(), []
+    speeds, fits, memory = list(est.throughput), list(est.fits), est.memory
+    for i, gpu in enumerate(gpus):
+        entry = overlay.find(cal.workload_key(profile.architecture, profile.training, gpu.name))
+        if entry is None:
+            continue
+        used.append(entry)
+        speeds = [cal.calibrated_speed(t, entry.throughput_factor) if t.gpu == gpu.name else t for t in speeds]
+        adjusted = cal.calibrated_memory(est.memory, entry.applied_memory_factor)
+        fits = [gpu_fit(adjusted, gpu, margin) if f.gpu == gpu.name else f for f in fits]
+        if len(gpus) == 1:
+            memory = adjusted
+    if not used:
+        return est, []
+    return est.model_copy(update={"throughput": tuple(speeds), "fits": tuple(fits), "memory": memory}), used
 
 
 def _network_gbps(flag: Optional[float]) -> Optional[float]:
@@ -105,7 +167,7 @@ def node_layout(catalog: Catalog, gpu: GpuModel, count: int, region: Optional[st
     lay = _node_layout(catalog, gpu, count, region)
     if network_gbps is None or count <= 1:
         return lay
-    network = lay.network if lay.network in ("erdma", "roce") else "roce"
+    network = lay.network if lay.network in TRAINING_RDMA else "roce"
     return lay.model_copy(update={"network_gbps": network_gbps, "network": network,
                                   "label": (lay.label or "") + f"; node network {network_gbps:g} Gbit/s per node "
                                                                "(--network-gbps, what-if)"})
@@ -126,7 +188,7 @@ def _node_layout(catalog: Catalog, gpu: GpuModel, count: int, region: Optional[s
 
     best = max(nodes, key=lambda i: (usable(i), i.gpu_count, i.type.rdma_bandwidth_gbps or 0, i.rdma != "none"))
     per_node = min(count, best.gpu_count)
-    rdma = best.rdma if best.rdma in ("erdma", "roce") else "tcp"
+    rdma = best.rdma if best.rdma in TRAINING_RDMA else "tcp"
     gbps = best.type.rdma_bandwidth_gbps if rdma != "tcp" else best.type.network_bandwidth_gbps
     return NodeLayout(gpus_per_node=per_node, interconnect=best.interconnect, network=rdma,
                       network_gbps=gbps, label=f"{count} x {gpu.name} laid out as {math.ceil(count / per_node)} "
@@ -141,6 +203,7 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
             layouts: dict[str, NodeLayout], suggestions: list[str]) -> dict[str, Any]:
     """The ``estimate --json`` document."""
     t, mem = profile.training, est.memory
+    dp = t.data_parallel(est.gpu_count)
     ref = est.reference_gpu()
     speed = est.speed(ref) if ref else None
     per_gpu, labels = [], list(est.assumptions)
@@ -164,12 +227,16 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
                      "framework": t.framework, "loss": t.loss,
                      "micro_batch_size": t.micro_batch_size, "sequence_length": t.sequence_length,
                      "gradient_checkpointing": t.gradient_checkpointing, "zero_stage": t.zero_stage,
-                     "gradient_accumulation_steps": t.accumulation_steps(est.gpu_count),
-                     "global_batch_size": t.global_batch(est.gpu_count),
-                     "tokens_per_step": t.global_batch(est.gpu_count) * t.sequence_length,
+                     "gradient_accumulation_steps": t.accumulation_steps(dp),
+                     "global_batch_size": t.global_batch(dp),
+                     "tokens_per_step": t.global_batch(dp) * t.sequence_length,
                      "expert_parallel": t.expert_parallel if arch.is_moe else 1,
+                     "tensor_parallel": t.tensor_parallel or 1, "pipeline_parallel": t.pipeline_parallel or 1,
+                     "context_parallel": t.context_parallel or 1, "data_parallel": dp,
+                     "virtual_pipeline_stages": t.virtual_pipeline_stages, "layout": mem.layout,
                      "lora": t.adapters.model_dump() if t.adapters else None, "tokens": t.tokens},
         "memory": {"peak_gib_per_gpu": mem.peak_gib_per_gpu, "reserved_gib_per_gpu": mem.reserved_gib_per_gpu,
+                   "peak_stage": mem.peak_stage, "micro_batches_in_flight": mem.micro_batches_in_flight,
                    "required_gib_per_gpu": mem.required_gib_per_gpu, "allocator": mem.allocator,
                    "breakdown_gib": mem.breakdown_gib, "peak_phase": mem.peak_phase,
                    "phases_gib": mem.phases_gib,
@@ -181,7 +248,8 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
             "mfu": speed.mfu, "hfu": speed.hfu, "accumulation_steps": speed.accumulation_steps,
             "tokens_per_step": speed.tokens_per_step,
             "scaling_efficiency": speed.scaling_efficiency,
-            "communication_seconds": speed.communication_seconds},
+            "communication_seconds": speed.communication_seconds,
+            "bubble_fraction": speed.bubble_fraction, "layout": speed.layout},
         "per_gpu": per_gpu, "fits_any_gpu": est.fits_anywhere, "suggestions": suggestions,
     }
     if t.tokens is not None and ref is not None:
@@ -198,6 +266,12 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
         if priced:
             best = min(priced, key=lambda g: g["on_demand_cny"])
             doc["cheapest"] = {k: best[k] for k in ("gpu", "hours", "on_demand_cny", "spot_cny")}
+    from ..sizing.frameworks import searchable_degrees
+
+    unset = sorted(searchable_degrees(t))
+    if unset:
+        labels.append(f"{', '.join(d + '_parallel' for d in unset)} unset: sized as 1; `trainstack resolve` "
+                      f"chooses the layout per candidate ({t.framework} runs them)")
     doc["assumptions"] = labels
     return doc
 
@@ -252,7 +326,7 @@ def render_text(doc: dict[str, Any]) -> str:
         f"{doc['profile']}: {m['name']}, {m['parameters'] / 1e9:.2f}B params{active} "
         f"({doc['trainable_params'] / 1e9:.3g}B trainable), {t['method']}{lora}, {t['precision']}, {t['optimizer']}",
         f"  micro-batch {t['micro_batch_size']} x {t['sequence_length']} tokens, gradient checkpointing "
-        f"{ckpt}, ZeRO {t['zero_stage']}, {doc['gpus']} GPU(s), framework {t['framework']}",
+        f"{ckpt}, ZeRO {t['zero_stage']}, {doc['gpus']} GPU(s) as {t['layout']}, framework {t['framework']}",
         f"  {t['gradient_accumulation_steps']} micro-batch(es) per optimizer step: global batch "
         f"{t['global_batch_size']} sequences = {t['tokens_per_step']:,} tokens per step"
         + (f"; experts split over {t['expert_parallel']} GPUs" if t["expert_parallel"] > 1 else ""),
@@ -294,6 +368,8 @@ def render_text(doc: dict[str, Any]) -> str:
             c = doc["cheapest"]
             lines.append(f"  cheapest GPU that fits: {c['gpu']}, {_num(c['hours'], '{:,.2f}')} h, "
                          f"{_num(c['on_demand_cny'], '{:,.0f}')} CNY on demand")
+    if doc.get("prices"):
+        lines.append(f"  {doc['prices']['headline']}")
     if not doc["fits_any_gpu"]:
         lines.append("")
         lines.append(f"Fits no listed GPU model with {doc['gpus']} GPU(s). What would make it fit "

@@ -14,42 +14,50 @@ from ..errors import EXIT_POLICY, InputError
 
 
 def register(sub) -> None:
+    from ..outputs import add_out_argument
+
     p = sub.add_parser("plan", help="offline preview: resources, policy verdicts, cost and topology")
     p.add_argument("profile", nargs="?", help="path to a profile YAML (not needed with --stack)")
     p.add_argument("--stack", help="a stack name: stacks/Pulumi.<NAME>.yaml")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
-    p.add_argument("--out", help="write to this file (atomically) instead of stdout")
+    add_out_argument(p)
     p.add_argument("--policy-config", metavar="FILE",
                    help="policy levels and settings, JSON as for `pulumi preview --policy-pack-config`")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..fsutil import atomic_write_text
+    from ..outputs import emit
     from ..preview.planner import plan_source
     from ..preview.render import policy_counts, render
     from ..preview.sources import Source, find_project, load_policy_config, unknown_stack
 
+    from ..outputs import check_out_argument
+
+    check_out_argument(args)
     if bool(args.profile) == bool(args.stack):
         raise InputError("give a PROFILE path or --stack NAME" if not args.profile
                          else "give either a PROFILE path or --stack NAME, not both")
     project = find_project()
     if args.stack:
         path = project.stack_file(args.stack)
-        if not path.is_file():
-            raise unknown_stack(project, args.stack)
+        if "/" in args.stack or "\x00" in args.stack or not path.name.startswith("Pulumi."):
+            raise unknown_stack(project, args.stack.replace("/", "_"))
+        try:
+            path.lstat()
+        except (OSError, ValueError):
+            raise unknown_stack(project, args.stack) from None
         source = Source("stack", args.stack, path, stack=args.stack)
     else:
+        from ..fsutil import read_regular_file
+        from ..profile import MAX_PROFILE_BYTES
+
         path = Path(args.profile)
-        if not path.is_file():
-            raise InputError(f"{args.profile}: no such profile file")
+        read_regular_file(path, what="profile", limit=MAX_PROFILE_BYTES)  # exists, regular, bounded
         source = Source("profile", args.profile, path)
     doc = plan_source(source, project, policy_config=load_policy_config(args.policy_config))
     text = render(doc, args.format)
-    if args.out:
-        atomic_write_text(args.out, text)
-    else:
-        sys.stdout.write(text)
+    emit(args, text)
     mandatory, _ = policy_counts(doc)
     if mandatory:
         print(f"trainstack: {mandatory} mandatory policy violation(s); `pulumi up` would be refused",

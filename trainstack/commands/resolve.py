@@ -26,14 +26,14 @@ def _money(v):
 
 def _row(c: Candidate, chosen: bool) -> list[str]:
     return ["*" if chosen else "", c.target, c.instance_type or "(quota)", c.gpu_model or "-", str(c.nodes),
-            str(c.gpus_per_node), "spot" if c.spot else "on-demand",
+            str(c.gpus_per_node), c.layout.label if c.layout else "-", "spot" if c.spot else "on-demand",
             "-" if c.memory_margin_gib is None else f"{c.memory_margin_gib:.1f}",
             "-" if c.tokens_per_second is None else f"{c.tokens_per_second:,.0f}",
             "-" if c.estimated_hours is None else f"{c.estimated_hours:,.1f}",
             _money(c.hourly_cost_cny), _money(c.total_cost_cny), c.reason or ""]
 
 
-HEADERS = ["", "TARGET", "INSTANCE TYPE", "GPU", "NODES", "GPU/NODE", "PRICING", "MARGIN GiB", "TOKENS/S",
+HEADERS = ["", "TARGET", "INSTANCE TYPE", "GPU", "NODES", "GPU/NODE", "LAYOUT", "PRICING", "MARGIN GiB", "TOKENS/S",
            "HOURS", "CNY/H", "TOTAL CNY", "REJECTED BECAUSE"]
 
 
@@ -45,6 +45,8 @@ def render_text(plan: Plan, candidates: list[Candidate], show_all: bool) -> str:
              f"{plan.estimate.memory_margin_gib} GiB), {plan.estimate.tokens_per_second or '-'} tokens/s, "
              f"{plan.estimated_hours if plan.estimated_hours is not None else '-'} h, "
              f"{_money(plan.hourly_cost_cny)} CNY/h, {_money(plan.total_cost_cny)} CNY total"]
+    if plan.prices is not None:
+        lines.append(f"  {plan.prices.headline}")
     if plan.spot:
         lines.append(f"  spot price limit: {plan.spot_price_limit} CNY/h per node")
     lines.append("")
@@ -54,6 +56,20 @@ def render_text(plan: Plan, candidates: list[Candidate], show_all: bool) -> str:
     rows += [_row(c, False) for c in others if not _same(c, plan)]
     lines.append("Considered resources (* = chosen)" + ("" if show_all else "; --all lists every candidate"))
     lines.append(render_table(HEADERS, rows))
+    p = plan.parallelism
+    if len(p.considered) > 1 and (show_all or p.chosen_by == "resolver"):
+        lines.append("")
+        lines.append(f"Layouts sized for {plan.nodes} x {plan.instance_type or plan.gpu_model} (* = chosen, "
+                     f"{p.chosen_by}; {p.micro_batches} micro-batch(es) per step)"
+                     + ("" if show_all else "; --all lists them all"))
+        shown = p.considered if show_all else [o for o in p.considered if o.fits][:8]
+        lines.append(render_table(["", "LAYOUT", "REQUIRED GiB/GPU", "FITS", "TOKENS/S"], [
+            ["*" if o.chosen else "", o.layout.label, f"{o.required_gib_per_gpu:.1f}", "yes" if o.fits else "no",
+             "-" if o.tokens_per_second is None else f"{o.tokens_per_second:,.0f}"] for o in shown]))
+    if plan.reasons:
+        lines.append("")
+        lines.append("Why:")
+        lines += [f"  - {r}" for r in plan.reasons]
     if plan.rejected:
         lines.append("")
         lines.append("Rejected families:")
@@ -70,6 +86,7 @@ def render_text(plan: Plan, candidates: list[Candidate], show_all: bool) -> str:
 def Plan_candidate(plan: Plan) -> Candidate:  # noqa: N802 - reads like a constructor
     return Candidate(target=plan.target, instance_type=plan.instance_type, gpu_model=plan.gpu_model,
                      nodes=plan.nodes, gpus_per_node=plan.gpus_per_node, spot=plan.spot, zone=plan.zone,
+                     layout=plan.parallelism.layout,
                      hourly_cost_cny=plan.hourly_cost_cny, estimated_hours=plan.estimated_hours,
                      total_cost_cny=plan.total_cost_cny, memory_margin_gib=plan.estimate.memory_margin_gib,
                      tokens_per_second=plan.estimate.tokens_per_second)

@@ -8,17 +8,16 @@ from ..profile import profile_json_schema
 
 
 def register(sub) -> None:
+    from ..outputs import add_out_argument
+
     p = sub.add_parser("schema", help="print the profile JSON Schema")
-    p.add_argument("--out", help="write to this file instead of stdout")
+    add_out_argument(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     text = json.dumps(profile_json_schema(), indent=2, sort_keys=True) + "\n"
-    if args.out:
-        from ..fsutil import atomic_write_text
+    from ..outputs import emit
 
-        atomic_write_text(args.out, text)
-    else:
-        print(text, end="")
+    emit(args, text)
     return 0

@@ -60,10 +60,10 @@ def _validate_stack(args) -> int:
     from ..preview.sources import find_project, stack_config
 
     project = find_project()
-    config, _ = stack_config(project, args.stack)
+    config, secret_keys = stack_config(project, args.stack)
     plan, note = None, None
     try:
-        plan = plan_for_config(config, project.name, project.root)
+        plan = plan_for_config(config, project.name, project.root, secret_keys)
     except InfeasibleError as exc:
         note = f"nothing can run it as it stands ({exc.message})"
     if args.json:

@@ -16,11 +16,11 @@ from ..errors import Problem
 from . import accelerate, deepspeed, environment, torchrun
 from .base import DISTRIBUTED_ENV, FIELD, TOPOLOGY_ENV, Command, Context, Launch, LaunchError, problem
 from .command import parse
-from .topology import Topology, topology_from_plan
+from .topology import Degrees, Topology, topology_from_plan
 from .words import Word, assignment, lit, shell_line, shell_word, unsafe_text
 
-__all__ = ["FIELD", "Launch", "LaunchError", "RESERVED_ENV", "RESERVED_ENV_PREFIXES", "Topology", "check_command",
-           "dlc_command", "render_launch", "topology_from_plan"]
+__all__ = ["Degrees", "FIELD", "Launch", "LaunchError", "RESERVED_ENV", "RESERVED_ENV_PREFIXES", "Topology",
+           "check_command", "check_degrees", "command_degrees", "dlc_command", "render_launch", "topology_from_plan"]
 
 _TOOLS = {"torchrun": torchrun, "python": torchrun, "tune": torchrun, "accelerate": accelerate,
           "deepspeed": deepspeed, "llamafactory": environment, "swift": environment, "script": environment}
@@ -54,6 +54,25 @@ def check_command(command: str, topology: Optional[Topology]) -> list[Problem]:
     if parsed is None:
         return problems
     return problems + _TOOLS[parsed.tool].check(parsed, Context(topology))
+
+
+def command_degrees(command: str) -> frozenset[str]:
+    """The parallel degrees (tensor, pipeline, context, expert) ``command``'s program takes from its
+    command line (launchers/parallel.py); none for a command that cannot be launched."""
+    from . import parallel
+
+    parsed, problems = _parsed(command)
+    return parallel.degrees_taken(parsed) if parsed is not None and not problems else frozenset()
+
+
+def check_degrees(command: str, degrees: Degrees) -> list[Problem]:
+    """What refuses ``degrees`` (the profile's own, before a plan) for ``command``."""
+    from . import parallel
+
+    parsed, problems = _parsed(command)
+    if parsed is None or problems:
+        return []  # check_command reports it
+    return parallel.refused(parsed, degrees)
 
 
 def render_launch(command: str, topology: Topology, rank: Optional[int] = None, *,

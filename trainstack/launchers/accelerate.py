@@ -15,6 +15,7 @@ from typing import Optional
 
 from ..errors import Problem
 from .base import Command, Context, Launch, problem
+from . import parallel
 from .managed import Forbidden, option_words, split_options
 from .options import facts, scan
 from .words import Word, lit
@@ -39,6 +40,8 @@ def check(cmd: Command, ctx: Context) -> list[Problem]:
     problems, _ = split_options(found, ROLES, FORBIDDEN, ctx, "accelerate launch")
     if not found.program and not found.missing_value:
         problems.append(problem("the command runs accelerate launch without a script", "name the training script"))
+    if ctx.known:
+        problems += parallel.refused(cmd, ctx.topology.degrees)
     return problems
 
 
@@ -63,5 +66,7 @@ def render(cmd: Command, ctx: Context, rank: Optional[int], gradient_accumulatio
             and not found.find("--gradient_accumulation_steps")):
         # Accelerate uses it only where the DeepSpeed config leaves it out: never a conflict
         argv += [lit("--gradient_accumulation_steps"), lit(gradient_accumulation_steps)]
+    kept, degree_words = parallel.accelerate_options(found, kept, topo.degrees)
+    argv += [lit(w) for w in degree_words]
     argv += [lit(w) for w in option_words(kept)] + [lit(w) for w in found.program]
     return Launch(tool="accelerate", argv=tuple(argv))

@@ -14,6 +14,7 @@ from typing import Optional
 
 from ..errors import Problem
 from .base import Command, Context, Launch, problem
+from . import parallel
 from .managed import Forbidden, option_words, split_options
 from .options import facts, scan
 from .words import Word, lit
@@ -37,6 +38,8 @@ def check(cmd: Command, ctx: Context) -> list[Problem]:
     problems, _ = split_options(found, ROLES, FORBIDDEN, ctx, "deepspeed")
     if not found.program and not found.missing_value:
         problems.append(problem("the command runs deepspeed without a script", "name the training script"))
+    if ctx.known:
+        problems += parallel.refused(cmd, ctx.topology.degrees)
     return problems
 
 

@@ -12,6 +12,7 @@ from typing import Optional
 
 from ..errors import Problem
 from .base import Command, Context, Launch, problem
+from . import parallel
 from .options import data
 from .topology import NodeValues
 from .words import Word, lit
@@ -49,6 +50,8 @@ def check(cmd: Command, ctx: Context) -> list[Problem]:
                 "torchtitan's run_train.sh starts a single-node rendezvous (--rdzv_endpoint=localhost:0), so it "
                 f"cannot span the plan's {ctx.topology.nnodes} nodes",
                 "run `torchrun -m torchtitan.train --job.config_file CONFIG.toml`; trainstack adds the topology"))
+    if ctx.known:
+        problems += parallel.refused(cmd, ctx.topology.degrees)
     return problems
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-import yaml
+from ..datafile import load_data_yaml
 
 DATA = Path(__file__).with_name("data")
 
@@ -40,7 +40,7 @@ class ToolFacts:
 
 @functools.lru_cache(maxsize=None)
 def data(tool: str) -> dict:
-    return yaml.safe_load((DATA / f"{tool}.yaml").read_text(encoding="utf-8"))
+    return load_data_yaml(DATA / f"{tool}.yaml")
 
 
 @functools.lru_cache(maxsize=None)

@@ -36,6 +36,30 @@ class NodeValues:
 
 
 @dataclass(frozen=True)
+class Degrees:
+    """The plan's parallel layout as launchers pass it: tensor x pipeline x context x data parallel
+    (expert parallelism splits the experts), the virtual pipeline stages per rank, the micro-batches
+    per step, and whether ZeRO-3/FSDP shards the data-parallel ranks."""
+
+    tensor: int = 1
+    pipeline: int = 1
+    context: int = 1
+    data: int = 1
+    expert: int = 1
+    virtual: int = 1
+    micro_batches: int = 1
+    sharded: bool = False
+    layers_per_stage: int = 0   # decoder layers per model chunk (torchtitan's pipeline_parallel_layers_per_stage)
+
+    @property
+    def trivial(self) -> bool:
+        return self.tensor == self.pipeline == self.context == 1
+
+    def value(self, degree: str) -> int:
+        return getattr(self, degree)
+
+
+@dataclass(frozen=True)
 class Topology:
     """Nodes x processes per node, where node 0 listens, and on which platform."""
 
@@ -45,6 +69,7 @@ class Topology:
     hosts: tuple[str, ...] = field(default=())  # ECS: each node's private address, by rank
     master_port: int = DEFAULT_MASTER_PORT
     rdzv_timeout_seconds: int = 1800
+    degrees: Degrees = field(default=Degrees())
 
     def __post_init__(self) -> None:
         if self.nnodes < 1 or self.nproc_per_node < 1:
@@ -78,12 +103,22 @@ class Topology:
 def topology_from_plan(plan, master_port: int = DEFAULT_MASTER_PORT, rdzv_timeout_seconds: int = 1800,
                        hosts: Optional[tuple[str, ...]] = None) -> Topology:
     """The topology of a resolved Plan (``hosts``: the ECS node addresses, if not the plan's)."""
+    degrees = degrees_of(plan)
     if plan.target == "dlc":
         pods = plan.dlc.pod_count if plan.dlc else plan.nodes
         per_pod = plan.dlc.gpus_per_pod if plan.dlc else plan.gpus_per_node
         return Topology(nnodes=pods, nproc_per_node=per_pod, platform="dlc", master_port=master_port,
-                        rdzv_timeout_seconds=rdzv_timeout_seconds)
+                        rdzv_timeout_seconds=rdzv_timeout_seconds, degrees=degrees)
     nproc = plan.job.nproc_per_node if "nproc_per_node" in plan.job.model_fields_set else plan.gpus_per_node
     return Topology(nnodes=plan.nodes, nproc_per_node=nproc, platform="ecs",
                     hosts=tuple(hosts if hosts is not None else plan.node_private_ips()),
-                    master_port=master_port, rdzv_timeout_seconds=rdzv_timeout_seconds)
+                    master_port=master_port, rdzv_timeout_seconds=rdzv_timeout_seconds, degrees=degrees)
+
+
+def degrees_of(plan) -> Degrees:
+    """The plan's layout (plan.job.parallel) as the launchers pass it."""
+    lay = plan.job.parallel
+    return Degrees(tensor=lay.tensor_parallel, pipeline=lay.pipeline_parallel, context=lay.context_parallel,
+                   data=lay.data_parallel, expert=lay.expert_parallel, virtual=lay.virtual_pipeline_stages,
+                   micro_batches=plan.job.gradient_accumulation_steps, sharded=plan.job.zero_stage >= 3,
+                   layers_per_stage=plan.parallelism.layers_per_chunk)

@@ -15,6 +15,7 @@ from typing import Optional
 
 from ..errors import Problem
 from .base import Command, Context, Launch, problem
+from . import parallel
 from .managed import Forbidden, option_words, split_options
 from .options import facts, scan
 from .words import Word, lit
@@ -67,6 +68,8 @@ def check(cmd: Command, ctx: Context) -> list[Problem]:
     if cmd.tool == "tune" and found.program and "--config" not in found.program[1:]:
         problems.append(problem("`tune run` needs --config after the recipe (torchtune refuses to start without it)",
                                 "add --config CONFIG after the recipe name"))
+    if ctx.known and found.program:
+        problems += parallel.refused(cmd, ctx.topology.degrees)
     return problems
 
 
@@ -88,5 +91,6 @@ def render(cmd: Command, ctx: Context, rank: Optional[int]) -> Launch:
         argv += [lit("--master-addr"), node.master_addr, lit("--master-port"), node.master_port]
     if not found.find("--rdzv-conf"):
         argv += [lit("--rdzv-conf"), lit(f"timeout={topo.rdzv_timeout_seconds}")]
-    argv += [lit(w) for w in option_words(kept)] + [lit(w) for w in found.program]
+    program = parallel.program_with_degrees(cmd, found.program, topo.degrees)
+    argv += [lit(w) for w in option_words(kept)] + [lit(w) for w in program]
     return Launch(tool=cmd.tool, argv=tuple(argv))

@@ -23,7 +23,7 @@ import math
 from typing import Iterable, Optional
 
 from ..catalog.limits import service_limits
-from ..catalog.models import ResolvedInstance
+from ..catalog.models import TRAINING_RDMA, ResolvedInstance
 from ..errors import InputError
 from ..plan import DEPLOYMENT_SET_MAX, NetworkPlan, Plan
 from ..profile import TrainingProfile
@@ -95,7 +95,7 @@ def plan_network(profile: TrainingProfile, inst: Optional[ResolvedInstance], nod
     qp_max = qp = None
     dset, groups = None, 0
     if inst is not None and nodes > 1:
-        rdma = inst.rdma if inst.rdma in ("erdma", "roce") else "none"
+        rdma = inst.rdma if inst.rdma in TRAINING_RDMA else "none"
         if rdma == "erdma":
             eri = max(1, inst.type.eri_count or 1)
             if eri > MAX_ERIS_PER_NODE:

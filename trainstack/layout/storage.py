@@ -88,6 +88,7 @@ def bucket_name(profile: TrainingProfile, identity: Optional[StackIdentity] = No
 
 
 def stack_bucket(profile: TrainingProfile) -> OssPlan:
+    """The stack's bucket (prefixes: :data:`BUCKET_PREFIXES`), its name completed at deploy time."""
     return OssPlan(bucket=bucket_name(profile), internal_endpoint=f"oss-{profile.region}-internal.aliyuncs.com")
 
 
@@ -107,8 +108,10 @@ CHECKPOINT_MOUNT = "/mnt/checkpoints"
 
 def plan_storage(profile: TrainingProfile, inst: ResolvedInstance, nodes: int, spot: bool,
                  trainable_params: Optional[int], stack_bucket_always: bool = True) -> StoragePlan:
-    """``stack_bucket_always``: ECS plans always get the stack bucket (the job settings channel and
-    node status live there); a DLC plan only when its checkpoints are on OSS."""
+    """Disks, CPFS and the bucket. ``stack_bucket_always``: every ECS plan gets the bucket, also with
+    checkpoints on ESSD or CPFS: the job settings channel (``job/``) and the nodes' heartbeats
+    (``status/``, docs/status.md) live there; a DLC job only for OSS checkpoints (its status comes
+    from the DLC API, and a new data source would replace a running job)."""
     s = profile.storage
     notes: list[str] = []
     ckpt_gib = s.checkpoint_gib or checkpoint_gib(profile.architecture, profile.training.method, trainable_params)

@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 from typing import Optional
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..datafile import load_data_yaml
 from .architecture import Architecture
 
 PRESETS_FILE = Path(__file__).resolve().parents[1] / "data" / "model_presets.yaml"
@@ -63,7 +63,7 @@ def normalize(name: str) -> str:
 @functools.lru_cache(maxsize=1)
 def presets() -> dict[str, Preset]:
     """Every preset by its name and aliases (as written in the data file)."""
-    doc = yaml.safe_load(PRESETS_FILE.read_text(encoding="utf-8"))
+    doc = load_data_yaml(PRESETS_FILE)
     out: dict[str, Preset] = {}
     for name, row in doc["presets"].items():
         p = Preset(name=name, **row)

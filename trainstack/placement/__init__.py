@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..catalog import Catalog, load_catalog
+from ..catalog.price_book import catalog_for
 from ..errors import InfeasibleError
 from ..plan import Plan
 from ..profile import TrainingProfile
@@ -17,7 +18,7 @@ from ..reasons import BUDGET_CODES, ReasonCode
 from .dlc import resolve_dlc, wants_dlc
 from .ecs import considered, resolve_ecs
 from .engine import SPOT_RESTART_ALLOWANCE, Resolution, rank_key, ranked
-from .suggest import suggestions_for
+from .suggest import dlc_suggestions, suggestions_for
 
 __all__ = ["Resolution", "SPOT_RESTART_ALLOWANCE", "considered", "rank_key", "ranked", "resolve", "resolve_all",
            "wants_dlc"]
@@ -32,10 +33,15 @@ def resolve(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> Plan
 
 def resolve_all(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> Resolution:
     """The plan and everything considered on the way; InfeasibleError when nothing fits."""
-    catalog = catalog or load_catalog()
+    catalog = catalog_for(profile, catalog or load_catalog())
     if wants_dlc(profile):
         ecs_res = considered(profile, catalog) if profile.resources.target == "auto" else None
-        return resolve_dlc(profile, catalog, ecs_res)
+        try:
+            return resolve_dlc(profile, catalog, ecs_res)
+        except InfeasibleError as exc:  # tested fixes, chosen by the rejections' reason codes
+            codes = {ReasonCode(c) for c in exc.details.get("reason_codes", ())}
+            exc.suggestions = dlc_suggestions(profile, catalog, codes)
+            raise
     res = resolve_ecs(profile, catalog)
     if res.plan is None:
         raise infeasible(profile, catalog, res)
@@ -45,7 +51,7 @@ def resolve_all(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> 
 def infeasible(profile: TrainingProfile, catalog: Catalog, res: Resolution) -> InfeasibleError:
     return InfeasibleError(
         f"no feasible placement for {profile.name} in {profile.region}: {summarise(res)}",
-        suggestions=suggestions_for(profile, catalog),
+        suggestions=suggestions_for(profile, catalog, res),
         details={"rejected": [r.model_dump(mode="json") for r in res.rejected],
                  "candidates_considered": len(res.candidates)})
 

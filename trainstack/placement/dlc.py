@@ -1,35 +1,60 @@
-"""The PAI-DLC strategy: a managed job on public resources (per-pod ECS spec) or on a quota.
+"""The PAI-DLC strategy: a managed job on public resources (per-pod ECS spec) or on a resource quota.
 
 Chosen when ``resources.target`` is ``dlc``, or ``auto`` with ``dlc.workspace_id`` or
-``dlc.resource_id`` set (a team that named a PAI workspace or quota wants DLC). DLC prices are
-not in the catalog, so a DLC plan's cost is unknown and says so; with ``auto``, the best ECS
-alternative and its cost are listed beside it so an unknown cost never silently wins.
+``dlc.resource_id`` set (a team that named a PAI workspace or quota wants DLC). Every DLC
+candidate goes through the placement engine like an ECS one (precision, NVLink, RDMA, memory,
+deadline, budget), so a rejection names its real cause with the engine's reason code.
+
+* **Public resources**: each catalog ECS type is a DLC spec; at most 2 GPUs / 8 vCPU per job
+  unless raised (``DLC_PUBLIC_LIMIT``). Alibaba publishes no per-spec DLC price [DLC-BILL], so a
+  spec is priced only by the team's price book (``dlc_spec``); unpriced specs are ranked by their
+  ECS list price as a proxy and their cost is unknown (never 0).
+* **Quotas** (``dlc.resource_id``): pods on the quota's nodes. ``dlc.quota_spec`` names the node
+  (an ECS type, or a Lingjun spec whose GPU the team states in the catalog overlay); without it the
+  node is assumed from ``resources.gpu_models`` (labelled). Pod CPU and memory are the profile's,
+  else the GPU share of the node. Priced per GPU-hour by the price book (``resource_id``); unpriced,
+  quota jobs are ranked by GPU-hours (the capacity they take).
+* **Lingjun**: RDMA on, and PAI's preset NCCL environment left alone (no eRDMA variables).
+* **Image**: ``job.image``, else ``dlc.image_tag`` on PAI's repository, else PAI's official image
+  looked up at deploy time (``ImageLookup``; the provider keeps the resolved image in its state).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Optional
 
 from .. import sizing
-from ..catalog import Catalog, ResolvedInstance
+from ..catalog import Catalog, GpuModel, InstanceFamily, InstanceType, PriceQuote, ResolvedInstance, dlc_facts
+from ..sizing import calibration_overlay
 from ..catalog.limits import service_limits
-from ..errors import InfeasibleError
+from ..errors import InfeasibleError, InputError, Problem, did_you_mean
 from ..layout import ERDMA_NCCL_ENV, bucket_name, plan_image, plan_network, plan_storage
-from ..plan import Candidate, DlcPlan, EstimateSummary, OssPlan, Plan, StoragePlan, spot_price_limit
+from ..plan import (
+    Candidate, DlcPlan, EstimateSummary, ImageLookup, OssPlan, ParallelismPlan, ParallelLayout, Plan, StoragePlan,
+    spot_price_limit,
+)
+from ..sizing.parallel import Layout, bubble_fraction, layout_for, micro_batches
 from ..profile import TrainingProfile
-from ..reasons import PRICE_CODES
+from ..reasons import ReasonCode, reason
 from .ecs import job_plan
-from .engine import Option, Resolution, can_span_nodes, evaluate, rank_key, ranked, static_rejection, zone_for
+from .engine import (
+    Option, Resolution, can_span_nodes, closest, evaluate, plan_layout, rank_key, ranked, searched_degrees,
+    static_rejection,
+)
+from .prices import provenance
 
 #: PAI-DLC public resources: GPUs and vCPU per job unless raised (data/service_limits.yaml).
 DLC_PUBLIC_MAX_GPUS = int(service_limits().number("pai.dlc.public.max_gpus"))
 DLC_PUBLIC_MAX_VCPU = int(service_limits().number("pai.dlc.public.max_vcpu"))
-#: GPUs per pod on a quota (one 8-GPU node per pod is the Lingjun/general-computing norm).
-QUOTA_GPUS_PER_POD = 8
+#: The GPU a quota of unstated spec is sized for when resources.gpu_models names none.
 DEFAULT_QUOTA_GPU = "A100-80G"
 #: A quota job of unset size is sized up to this many GPUs (doubling from 1).
 QUOTA_MAX_AUTO_GPUS = 64
+#: GPUs per node assumed for a quota whose node no catalog type describes.
+ASSUMED_GPUS_PER_NODE = 8
+ALTERNATIVES_SHOWN = 5
 
 
 def wants_dlc(profile: TrainingProfile) -> bool:
@@ -40,16 +65,167 @@ def wants_dlc(profile: TrainingProfile) -> bool:
     return r.target == "auto" and bool(profile.dlc.workspace_id or profile.dlc.resource_id)
 
 
-def dlc_image(profile: TrainingProfile) -> tuple[str, bool, list[str]]:
-    """The job image: the profile's, else the PAI PyTorch training image path of the region."""
-    if profile.job.image:
-        return profile.job.image, False, []
-    repo = f"dsw-registry-vpc.{profile.region}.cr.aliyuncs.com/pai/pytorch-training"
-    if profile.dlc.image_tag:
-        return f"{repo}:{profile.dlc.image_tag}", True, [f"DLC image {repo}:{profile.dlc.image_tag} (tag pinned by dlc.image_tag)"]
-    return repo, True, [f"DLC image {repo} has no tag: set dlc.image_tag to a tag that "
-                        "AIWorkspace ListImages(labels=system.supported.dlc=true) lists (no tag is invented)"]
+# ---- the image -----------------------------------------------------------------------------------
 
+def image_problem(profile: TrainingProfile) -> Optional[Problem]:
+    """A DLC job that pins no image and whose job type has no official image to look up."""
+    if profile.job.image or profile.dlc.image_tag:
+        return None
+    if profile.dlc.job_type in dlc_facts().official_images.frameworks:
+        return None
+    return Problem(path="dlc.job_type", given=profile.dlc.job_type, has_given=True,
+                   message=f"no official image is looked up for {profile.dlc.job_type} jobs (only "
+                           f"{', '.join(dlc_facts().official_images.frameworks)}); set job.image, or dlc.image_tag")
+
+
+def dlc_image(profile: TrainingProfile, gpu: GpuModel) -> tuple[Optional[str], Optional[ImageLookup], bool, list[str]]:
+    """(image, lookup, is PAI's official image, labels): the profile's image, a pinned tag of PAI's
+    repository, or PAI's official training image looked up at deploy time (never an invented tag)."""
+    if profile.job.image:
+        return profile.job.image, None, False, []
+    official = dlc_facts().official_images
+    framework = official.frameworks.get(profile.dlc.job_type, "pytorch")
+    repo = f"dsw-registry-vpc.{profile.region}.cr.aliyuncs.com/pai/{framework}{official.repository_suffix}"
+    if profile.dlc.image_tag:
+        return f"{repo}:{profile.dlc.image_tag}", None, True, [f"DLC image {repo}:{profile.dlc.image_tag} "
+                                                               "(tag pinned by dlc.image_tag)"]
+    problem = image_problem(profile)
+    if problem is not None:
+        raise InputError(problem.message, problems=[problem])
+    min_cuda = official.min_cuda_by_architecture.get(gpu.architecture, "11.8")
+    lookup = ImageLookup(labels=official.label_filter, name=official.name_filter, repository=f"{framework}"
+                         f"{official.repository_suffix}", min_cuda=min_cuda, architecture=gpu.architecture)
+    return None, lookup, True, [
+        f"DLC image resolved at deploy time: the newest official PAI {lookup.repository} GPU image with CUDA >= "
+        f"{min_cuda} ({gpu.architecture}), from AIWorkspace ListImages (labels {','.join(lookup.labels)}); the "
+        "job keeps the image it was submitted with; pin dlc.image_tag or job.image to choose it yourself"]
+
+
+# ---- the quota's node ----------------------------------------------------------------------------
+
+@dataclass
+class QuotaNode:
+    """The node a quota's pods run on, as the engine sees it."""
+
+    inst: ResolvedInstance
+    kind: str  # lingjun | general | unknown
+    spec: Optional[str]
+    labels: list[str] = field(default_factory=list)
+
+
+def quota_spec_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem]:
+    """``dlc.quota_spec`` must be a catalog ECS type or a Lingjun spec whose GPU the team stated."""
+    spec = profile.dlc.quota_spec
+    if spec is None:
+        return []
+    if catalog.knows(spec):
+        return []
+    facts = dlc_facts()
+    lingjun = {s.name: s for s in facts.lingjun_specs}
+    if spec not in lingjun:
+        pool = list(lingjun) + [r.name for r in catalog.resolved_instances()]
+        return [Problem(path="dlc.quota_spec", given=spec, has_given=True, suggestions=did_you_mean(spec, pool),
+                        message="not an ECS type of the catalog or a Lingjun spec PAI documents")]
+    if lingjun[spec].stated is None:
+        from ..catalog.dlc_specs import LINGJUN_OVERLAY
+        from ..catalog.loader import overlay_dir
+
+        return [Problem(path="dlc.quota_spec", given=spec, has_given=True,
+                        message=f"Alibaba documents no GPU model, GPU count or interconnect for Lingjun spec {spec} "
+                                f"[PAI-RDMA]: state them (from ListEcsSpecs or the console) in "
+                                f"{overlay_dir() / LINGJUN_OVERLAY} (docs/dlc.md, \"Lingjun\")")]
+    return []
+
+
+def quota_node(profile: TrainingProfile, catalog: Catalog) -> QuotaNode:
+    """The quota's node: the named ECS type, the stated Lingjun spec, or one assumed for the GPU."""
+    spec = profile.dlc.quota_spec
+    if spec is not None:
+        problems = quota_spec_problems(profile, catalog)
+        if problems:
+            raise InputError(problems[0].message, problems=problems)
+        if catalog.knows(spec):
+            return QuotaNode(catalog.instance(spec), "general", spec,
+                             [f"quota nodes are {spec} (dlc.quota_spec); the quota's real spec is read at deploy time"])
+        return lingjun_node(dlc_facts().spec(spec), catalog)
+    gpu = catalog.gpu(profile.resources.gpu_models[0]) if profile.resources.gpu_models else catalog.gpu(DEFAULT_QUOTA_GPU)
+    labels = [f"quota node spec unknown offline: sized for {gpu.name}"
+              + ("" if profile.resources.gpu_models else " (resources.gpu_models names none)")
+              + "; set dlc.quota_spec to plan its real node; the quota is read at deploy time"]
+    ref = reference_node(catalog, gpu)
+    if ref is not None:
+        labels.append(f"quota node assumed like {ref.name} ({ref.gpu_count} x {gpu.name}, {ref.interconnect}, "
+                      f"{ref.rdma})")
+        return QuotaNode(ref, "unknown", None, labels)
+    labels.append(f"quota node assumed: {ASSUMED_GPUS_PER_NODE} x {gpu.name} on NVLink with eRDMA (no catalog type "
+                  f"carries {gpu.name})")
+    fam = InstanceFamily(name=f"quota-{gpu.name.lower()}", gpu=gpu.name, interconnect="nvlink", rdma="erdma",
+                         sources=tuple(gpu.sources), unverified=("interconnect", "rdma"))
+    typ = InstanceType(name=f"quota-node-{gpu.name.lower()}", family=fam.name, gpu_count=ASSUMED_GPUS_PER_NODE,
+                       sources=tuple(gpu.sources), unverified=("vcpu", "memory_gib"))
+    return QuotaNode(ResolvedInstance(type=typ, family=fam, gpu=gpu), "unknown", None, labels)
+
+
+def lingjun_node(spec, catalog: Catalog) -> QuotaNode:
+    """A Lingjun node from what PAI documents (RDMA, the NCCL preset) and what the team stated (GPU)."""
+    stated = spec.stated
+    reading = spec.name_reading
+    vcpu = stated.vcpu or (reading.vcpu if reading else None)
+    memory = stated.memory_gib or (reading.memory_gib if reading else None)
+    labels = [f"Lingjun spec {spec.name}: {stated.gpu_count} x {stated.gpu_model} on {stated.interconnect} as the team "
+              f"states it (overlay lingjun_specs.yaml: {stated.source}, {stated.as_of}); PAI documents only its name, "
+              "RDMA and NCCL preset [PAI-RDMA]"]
+    if (stated.vcpu is None and vcpu) or (stated.memory_gib is None and memory):
+        labels.append(f"Lingjun spec {spec.name}: vCPU/memory read from the spec name ({vcpu} vCPU, {memory} GiB), "
+                      "not documented")
+    fam = InstanceFamily(name=f"lingjun-{spec.name.split('.')[1]}", gpu=stated.gpu_model,
+                         interconnect=stated.interconnect, rdma="roce", training=True, sources=tuple(spec.sources),
+                         unverified=("gpu", "interconnect"),
+                         notes="Lingjun RDMA (mlx5 HCAs) modelled as RoCE for multi-node speed")
+    typ = InstanceType(name=spec.name, family=fam.name, gpu_count=stated.gpu_count, vcpu=vcpu, memory_gib=memory,
+                       sources=tuple(spec.sources), unverified=("gpu_count", "vcpu", "memory_gib"))
+    return QuotaNode(ResolvedInstance(type=typ, family=fam, gpu=catalog.gpu(stated.gpu_model)), "lingjun", spec.name,
+                     labels)
+
+
+def reference_node(catalog: Catalog, gpu: GpuModel) -> Optional[ResolvedInstance]:
+    """The catalog's largest trainable node of ``gpu`` (NVLink when several GPUs), RDMA preferred."""
+    rows = [r for r in catalog.resolved_instances() if r.trainable and r.gpu is not None and r.gpu.name == gpu.name
+            and (r.gpu_count == 1 or r.multi_gpu_training_ok)]
+    return max(rows, key=lambda r: (r.gpu_count, "gpu" not in r.family.unverified, can_span_nodes(r),
+                                    r.type.vcpu or 0, r.name)) if rows else None
+
+
+def pod_view(node: ResolvedInstance, gpus: int) -> ResolvedInstance:
+    """A pod of ``gpus`` GPUs of ``node`` as the engine sizes it (GPU share of vCPU and memory)."""
+    if gpus == node.gpu_count:
+        return node
+    share = gpus / node.gpu_count
+    t = node.type
+    typ = t.model_copy(update={
+        "gpu_count": gpus, "vcpu": None if t.vcpu is None else max(1, int(t.vcpu * share)),
+        "memory_gib": None if t.memory_gib is None else math.floor(t.memory_gib * share),
+        "rdma_bandwidth_gbps": t.rdma_bandwidth_gbps, "network_bandwidth_gbps": t.network_bandwidth_gbps})
+    return node.model_copy(update={"type": typ})
+
+
+def pod_resources(profile: TrainingProfile, node: QuotaNode, gpus_per_pod: int) -> tuple[Optional[int], Optional[float], list[str]]:
+    """(vCPU, memory GiB, labels) per pod: the profile's, else the GPU share of the quota's node."""
+    d = profile.dlc
+    share = pod_view(node.inst, gpus_per_pod).type
+    cpu = d.cpu_per_pod if d.cpu_per_pod is not None else share.vcpu
+    memory = d.memory_gib_per_pod if d.memory_gib_per_pod is not None else share.memory_gib
+    labels = []
+    if d.cpu_per_pod is None or d.memory_gib_per_pod is None:
+        what = " and ".join(k for k, v in (("CPU", d.cpu_per_pod), ("memory", d.memory_gib_per_pod)) if v is None)
+        labels.append(f"pod {what} default: the GPU share ({gpus_per_pod}/{node.inst.gpu_count}) of {node.inst.name} "
+                      f"= {cpu if cpu is not None else '?'} vCPU, {memory if memory is not None else '?'} GiB; PAI keeps "
+                      "some of each node for itself, so set dlc.cpu_per_pod / dlc.memory_gib_per_pod if pods do not "
+                      "schedule")
+    return cpu, memory, labels
+
+
+# ---- candidates ----------------------------------------------------------------------------------
 
 def within_public_limits(profile: TrainingProfile, inst: ResolvedInstance, pods: int) -> bool:
     if profile.dlc.public_limits_raised:
@@ -59,8 +235,9 @@ def within_public_limits(profile: TrainingProfile, inst: ResolvedInstance, pods:
 
 
 def public_candidates(profile: TrainingProfile, catalog: Catalog) -> list[Candidate]:
-    """DLC public-resource specs that can run the job. DLC bills by its own price list, so a spec
-    whose ECS price is unknown or over the budget is still a DLC candidate (its cost unknown)."""
+    """Every DLC public-resource spec x pod count the precision and interconnect rules allow, sized,
+    priced at the DLC price (price book) and checked. A spec without a DLC price is feasible at an
+    unknown cost (``hourly_cost_cny`` None) when it passes every other rule."""
     r = profile.resources
     out: list[Candidate] = []
     for inst in catalog.resolved_instances():
@@ -71,133 +248,255 @@ def public_candidates(profile: TrainingProfile, catalog: Catalog) -> list[Candid
         else:
             pods_options = [1, 2]
         for pods in pods_options:
-            if pods < 1 or not within_public_limits(profile, inst, pods):
-                continue
-            if pods > 1 and not can_span_nodes(inst):
+            if pods < 1 or (pods > 1 and not can_span_nodes(inst)):
                 continue  # several pods train together only over RDMA
-            zone, _, _ = zone_for(profile, catalog, inst)
-            c = evaluate(profile, catalog, Option(inst, pods, False, zone, target="dlc"))
-            if c.feasible or c.reason_code in PRICE_CODES:
-                out.append(c.rejected_by(None).model_copy(update={
-                    "hourly_cost_cny": None, "total_cost_cny": None, "objective": c.hourly_cost_cny}))
+            blocked = None
+            if not within_public_limits(profile, inst, pods):
+                blocked = reason(ReasonCode.DLC_PUBLIC_LIMIT,
+                                 f"{pods * inst.gpu_count} GPUs / {pods * (inst.type.vcpu or 0)} vCPU exceed PAI-DLC's "
+                                 f"public-resource limit of {DLC_PUBLIC_MAX_GPUS} GPUs / {DLC_PUBLIC_MAX_VCPU} vCPU")
+            quote = catalog.quote(profile.region, inst.name, service="dlc")
+            c = evaluate(profile, catalog, Option(inst, pods, False, profile.zone, blocked=blocked, target="dlc",
+                                                  quote=quote))
+            out.append(c.rejected_by(None) if c.reason_code == ReasonCode.PRICE_UNKNOWN else c)
     return out
 
 
-def _no_public_spec(profile: TrainingProfile) -> InfeasibleError:
-    t = profile.training
-    return InfeasibleError(
-        f"{profile.name}: no PAI-DLC public-resource spec fits (at most {DLC_PUBLIC_MAX_GPUS} GPUs and "
-        f"{DLC_PUBLIC_MAX_VCPU} vCPU unless your account manager raises them)",
-        suggestions=["use a DLC resource quota (dlc.resource_id)", "use ECS (resources.target: ecs)",
-                     "if your account manager raised the limits: dlc.public_limits_raised: true"]
-        + ([] if t.method == "qlora" else [f"train {'QLoRA' if t.method == 'lora' else 'LoRA/QLoRA'} adapters "
-                                           "to fit fewer, smaller GPUs"])
-        + ([] if t.gradient_checkpointing else ["enable gradient checkpointing"]))
+def quota_candidates(profile: TrainingProfile, catalog: Catalog, node: QuotaNode, quote: PriceQuote) -> list[Candidate]:
+    """Pods on the quota's node for each GPU count (the profile's, or 1, 2, 4, ... up to the limit)."""
+    r = profile.resources
+    per_node = node.inst.gpu_count
+    if isinstance(r.gpus, int):
+        totals = [r.gpus]
+    else:
+        top = min(QUOTA_MAX_AUTO_GPUS, r.max_nodes * per_node)
+        totals = [2 ** k for k in range(int(math.log2(max(1, top))) + 1)]
+    out = []
+    for total in totals:
+        per_pod = min(total, per_node)
+        pods = max(1, total // per_pod)
+        pod = pod_view(node.inst, per_pod)
+        why = static_rejection(profile, pod)
+        if why is None and total % per_pod:
+            why = reason(ReasonCode.GPU_COUNT_MISMATCH, f"{total} GPUs is not a whole number of {per_node}-GPU nodes")
+        if why is None and pods > r.max_nodes:
+            why = reason(ReasonCode.TOO_MANY_NODES, f"needs {pods} pods for {total} GPUs; max_nodes is {r.max_nodes}")
+        if why is None and pods > 1 and not can_span_nodes(pod):
+            why = reason(ReasonCode.MULTI_NODE_WITHOUT_RDMA, f"needs {pods} pods but the quota's nodes have no RDMA")
+        c = evaluate(profile, catalog, Option(pod, pods, False, profile.zone, tuple(node.labels), blocked=why,
+                                              target="dlc", quote=quote))
+        c = c.model_copy(update={"instance_type": None})
+        out.append(c.rejected_by(None) if c.reason_code == ReasonCode.PRICE_UNKNOWN else c)
+    return out
 
 
-def smallest_fit(profile: TrainingProfile, usable_gib: float, limit: int) -> Optional[int]:
-    n = 1
-    while n <= limit:
-        if sizing.memory_estimate(profile.architecture, profile.training, n).required_gib_per_gpu <= usable_gib:
-            return n
-        n *= 2
-    return None
+def sizing_layout(lay: ParallelLayout) -> Layout:
+    return Layout(tp=lay.tensor_parallel, pp=lay.pipeline_parallel, cp=lay.context_parallel, dp=lay.data_parallel,
+                  ep=lay.expert_parallel, vp=lay.virtual_pipeline_stages)
 
+
+def _proxy_key(c: Candidate, catalog: Catalog, region: str) -> tuple:
+    """Unpriced public specs: the ECS list price of the same type stands in (labelled), then hours."""
+    ecs = catalog.quote(region, c.instance_type or "").on_demand_cny_per_hour if c.instance_type else None
+    proxy = None if ecs is None else ecs * c.nodes
+    return (proxy is None, proxy or 0.0, c.estimated_hours or math.inf, c.nodes, c.instance_type or "")
+
+
+def _gpu_hours_key(c: Candidate) -> tuple:
+    gpu_hours = None if c.estimated_hours is None else c.estimated_hours * c.nodes * c.gpus_per_node
+    return (gpu_hours is None, gpu_hours or 0.0, c.nodes * c.gpus_per_node)
+
+
+def choose(profile: TrainingProfile, catalog: Catalog, cands: list[Candidate], quota: bool) -> tuple[Candidate, list[Candidate]]:
+    """The best feasible candidate and the rest (priced ones by the objective, unpriced after them)."""
+    objective = profile.resources.objective
+    feasible = [c for c in cands if c.feasible]
+    priced = ranked([c for c in feasible if c.hourly_cost_cny is not None], objective)
+    unpriced = [c for c in feasible if c.hourly_cost_cny is None]
+    if objective == "time":
+        unpriced.sort(key=lambda c: rank_key(c, "time"))
+    else:
+        unpriced.sort(key=_gpu_hours_key if quota else (lambda c: _proxy_key(c, catalog, profile.region)))
+    order = priced + unpriced
+    return order[0], order[1:]
+
+
+# ---- infeasible ----------------------------------------------------------------------------------
+
+def infeasible(profile: TrainingProfile, cands: list[Candidate], where: str) -> InfeasibleError:
+    """Nothing runs on DLC: the closest candidate's real cause (its engine reason); ``details`` carry
+    the reason codes the caller's suggestions are chosen by (``placement.resolve_all``)."""
+    near = closest(cands) if cands else None
+    codes = {c.reason_code for c in cands if c.reason_code is not None}
+    if near is None:
+        why = "no spec passes the precision and interconnect rules"
+    elif len(codes) == 1:
+        why = str(near.reason)
+    else:
+        what = f"{near.nodes} pod(s) x {near.gpus_per_node} {near.gpu_model}"
+        why = f"closest: {what}: {near.reason}"
+    if codes == {ReasonCode.DLC_PUBLIC_LIMIT}:
+        why = (f"no PAI-DLC public-resource spec fits within {DLC_PUBLIC_MAX_GPUS} GPUs and {DLC_PUBLIC_MAX_VCPU} vCPU "
+               f"(the limit unless your account manager raises it); {why}")
+    return InfeasibleError(f"{profile.name}: no feasible PAI-DLC placement on {where}: {why}",
+                           details={"rejected": [], "candidates_considered": len(cands),
+                                    "reason_codes": sorted(c.value for c in codes)})
+
+
+# ---- the plan ------------------------------------------------------------------------------------
 
 def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Resolution] = None) -> Resolution:
+    """The DLC plan (InfeasibleError, without suggestions, when no candidate passes every rule)."""
     t, r = profile.training, profile.resources
-    labels = ["DLC cost unknown offline: PAI-DLC prices are not in the catalog"]
+    labels: list[str] = []
     quota = profile.dlc.resource_id
-    cands: list[Candidate] = []
-    inst: Optional[ResolvedInstance] = None
+    node: Optional[QuotaNode] = None
     if quota:
-        gpu = catalog.gpu(r.gpu_models[0]) if r.gpu_models else catalog.gpu(DEFAULT_QUOTA_GPU)
-        if not r.gpu_models:
-            labels.append(f"quota GPU model unknown offline: sized for {gpu.name}; set resources.gpu_models")
-        total = r.gpus if isinstance(r.gpus, int) else smallest_fit(profile, gpu.usable_gib, QUOTA_MAX_AUTO_GPUS)
-        if total is None:
-            raise InfeasibleError(
-                f"{profile.name}: does not fit {gpu.name} GPUs on the quota even with {QUOTA_MAX_AUTO_GPUS} GPUs",
-                suggestions=["enable gradient checkpointing", "use LoRA/QLoRA", "zero_stage: 3"])
-        per_pod = min(total, QUOTA_GPUS_PER_POD)
-        pods = math.ceil(total / per_pod)
-        chosen = Candidate(target="dlc", instance_type=None, gpu_model=gpu.name, nodes=pods, gpus_per_node=per_pod,
-                           labels=tuple(labels))
-        rdma = profile.dlc.enable_rdma if profile.dlc.enable_rdma is not None else pods > 1
+        node = quota_node(profile, catalog)
+        quote = catalog.quote(profile.region, quota, service="dlc-quota")
+        cands = quota_candidates(profile, catalog, node, quote)
+        if not any(c.feasible for c in cands):
+            raise infeasible(profile, cands, f"quota {quota}")
+        chosen, rest = choose(profile, catalog, cands, quota=True)
+        labels += node.labels
+        if chosen.hourly_cost_cny is None:
+            labels.append(f"quota {quota} has no price (a subscription, paid whether or not the job runs): GPU "
+                          "count chosen by GPU-hours; add a `resource_id` price-book entry to cost it")
     else:
-        cands = sorted(public_candidates(profile, catalog), key=lambda c: rank_key(c, "cost"))
-        if not cands:
-            raise _no_public_spec(profile)
-        chosen = cands[0]
-        inst = catalog.instance(chosen.instance_type or "")
-        if chosen.objective is not None:
-            labels.append(f"DLC spec {chosen.instance_type} ranked by its ECS list price as a proxy for DLC's price")
-        else:
-            labels.append(f"DLC spec {chosen.instance_type} has no ECS list price either: ranked by speed")
+        cands = public_candidates(profile, catalog)
+        if not any(c.feasible for c in cands):
+            raise infeasible(profile, cands, "public resources")
+        chosen, rest = choose(profile, catalog, cands, quota=False)
+        quote = catalog.quote(profile.region, chosen.instance_type or "", service="dlc")
+        if chosen.hourly_cost_cny is None:
+            labels.append(f"DLC spec {chosen.instance_type} ranked by its ECS list price as a proxy for DLC's price "
+                          "(not DLC's price; budgets are not checked against it)")
         if profile.dlc.public_limits_raised:
             labels.append(f"PAI-DLC public-resource limits ({DLC_PUBLIC_MAX_GPUS} GPUs, {DLC_PUBLIC_MAX_VCPU} vCPU) "
                           "taken as raised (dlc.public_limits_raised)")
         else:
             labels.append(f"PAI-DLC public resources are limited to {DLC_PUBLIC_MAX_GPUS} GPUs and "
                           f"{DLC_PUBLIC_MAX_VCPU} vCPU unless raised via your account manager")
-        rdma = bool(profile.dlc.enable_rdma) or chosen.nodes > 1
+    if chosen.hourly_cost_cny is None and not quota:
+        labels.append("DLC cost unknown: Alibaba publishes no per-spec PAI-DLC price [DLC-BILL]; the team's price "
+                      "book prices DLC specs (dlc_spec) and quotas (resource_id)")
+    labels += [lab for lab in chosen.labels if lab not in labels]
     gpus = chosen.nodes * chosen.gpus_per_node
-    mem = sizing.memory_estimate(profile.architecture, t, gpus)
     gpu_model = catalog.gpu(chosen.gpu_model or DEFAULT_QUOTA_GPU)
-    image, is_default, image_labels = dlc_image(profile)
+    inst = node.inst if node is not None else catalog.instance(chosen.instance_type or "")
+    lay = sizing_layout(chosen.layout) if chosen.layout is not None else layout_for(t, gpus)
+    mem = calibration_overlay.adjust_memory(profile.architecture, t, chosen.gpu_model,
+                                            sizing.memory_estimate(profile.architecture, t, gpus, layout=lay))
+    image, lookup, is_default, image_labels = dlc_image(profile, gpu_model)
     labels += image_labels
-    spot = r.spot == "require"
+    spot = r.spot == "require" and not quota
+    if r.spot == "require" and quota:
+        labels.append("resources.spot: require does not apply to a quota job (a subscription): planned on the quota")
     limit = None
-    if spot and inst is not None:
-        od = catalog.quote(profile.region, inst.name).on_demand_cny_per_hour
+    if spot:
+        od = quote.on_demand_cny_per_hour or catalog.quote(profile.region, inst.name).on_demand_cny_per_hour
         limit = spot_price_limit(od) if od else None
+        if od and quote.on_demand_cny_per_hour is None:
+            labels.append("DLC spot price limit = the ECS on-demand list price of the spec (no DLC price known)")
     envs = dict(profile.job.env)
-    if rdma:
-        envs.update(ERDMA_NCCL_ENV)
-        labels.append("DLC eRDMA applies to jobs on subscription quotas (Lingjun / general computing) [PAI-ERDMA]")
-    alternatives: tuple[Candidate, ...] = tuple(cands[1:6])
+    kind = node.kind if node is not None else None
+    preset = None
+    if kind == "lingjun":
+        rdma = True
+        preset = dlc_facts().spec(node.spec or "").nccl_preset
+        vals = dlc_facts().preset(preset or "lingjun-default").env
+        labels.append(f"Lingjun quota: RDMA on, PAI's NCCL preset left alone ({', '.join(f'{k}={v}' for k, v in list(vals.items())[:3])}"
+                      ", ...) [PAI-RDMA]; trainstack adds no NCCL variables")
+    else:
+        rdma = profile.dlc.enable_rdma if profile.dlc.enable_rdma is not None else chosen.nodes > 1
+        if rdma and chosen.nodes > 1 and inst.rdma == "erdma" and kind != "unknown":
+            envs = {**ERDMA_NCCL_ENV, **envs}
+            labels.append("NCCL over eRDMA as PAI-DLC configures it on eRDMA types [PAI-ERDMA]")
+        elif rdma and kind == "unknown":
+            labels.append("quota network unknown offline: trainstack adds no NCCL variables (PAI presets them for "
+                          "the quota's RDMA network); set dlc.quota_spec to plan it")
+    cpu, memory = inst.type.vcpu, inst.type.memory_gib
+    if quota:
+        cpu, memory, pod_labels = pod_resources(profile, node, chosen.gpus_per_node)
+        labels += pod_labels
+    alternatives = rest[:ALTERNATIVES_SHOWN]
+    considered_all = list(cands)
     if ecs_res is not None:
         ecs_ok = ranked(ecs_res.candidates, r.objective)
+        considered_all += ecs_res.candidates
         if ecs_ok:
             e = ecs_ok[0]
-            labels.append(f"ECS alternative {e.nodes} x {e.instance_type} costs "
-                          f"{e.total_cost_cny or e.hourly_cost_cny} CNY (known); DLC was chosen because the "
-                          "profile names a PAI workspace or quota, not on price")
-            alternatives = tuple(ecs_ok[:5]) + alternatives
+            labels.append(compare_label(e, chosen))
+            alternatives = ecs_ok[:ALTERNATIVES_SHOWN] + alternatives
     max_minutes = int(profile.job.max_runtime_hours * 60) if profile.job.max_runtime_hours else (
         int(r.deadline_hours * 60) if r.deadline_hours else None)
-    if inst is not None:
-        storage = plan_storage(profile, inst, chosen.nodes, spot, mem.trainable_params, stack_bucket_always=False)
-    else:
+    if quota:
         storage = StoragePlan(checkpoint="oss", checkpoint_path="/mnt/data/checkpoints",
                               oss=OssPlan(bucket=bucket_name(profile),
                                           internal_endpoint=f"oss-{profile.region}-internal.aliyuncs.com"),
                               dataset_uri=profile.storage.dataset_uri, dataset_gib=profile.storage.dataset_gib,
                               retain_on_destroy=profile.storage.retain_on_destroy)
-    storage = storage.model_copy(update={"data_disk": None})
+    else:
+        storage = plan_storage(profile, inst, chosen.nodes, spot, mem.trainable_params, stack_bucket_always=False)
+    storage = storage.model_copy(update={"data_disk": None, "checkpoint_disk": None})
+    hourly = chosen.hourly_cost_cny
+    if spot and quote.spot_cny_per_hour is not None:
+        hourly = round(quote.spot_cny_per_hour * chosen.nodes, 4)
+    elif spot:
+        hourly = None  # no DLC spot price known
+    total = None if hourly is None or chosen.estimated_hours is None else round(hourly * chosen.estimated_hours, 2)
     dlc = DlcPlan(workspace_id=profile.dlc.workspace_id, resource_id=quota, job_type=profile.dlc.job_type,
-                  image=image, image_is_default=is_default, ecs_spec=None if quota else chosen.instance_type,
-                  pod_count=chosen.nodes, gpus_per_pod=chosen.gpus_per_node,
-                  cpu_per_pod=(inst.type.vcpu if inst else None),
-                  memory_gib_per_pod=(inst.type.memory_gib if inst else None),
-                  enable_rdma=rdma, spot=spot, spot_price_limit=limit, command=profile.job.command, envs=envs,
-                  max_running_minutes=max_minutes)
+                  image=image, image_lookup=lookup, image_is_default=is_default,
+                  quota_spec=node.spec if node else None, quota_kind=kind, nccl_preset=preset,
+                  ecs_spec=None if quota else chosen.instance_type,
+                  pod_count=chosen.nodes, gpus_per_pod=chosen.gpus_per_node, cpu_per_pod=cpu,
+                  memory_gib_per_pod=memory, enable_rdma=bool(rdma), spot=spot, spot_price_limit=limit,
+                  command=profile.job.command, envs=envs, max_running_minutes=max_minutes)
     plan = Plan(
         name=profile.name, region=profile.region, zone=profile.zone, target="dlc",
         instance_type=None if quota else chosen.instance_type, gpu_model=gpu_model.name, nodes=chosen.nodes,
         gpus_per_node=chosen.gpus_per_node, total_gpus=gpus, spot=spot, spot_price_limit=limit,
-        spot_strategy="SpotWithPriceLimit" if spot else "NoSpot", hourly_cost_cny=None,
-        estimated_hours=chosen.estimated_hours, total_cost_cny=None, objective=r.objective,
+        spot_strategy="SpotWithPriceLimit" if spot else "NoSpot", hourly_cost_cny=hourly,
+        estimated_hours=chosen.estimated_hours, total_cost_cny=total, objective=r.objective,
         estimate=EstimateSummary(gpu_model=gpu_model.name, peak_gib_per_gpu=round(mem.peak_gib_per_gpu, 2),
                                  required_gib_per_gpu=round(mem.required_gib_per_gpu, 2),
-                                 usable_gib_per_gpu=gpu_model.usable_gib,
-                                 memory_margin_gib=round(gpu_model.usable_gib - mem.required_gib_per_gpu, 2),
-                                 tokens_per_second=chosen.tokens_per_second, estimated_hours=chosen.estimated_hours),
+                                 usable_gib_per_gpu=gpu_model.usable_gib, memory_margin_gib=chosen.memory_margin_gib,
+                                 tokens_per_second=chosen.tokens_per_second,
+                                 tokens_per_second_per_gpu=None if chosen.tokens_per_second is None
+                                 else round(chosen.tokens_per_second / gpus, 1),
+                                 estimated_hours=chosen.estimated_hours,
+                                 on_demand_hourly_cny=chosen.hourly_cost_cny,
+                                 spot_hourly_cny=None if quote.spot_cny_per_hour is None
+                                 else round(quote.spot_cny_per_hour * chosen.nodes, 4)),
         storage=storage, network=plan_network(profile, None, chosen.nodes, spot), image=plan_image(profile, None),
-        job=job_plan(profile, chosen.gpus_per_node, gpus),
+        job=job_plan(profile, chosen.gpus_per_node, gpus, lay),
+        parallelism=ParallelismPlan(layout=plan_layout(lay), chosen_by="resolver" if chosen.layout is not None and
+                                    searched_degrees(profile) else "profile",
+                                    micro_batches=micro_batches(t, lay),
+                                    micro_batches_in_flight=mem.micro_batches_in_flight,
+                                    bubble_fraction=round(bubble_fraction(lay, micro_batches(t, lay)), 4),
+                                    layers_per_chunk=(-(-profile.architecture.num_layers // (lay.pp * lay.vp))
+                                                      if lay.pp > 1 else 0)),
         dlc=dlc, tags=dict(profile.tags), labels=tuple(dict.fromkeys(labels)),
         reasons=(f"PAI-DLC: {'quota ' + quota if quota else 'public resources'}, {chosen.nodes} pod(s) x "
-                 f"{chosen.gpus_per_node} {gpu_model.name}",),
-        alternatives=alternatives, rejected=tuple(ecs_res.rejected) if ecs_res else (),
-        catalog_date=catalog.newest_price_date)
-    return Resolution(plan=plan, candidates=cands, rejected=list(plan.rejected))
+                 f"{chosen.gpus_per_node} {gpu_model.name}", f"layout {lay.label}"),
+        alternatives=tuple(alternatives), rejected=tuple(ecs_res.rejected) if ecs_res else (),
+        catalog_date=catalog.newest_price_date, prices=provenance(catalog, quote, zone=profile.zone, spot=spot))
+    return Resolution(plan=plan, candidates=considered_all, rejected=list(plan.rejected))
+
+
+def compare_label(ecs: Candidate, dlc: Candidate) -> str:
+    """DLC next to the best ECS plan, cost for cost where both are known (the `target: auto` rule decides)."""
+    def cost(c: Candidate) -> str:
+        if c.total_cost_cny is not None:
+            return f"{c.total_cost_cny:,.2f} CNY"
+        if c.hourly_cost_cny is not None:
+            return f"{c.hourly_cost_cny:,.2f} CNY/h"
+        return "unknown"
+
+    head = (f"cost: best ECS plan {ecs.nodes} x {ecs.instance_type} {cost(ecs)} vs DLC {cost(dlc)}")
+    if dlc.total_cost_cny is not None and ecs.total_cost_cny is not None:
+        cheaper = "DLC" if dlc.total_cost_cny < ecs.total_cost_cny else "ECS"
+        head += f" ({cheaper} is cheaper by {abs(dlc.total_cost_cny - ecs.total_cost_cny):,.2f} CNY)"
+    return head + ("; DLC is planned because the profile names a PAI workspace or quota (`target: auto`), not on "
+                   "price; `resources.target: ecs` plans the ECS one")

@@ -10,14 +10,17 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from .. import sizing
+from ..sizing import calibration_overlay
 from ..catalog import Catalog, load_catalog
 from ..layout import plan_image, plan_network, plan_spot_pool, plan_storage
-from ..plan import Candidate, EstimateSummary, JobPlan, Plan, Rejection, spot_price_limit
+from ..plan import Candidate, EstimateSummary, JobPlan, ParallelismPlan, Plan, Rejection, spot_price_limit
+from ..sizing.parallel import Layout, bubble_fraction, layout_for, micro_batches
 from ..profile import TrainingProfile
 from ..reasons import Reason, ReasonCode, reason
+from .prices import provenance
 from .engine import (
-    SPOT_RESTART_ALLOWANCE, Option, Resolution, closest, evaluate, family_rejection, node_counts, ranked,
-    static_rejection, unverified_labels, zone_for,
+    SPOT_RESTART_ALLOWANCE, LayoutPick, Option, Resolution, choose_layout, closest, evaluate, family_rejection,
+    layout_options, node_counts, plan_layout, ranked, size, static_rejection, unverified_labels, zone_for,
 )
 
 ALTERNATIVES_SHOWN = 8
@@ -27,6 +30,7 @@ SPOT_OPTIONS = {"never": (False,), "allow": (False, True), "require": (True,)}
 def considered(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> Resolution:
     """Every ECS candidate with its verdict, and the families none of whose types can run the job."""
     catalog = catalog or load_catalog()
+    arch = profile.architecture
     spot_options = SPOT_OPTIONS[profile.resources.spot]
     cands: list[Candidate] = []
     by_family: dict[str, list[tuple[str, Reason]]] = {}
@@ -41,12 +45,14 @@ def considered(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> R
             continue
         unverified = tuple(unverified_labels(inst))
         placements = {spot: zone_for(profile, catalog, inst, spot) for spot in spot_options}
+        quote = catalog.quote(profile.region, inst.name)
         rows = []
         for nodes in nodes_list:
+            sized = size(profile, inst, nodes, arch)
             for spot in spot_options:
                 zone, zlabels, blocked = placements[spot]
                 rows.append(evaluate(profile, catalog, Option(inst, nodes, spot, zone, tuple(zlabels) + unverified,
-                                                              blocked)))
+                                                              blocked, quote=quote), sized))
         cands.extend(rows)
         if any(c.feasible for c in rows):
             feasible_families.add(inst.family.name)
@@ -72,7 +78,8 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
     inst = catalog.instance(best.instance_type or "")
     t = profile.training
     gpus = best.nodes * best.gpus_per_node
-    mem = sizing.memory_estimate(profile.architecture, t, gpus)
+    pick = candidate_layout(profile, inst, best)
+    mem = calibration_overlay.adjust_memory(profile.architecture, t, best.gpu_model, pick.memory)
     quote = catalog.quote(profile.region, inst.name)
     stated = profile.resources.spot_price_limit
     limit = None
@@ -90,6 +97,7 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
     ]
     if best.nodes > 1:
         reasons.append(f"{best.nodes} nodes over {network.rdma} in zone {best.zone or '(chosen at deploy)'}")
+    reasons += layout_reasons(profile, pick, f"{best.nodes} x {best.gpus_per_node} {best.gpu_model}")
     labels = list(best.labels)
     if best.zone is None:
         labels.append("zone chosen at deploy time from current stock (not seen in the price snapshot)")
@@ -122,19 +130,78 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
             tokens_per_second_per_gpu=None if best.tokens_per_second is None else round(best.tokens_per_second / gpus, 1),
             estimated_hours=best.estimated_hours, on_demand_hourly_cny=_times(quote.on_demand_cny_per_hour, best.nodes),
             spot_hourly_cny=_times(quote.spot_cny_per_hour, best.nodes)),
-        storage=storage, network=network, image=image, job=job_plan(profile, best.gpus_per_node, gpus),
+        storage=storage, network=network, image=image, job=job_plan(profile, best.gpus_per_node, gpus, pick.layout),
+        parallelism=parallelism_plan(profile, pick),
         spot_pool=spot_pool, tags=dict(profile.tags), labels=tuple(dict.fromkeys(labels)), reasons=tuple(reasons),
-        alternatives=tuple(alternatives), rejected=tuple(rejected), catalog_date=catalog.newest_price_date)
+        alternatives=tuple(alternatives), rejected=tuple(rejected), catalog_date=catalog.newest_price_date,
+        prices=provenance(catalog, quote, zone=best.zone, spot=best.spot))
 
 
-def job_plan(profile: TrainingProfile, nproc_per_node: int, total_gpus: int) -> JobPlan:
-    """What runs on the nodes (or pods), as the profile states it."""
+def job_plan(profile: TrainingProfile, nproc_per_node: int, total_gpus: int,
+             layout: Optional[Layout] = None) -> JobPlan:
+    """What runs on the nodes (or pods), as the profile states it, with the plan's parallel layout."""
     t, j = profile.training, profile.job
+    lay = layout or layout_for(t, total_gpus)
     return JobPlan(command=j.command, code_uri=j.code_uri, env=dict(j.env),
                    secrets={k: v.model_dump() for k, v in j.secrets.items()}, max_runtime_hours=j.max_runtime_hours,
+                   max_total_cost_cny=profile.resources.max_total_cost, deadline_hours=profile.resources.deadline_hours,
                    nproc_per_node=nproc_per_node, method=t.method, precision=t.precision, zero_stage=t.zero_stage,
                    gradient_checkpointing=t.gradient_checkpointing, micro_batch_size=t.micro_batch_size,
-                   sequence_length=t.sequence_length, gradient_accumulation_steps=t.accumulation_steps(total_gpus))
+                   sequence_length=t.sequence_length, gradient_accumulation_steps=t.accumulation_steps(lay.dp),
+                   parallel=plan_layout(lay))
+
+
+def candidate_layout(profile: TrainingProfile, inst, c: Candidate) -> LayoutPick:
+    """The layout search of candidate ``c`` again (a cache hit: the same call evaluate made)."""
+    layouts, _ = layout_options(profile, inst, c.nodes)
+    gpu = inst.gpu
+    return choose_layout(profile.architecture, profile.training, gpu, inst.gpu_count, c.nodes, inst.interconnect,
+                         inst.rdma if c.nodes > 1 else "none",
+                         inst.type.rdma_bandwidth_gbps or inst.type.network_bandwidth_gbps, layouts,
+                         sizing.min_margin_gib(gpu.usable_gib, profile.resources.memory_margin_percent / 100.0))
+
+
+def parallelism_plan(profile: TrainingProfile, pick: LayoutPick) -> ParallelismPlan:
+    t, lay = profile.training, pick.layout
+    m = micro_batches(t, lay)
+    chunk = -(-profile.architecture.num_layers // (lay.pp * lay.vp)) if lay.pp > 1 else 0
+    return ParallelismPlan(layout=plan_layout(lay), chosen_by="resolver" if pick.searched else "profile",
+                           considered=pick.options, micro_batches=m,
+                           micro_batches_in_flight=pick.memory.micro_batches_in_flight,
+                           bubble_fraction=round(bubble_fraction(lay, m), 4), layers_per_chunk=chunk)
+
+
+def layout_reasons(profile: TrainingProfile, pick: LayoutPick, where: str) -> list[str]:
+    """Why this layout: the profile's own, or the search's winner against the pure data-parallel one."""
+    lay, t = pick.layout, profile.training
+    m = micro_batches(t, lay)
+    out = []
+    placed = []
+    if lay.tp > 1:
+        placed.append(f"TP {lay.tp} inside each node over NVLink/NVSwitch")
+    if lay.pp > 1:
+        placed.append(f"PP {lay.pp} stages ({m} micro-batches per step, {bubble_fraction(lay, m):.0%} bubble, "
+                      f"{pick.memory.micro_batches_in_flight:g} in flight on the fullest stage)")
+    if lay.cp > 1:
+        placed.append(f"CP {lay.cp} (each sequence split over {lay.cp} GPUs)")
+    placed.append(f"DP {lay.dp}" + (f" with ZeRO-{t.zero_stage}" if t.zero_stage else ""))
+    head = f"layout {lay.label}: " + ", ".join(placed)
+    if not pick.searched:
+        out.append(head + " (as the profile states it)")
+        return out
+    fitting = [o for o in pick.options if o.fits]
+    tps = pick.throughput.tokens_per_second
+    text = (f"{head}; chosen by the resolver: the fastest of {len(fitting)} layout(s) that fit {where} "
+            f"(of {len(pick.options)} sized; `resolve --all` lists them)")
+    plain = next((o for o in pick.options if o.layout.trivial), None)
+    if plain is not None and not plain.chosen:
+        if not plain.fits:
+            text += f"; data parallelism alone needs {plain.required_gib_per_gpu:.1f} GiB per GPU"
+        elif plain.tokens_per_second and tps:
+            text += (f"; data parallelism alone runs {plain.tokens_per_second:,.0f} tokens/s against "
+                     f"{tps:,.0f}")
+    out.append(text)
+    return out
 
 
 def _times(v: Optional[float], n: int) -> Optional[float]:

@@ -19,15 +19,19 @@ the type name: the same inputs give the same plan.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Iterable, Literal, Optional
 
 from .. import sizing
-from ..catalog import Catalog, PriceQuote, ResolvedInstance
-from ..plan import Candidate, Plan, Rejection
+from ..catalog import TRAINING_RDMA, Catalog, PriceQuote, ResolvedInstance
+from ..plan import Candidate, LayoutOption, ParallelLayout, Plan, Rejection
+from ..sizing import calibration_overlay
 from ..profile import TrainingProfile
 from ..reasons import Reason, ReasonCode, reason
+from ..sizing.frameworks import searchable_degrees
+from ..sizing.parallel import Layout, layout_for, layout_problems
 
 #: Spot runs take longer: reclaimed nodes, re-provisioning and replaying work since the last
 #: checkpoint. 15% extra hours is a planning allowance (no source gives GPU interruption
@@ -36,7 +40,7 @@ SPOT_RESTART_ALLOWANCE = 1.15
 #: Without ``training.tokens`` the time objective ranks by hours per this many tokens.
 TIME_REFERENCE_TOKENS = 1e9
 #: RDMA kinds over which several nodes may train together.
-RDMA_KINDS = ("erdma", "roce")
+RDMA_KINDS = TRAINING_RDMA
 
 
 @dataclass
@@ -59,6 +63,8 @@ class Option:
     labels: tuple[str, ...] = ()
     blocked: Optional[Reason] = None
     target: Literal["ecs", "dlc"] = "ecs"
+    #: The price to use (a DLC spec per pod, a quota per GPU); default: the ECS quote of ``inst``
+    quote: Optional[PriceQuote] = None
 
 
 # ---- rules that need only the instance type ------------------------------------------------
@@ -146,31 +152,73 @@ def unverified_labels(inst: ResolvedInstance) -> list[str]:
 
 # ---- one candidate: sized, priced, checked ------------------------------------------------------
 
-def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option) -> Candidate:
-    """The option sized (memory, speed), priced and checked against every candidate rule."""
+def shipped_speed(profile: TrainingProfile, inst: ResolvedInstance, nodes: int) -> sizing.ThroughputEstimate:
+    """The shipped model's speed of ``nodes`` x ``inst`` (no calibration overlay; `calibrate` compares
+    a run with it)."""
+    assert inst.gpu is not None
+    return sizing.throughput_estimate(
+        profile.architecture, profile.training, inst.gpu, gpus_per_node=inst.gpu_count, nodes=nodes,
+        interconnect=inst.interconnect, network=inst.rdma if nodes > 1 else "none",
+        network_gbps=inst.type.rdma_bandwidth_gbps or inst.type.network_bandwidth_gbps)
+
+
+@dataclass(frozen=True)
+class Sized:
+    """One instance type and node count sized with its best layout: shared by its on-demand and spot
+    options (sizing does not depend on the price)."""
+
+    pick: "LayoutPick"
+    layout_why: Optional[Reason]
+    labels: tuple[str, ...]
+
+
+def size(profile: TrainingProfile, inst: ResolvedInstance, nodes: int, arch=None) -> Sized:
+    """Memory and speed of ``nodes`` x ``inst`` with the best parallel layout (engine's layout search)."""
+    t, r = profile.training, profile.resources
+    gpu = inst.gpu
+    assert gpu is not None, "static_rejection refuses types without a known GPU"
+    arch = arch or profile.architecture
+    layouts, layout_why = layout_options(profile, inst, nodes, arch)
+    pick = choose_layout(arch, t, gpu, inst.gpu_count, nodes, inst.interconnect,
+                         inst.rdma if nodes > 1 else "none",
+                         inst.type.rdma_bandwidth_gbps or inst.type.network_bandwidth_gbps, layouts,
+                         sizing.min_margin_gib(gpu.usable_gib, r.memory_margin_percent / 100.0))
+    labels = _sizing_labels(arch, t, nodes * inst.gpu_count, pick.throughput.labels)
+    return Sized(pick, layout_why, labels)
+
+
+@functools.lru_cache(maxsize=8192)
+def _sizing_labels(arch, t, gpus: int, speed_labels: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sizing.assumptions(arch, t, gpus)) + speed_labels
+
+
+def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option, sized: Optional[Sized] = None,
+             arch=None) -> Candidate:
+    """The option sized (memory, speed) with its best parallel layout, priced and checked against
+    every candidate rule. ``sized``: the sizing of the same type and node count, when already done."""
     t, r = profile.training, profile.resources
     inst, nodes, spot = option.inst, option.nodes, option.spot
     gpus = nodes * inst.gpu_count
     gpu = inst.gpu
     assert gpu is not None, "static_rejection refuses types without a known GPU"
-    mem = sizing.memory_estimate(profile.architecture, t, gpus)
+    sized = sized or size(profile, inst, nodes, arch)
+    pick = sized.pick
+    mem, thr = pick.memory, pick.throughput
+    # a local measurement of this workload on this GPU, if `trainstack calibrate` recorded one (labelled)
+    mem, thr, calibrated = calibration_overlay.adjust(arch or profile.architecture, t, gpu.name, mem, thr)
     margin = round(gpu.usable_gib - mem.required_gib_per_gpu, 2)
-    thr = sizing.throughput_estimate(
-        profile.architecture, t, gpu, gpus_per_node=inst.gpu_count, nodes=nodes,
-        interconnect=inst.interconnect, network=inst.rdma if nodes > 1 else "none",
-        network_gbps=inst.type.rdma_bandwidth_gbps or inst.type.network_bandwidth_gbps)
     tps = thr.tokens_per_second
     hours = (t.tokens / tps / 3600) if (t.tokens and tps) else None
     if hours is not None and spot:
         hours *= SPOT_RESTART_ALLOWANCE
-    quote = catalog.quote(profile.region, inst.name)
+    quote = option.quote or catalog.quote(profile.region, inst.name)
     unit = quote.spot_cny_per_hour if spot else quote.on_demand_cny_per_hour
-    hourly = round(unit * nodes, 4) if unit is not None else None
+    hourly = round(unit * (gpus if quote.per == "GPU" else nodes), 4) if unit is not None else None
     total = round(hourly * hours, 2) if (hourly is not None and hours is not None) else None
-    labels = (list(option.labels) + list(sizing.assumptions(profile.architecture, t, gpus)) + list(thr.labels)
-              + list(quote.labels) + (list(quote.spot_labels) if spot else []))
-    why = option.blocked or rule_broken(profile, gpu.name, gpu.usable_gib, gpus, spot, quote,
-                                        mem.required_gib_per_gpu, margin, tps, hours, hourly, total)
+    labels = option.labels + calibrated + sized.labels + quote.labels + (quote.spot_labels if spot else ())
+    why = option.blocked or sized.layout_why or rule_broken(profile, gpu.name, gpu.usable_gib, gpus, spot, quote,
+                                                            mem.required_gib_per_gpu, margin, tps, hours, hourly,
+                                                            total)
     objective = None
     if why is None:
         if r.objective == "cost":
@@ -182,7 +230,8 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option) -> Cand
         spot=spot, zone=option.zone, hourly_cost_cny=hourly,
         estimated_hours=None if hours is None else round(hours, 3), total_cost_cny=total, objective=objective,
         memory_margin_gib=margin, tokens_per_second=None if tps is None else round(tps, 1),
-        labels=tuple(dict.fromkeys(labels))).rejected_by(why)
+        layout=pick.plan_layout, labels=tuple(dict.fromkeys(labels)), feasible=why is None,
+        reason=why.message if why else None, reason_code=why.code if why else None)
 
 
 def rule_broken(profile: TrainingProfile, gpu_name: str, usable_gib: float, gpus: int, spot: bool,
@@ -219,6 +268,157 @@ def rule_broken(profile: TrainingProfile, gpu_name: str, usable_gib: float, gpus
     if hourly is None:
         return reason(ReasonCode.PRICE_UNKNOWN, "price unknown (listed, never chosen)")
     return None
+
+
+# ---- the parallel layout: a small search per candidate --------------------------------------------
+#
+# Degrees the profile leaves unset are searched when its framework runs them (sizing.frameworks
+# .PARALLEL_DEGREES) and its job.command can carry them (launchers.command_degrees); set ones are kept.
+# Tried: tensor parallel 1, 2, 4, 8 dividing the node's GPUs (only inside one NVLink/NVSwitch node),
+# pipeline parallel 1, 2, 4, 8, 16 (dividing the layers, except for torchtitan, which splits them
+# unevenly), context parallel 1, 2, 4, 8 while each rank keeps CP_MIN_TOKENS_PER_RANK tokens of a
+# sequence; data parallel is the rest of the GPUs. Every layout is sized; among those that fit the
+# GPU's memory with the profile's margin, the fastest wins (ties: fewer GPUs per model replica, then
+# less tensor parallelism); when none fits, the one needing the least memory is reported.
+
+SEARCH_TENSOR = (1, 2, 4, 8)
+SEARCH_PIPELINE = (1, 2, 4, 8, 16)
+SEARCH_CONTEXT = (1, 2, 4, 8)
+#: Context parallelism is tried only while every rank keeps this many tokens of a sequence: NeMo's
+#: performance tables split an 8,192-token Llama 3 8B sequence over CP 2 (4,096 per rank) and no shorter.
+CP_MIN_TOKENS_PER_RANK = 4096
+
+
+@functools.lru_cache(maxsize=256)
+def _command_degrees(command: str) -> frozenset[str]:
+    from ..launchers import command_degrees
+
+    return command_degrees(command)
+
+
+def searched_degrees(profile: TrainingProfile) -> frozenset[str]:
+    """The degrees the resolver chooses for this profile: unset, run by its framework, carried by its command."""
+    return searchable_degrees(profile.training) & _command_degrees(profile.job.command)
+
+
+def layout_options(profile: TrainingProfile, inst: ResolvedInstance, nodes: int,
+                   arch=None) -> tuple[tuple[Layout, ...], Optional[Reason]]:
+    """The layouts to size for ``nodes`` x ``inst`` (the profile's own degrees, the unset ones searched),
+    or why the profile's degrees cannot run there."""
+    t = profile.training
+    arch = arch or profile.architecture
+    return _layout_options(arch, t, searched_degrees(profile), inst.gpu_count, nodes,
+                           inst.gpu_count > 1 and inst.multi_gpu_training_ok)
+
+
+@functools.lru_cache(maxsize=4096)
+def _layout_options(arch, t, search: frozenset[str], per_node: int, nodes: int,
+                    nvlink: bool) -> tuple[tuple[Layout, ...], Optional[Reason]]:
+    gpus = per_node * nodes
+    if t.tensor_parallel and t.tensor_parallel > 1:
+        if t.tensor_parallel > per_node:
+            return (layout_for(t, gpus),), reason(
+                ReasonCode.TENSOR_PARALLEL_ACROSS_NODES,
+                f"tensor_parallel {t.tensor_parallel} would span nodes: a node of this type has {per_node} GPU(s); "
+                "tensor parallelism runs inside one NVLink/NVSwitch node")
+        if not nvlink or per_node % t.tensor_parallel:
+            return (layout_for(t, gpus),), reason(
+                ReasonCode.TENSOR_PARALLEL_WITHOUT_NVLINK,
+                f"tensor_parallel {t.tensor_parallel} needs {t.tensor_parallel} NVLink/NVSwitch-connected GPUs "
+                f"in one node; this type has {per_node}")
+    tps = [t.tensor_parallel] if t.tensor_parallel else (
+        [d for d in SEARCH_TENSOR if d <= per_node and per_node % d == 0 and (d == 1 or nvlink)]
+        if "tensor" in search else [1])
+    pps = [t.pipeline_parallel] if t.pipeline_parallel else (
+        [d for d in SEARCH_PIPELINE if d <= arch.num_layers] if "pipeline" in search else [1])
+    s = t.sequence_length
+    cps = [t.context_parallel] if t.context_parallel else (
+        [d for d in SEARCH_CONTEXT if d == 1 or (s % (2 * d) == 0 and s // d >= CP_MIN_TOKENS_PER_RANK)]
+        if "context" in search else [1])
+    even = t.framework != "torchtitan"
+    out: list[Layout] = []
+    for tp in tps:
+        for pp in pps:
+            for cp in cps:
+                mp = tp * pp * cp
+                if gpus % mp:
+                    continue
+                lay = Layout(tp=tp, pp=pp, cp=cp, dp=gpus // mp, ep=t.expert_parallel,
+                             vp=t.virtual_pipeline_stages if pp > 1 else 1)
+                if arch.is_moe and t.expert_parallel > 1 and lay.shard % t.expert_parallel:
+                    continue
+                if layout_problems(arch, lay, s, gpus, even_stages=even):
+                    continue
+                out.append(lay)
+    if not out:
+        own = layout_for(t, gpus)
+        return (own,), reason(ReasonCode.LAYOUT_WORLD_SIZE,
+                              f"{gpus} GPU(s) cannot hold the layout: tensor x pipeline x context parallel "
+                              f"{own.model_parallel} must divide the GPUs"
+                              + (f" and expert_parallel {t.expert_parallel} the data x context ranks"
+                                 if t.expert_parallel > 1 else ""))
+    return tuple(out), None
+
+
+@dataclass(frozen=True)
+class LayoutPick:
+    """The layout a candidate runs with, its sizing, and every layout sized for it."""
+
+    layout: Layout
+    memory: sizing.MemoryEstimate
+    throughput: sizing.ThroughputEstimate
+    options: tuple[LayoutOption, ...]
+    searched: bool
+
+    @property
+    def plan_layout(self) -> ParallelLayout:
+        return plan_layout(self.layout)
+
+
+def plan_layout(lay: Layout) -> ParallelLayout:
+    return _plan_layout(lay)
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan_layout(lay: Layout) -> ParallelLayout:
+    return ParallelLayout(tensor_parallel=lay.tp, pipeline_parallel=lay.pp, context_parallel=lay.cp,
+                          data_parallel=lay.dp, expert_parallel=lay.ep, virtual_pipeline_stages=lay.vp)
+
+
+@functools.lru_cache(maxsize=16384)
+def choose_layout(arch, t, gpu, per_node: int, nodes: int, interconnect: str, network: str,
+                  network_gbps: Optional[float], layouts: tuple[Layout, ...], least_margin_gib: float) -> LayoutPick:
+    """Size every layout; the fastest that fits (with the least margin) wins, else the one needing the least."""
+
+    def speed(lay: Layout) -> sizing.ThroughputEstimate:
+        return sizing.throughput_estimate(arch, t, gpu, gpus_per_node=per_node, nodes=nodes,
+                                          interconnect=interconnect, network=network, network_gbps=network_gbps,
+                                          layout=lay)
+
+    if len(layouts) == 1:
+        lay = layouts[0]
+        mem = sizing.memory_estimate(arch, t, lay.world, layout=lay)
+        thr = speed(lay)
+        option = LayoutOption(layout=plan_layout(lay), required_gib_per_gpu=mem.required_gib_per_gpu,
+                              tokens_per_second=thr.tokens_per_second, chosen=True,
+                              fits=gpu.usable_gib - mem.required_gib_per_gpu >= least_margin_gib)
+        return LayoutPick(lay, mem, thr, (option,), False)
+    sized = []
+    for lay in layouts:
+        mem = sizing.memory_estimate(arch, t, lay.world, layout=lay)
+        fits = round(gpu.usable_gib - mem.required_gib_per_gpu, 2) >= least_margin_gib
+        sized.append((lay, mem, speed(lay) if fits else None, fits))
+    fitting = [x for x in sized if x[3]]
+    if fitting:
+        best = max(fitting, key=lambda x: (x[2].tokens_per_second or 0.0, -x[0].model_parallel, -x[0].tp))
+    else:
+        best = min(sized, key=lambda x: (x[1].required_gib_per_gpu, x[0].model_parallel))
+    lay, mem, thr, _ = best
+    thr = thr or speed(lay)
+    options = tuple(LayoutOption(layout=plan_layout(x[0]), required_gib_per_gpu=x[1].required_gib_per_gpu,
+                                 tokens_per_second=None if x[2] is None else x[2].tokens_per_second, fits=x[3],
+                                 chosen=x[0] == lay) for x in sized)
+    return LayoutPick(lay, mem, thr, options, True)
 
 
 # ---- ranking ------------------------------------------------------------------------------------

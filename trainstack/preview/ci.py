@@ -28,8 +28,12 @@ ALL_STACKS_PREFIXES = ("components/", "policies/", "trainstack/", "__main__.py",
                        "requirements.txt")
 
 
-def changed_stacks(paths: Iterable[str], project: Project) -> list[str]:
-    """Stacks whose plan a change to ``paths`` (repository-relative) can affect."""
+def changed_stacks(paths: Iterable[str], project: Project, warn=None) -> list[str]:
+    """Stacks whose plan a change to ``paths`` (repository-relative) can affect.
+
+    A stack whose file cannot be read (malformed, too large, not a regular file) is listed as
+    affected, so its PR comment says why it cannot be planned; it never stops the listing.
+    ``warn(message)`` hears about each such stack."""
     stacks = project.stacks()
     stacks_dir = project.stacks_dir.resolve().relative_to(project.root.resolve()).as_posix()
     prefix = "" if stacks_dir == "." else stacks_dir + "/"
@@ -43,16 +47,26 @@ def changed_stacks(paths: Iterable[str], project: Project) -> list[str]:
         if name and name.startswith("Pulumi.") and name.endswith(".yaml") and "/" not in name:
             hit.add(name[len("Pulumi."):-len(".yaml")])
     for stack in stacks:
-        config, _ = stack_config(project, stack)
+        try:
+            config, _ = stack_config(project, stack)
+        except TrainstackError as err:
+            if warn:
+                warn(f"stack {stack}: {err.lines()[0]} (listed as affected)")
+            hit.add(stack)
+            continue
         value = config.get(f"{project.name}:profile")
-        if value and _profile_file(value, project) in profiles:
+        profile = _profile_file(value, project) if isinstance(value, str) and value else None
+        if profile is not None and profile in profiles:
             hit.add(stack)
     return sorted(s for s in hit if s in stacks)
 
 
-def _profile_file(value: str, project: Project) -> Path:
-    p = Path(value).expanduser()
-    return (p if p.is_absolute() else project.stacks_dir / p).resolve()
+def _profile_file(value: str, project: Project) -> Optional[Path]:
+    p = Path(value)
+    try:
+        return (p if p.is_absolute() else project.stacks_dir / p).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
 
 
 def comment(stacks: Sequence[str], base_plans: Path, project: Project,
@@ -69,7 +83,11 @@ def comment(stacks: Sequence[str], base_plans: Path, project: Project,
         parts.append("No stack is affected by this change.")
     for stack in stacks:
         saved = base_plans / f"{stack}.json"
-        base = load_saved_plan(saved) if saved.is_file() else empty_plan()
+        try:
+            base = load_saved_plan(saved) if saved.is_file() else empty_plan()
+        except TrainstackError as err:  # a base plan we cannot read: compare with nothing, say so
+            parts += [f"> `{stack}`: the base plan cannot be read ({err.lines()[0]}); everything below is new.", ""]
+            base = empty_plan()
         try:
             head = plan_source(Source("stack", stack, project.stack_file(stack), stack=stack), project,
                                policy_config=policy_config)
@@ -103,12 +121,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     project = find_project()
     try:
         if args.cmd == "changed-stacks":
-            text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+            from ..fsutil import MIB, read_text_file
+
+            text = sys.stdin.read() if args.file == "-" else read_text_file(args.file, what="list of changed paths",
+                                                                            limit=16 * MIB)
             lines = text.splitlines()
-            stacks = changed_stacks(lines, project)
+            stacks = changed_stacks(lines, project, warn=lambda m: print(f"trainstack: warning: {m}",
+                                                                         file=sys.stderr))
             print(json.dumps(stacks) if args.json else "\n".join(stacks))
             return 0
-        from ..fsutil import atomic_write_text
+        from ..outputs import atomic_write_text
 
         from .sources import load_policy_config
 

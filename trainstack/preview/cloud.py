@@ -25,6 +25,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Callable, Optional, Sequence
 
+from ..dlc_job import KIND as DLC_KIND
+
 FAKE_IMAGE_ID = "m-offline-preview"
 FAKE_ACCOUNT_ID = "offline-preview-account"
 #: A stand-in, labelled in the plan's notes: the real figure is DescribeInstanceTypes' at deploy time.
@@ -152,6 +154,6 @@ class OfflineCloud:
             return {"domain": f"{inputs.get('export_id')}.{self.region}.cpfs.offline-preview.invalid"}
         if kind == "ecs-queue-pairs":  # DescribeInstanceTypes QueuePairNumber, read at deploy time
             return {"max": FAKE_QUEUE_PAIRS, "per_eri": FAKE_QUEUE_PAIRS}
-        if kind == "pai-dlc-job":
+        if kind == DLC_KIND:
             return {"job_id": f"dlc-offline{_digest(rid)}", "status": "offline preview"}
         return {}

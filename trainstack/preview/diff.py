@@ -16,6 +16,7 @@ from typing import Any, Iterator, Optional
 
 from trainstack.catalog.provider_facts import ProviderFacts, load_provider_facts
 
+from ..dlc_job import KIND as DLC_KIND
 from .change_rules import (
     DYNAMIC, effect_label, ignored_takes_effect, is_job_settings, judge, matches, replace_effects, takes_effect,
 )
@@ -23,7 +24,6 @@ from .sources import PLAN_SCHEMA_VERSION
 
 DIFF_SCHEMA_VERSION = 2
 INSTANCE = "alicloud:ecs/instance:Instance"
-DLC_KIND = "pai-dlc-job"
 #: Resources that are (or run) GPU nodes: their replacements and disruptions lead the PR comment.
 NODE_TYPES = frozenset({INSTANCE, "alicloud:ess/scalingGroup:ScalingGroup",
                         "alicloud:ess/scalingConfiguration:ScalingConfiguration"})
@@ -244,6 +244,9 @@ def diff_documents(base: dict, head: dict, base_label: str = "base", head_label:
         "profile_changes": profile_changes(base, head),
         "summary": [{"field": f, "before": bs.get(f), "after": hs.get(f)} for f in SUMMARY_FIELDS
                     if bs.get(f) != hs.get(f)],
+        # whose price the head rests on (prices.as_of / age_days / source), and the base's under `before`
+        "prices": None if head.get("prices") is None and base.get("prices") is None
+        else {**(head.get("prices") or {}), "before": base.get("prices")},
         "cost": cost_changes(base, head),
         "resources": {"added": added, "removed": removed, "changed": changed, "ignored": ignored},
         "warnings": warnings(removed, changed, bi),
@@ -289,6 +292,7 @@ def _ident(r: dict) -> dict[str, Any]:
 def _side(doc: dict, label: str) -> dict[str, Any]:
     return {"label": label, "stack": doc.get("stack"), "name": (doc.get("plan") or {}).get("name"),
             "catalog_date": doc.get("catalog_date"), "pricing": (doc.get("cost") or {}).get("pricing"),
+            "prices": doc.get("prices"),
             "summary": doc.get("summary") or {}}
 
 

@@ -9,14 +9,16 @@ into the document.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ..dlc_job import KIND as DLC_KIND
 from ..errors import InputError, TrainstackError
 from ..plan import Plan
-from ..stack_config import plan_for_config
+from ..stack_config import plan_for_config, trusted_profile
 from .cloud import FAKE_IMAGE_ID, OfflineCloud
 from .engine import RecordedResource, Recording, record_program
 from .sources import PLAN_SCHEMA_VERSION, Project, Source, stack_config
@@ -24,7 +26,6 @@ from .values import public, reveal, shorten
 
 #: ``run_policies(resources, config) -> verdicts`` (policies/runner.py)
 PolicyRunner = Callable[[list, Optional[dict]], list]
-DLC_KIND = "pai-dlc-job"
 
 
 def plan_source(source: Source, project: Project, *, policy_runner: Optional[PolicyRunner] = None,
@@ -39,10 +40,13 @@ def plan_source(source: Source, project: Project, *, policy_runner: Optional[Pol
         secret_keys, stack = (), ""
     else:
         raise InputError(f"{source.label} is a saved plan; `plan` needs a profile or a stack")
-    plan = resolve_config(config, project)
-    profile = config_profile(config, project)
-    stack = stack or plan.name
-    recording = run_program(project, stack, config, secret_keys, plan)
+    # a profile named on the command line may live anywhere; stack config stays confined to stacks/
+    trust = trusted_profile(source.path) if source.kind == "profile" else contextlib.nullcontext()
+    with trust:
+        plan = resolve_config(config, project, secret_keys)
+        profile = config_profile(config, project)
+        stack = stack or plan.name
+        recording = run_program(project, stack, config, secret_keys, plan)
     resources = policy_resources(recording, config)
     runner = policy_runner or default_policy_runner()
     try:
@@ -56,9 +60,9 @@ def plan_source(source: Source, project: Project, *, policy_runner: Optional[Pol
     return build_document(source, project, stack, plan, recording, verdicts, profile=profile)
 
 
-def resolve_config(config: dict[str, str], project: Project) -> Plan:
+def resolve_config(config: dict[str, str], project: Project, secret_keys: tuple[str, ...] = ()) -> Plan:
     """The Plan the program will build for this config (same profile path rules and overrides)."""
-    return plan_for_config(config, project.name, project.root)
+    return plan_for_config(config, project.name, project.root, secret_keys)
 
 
 def config_profile(config: dict[str, str], project: Project):
@@ -67,7 +71,8 @@ def config_profile(config: dict[str, str], project: Project):
     from trainstack.stack_config import load_profile_with_overrides, profile_path
 
     path = profile_path(config[f"{project.name}:profile"], project.root)
-    return load_profile_with_overrides(path, zone=config.get(f"{project.name}:zone"))
+    return load_profile_with_overrides(path, zone=config.get(f"{project.name}:zone"),
+                                       price_book=config.get(f"{project.name}:priceBook"), root=project.root)
 
 
 def run_program(project: Project, stack: str, config: dict[str, str], secret_keys: tuple[str, ...],
@@ -177,6 +182,7 @@ def build_document(source: Source, project: Project, stack: str, plan: Plan, rec
         "catalog_date": plan.catalog_date or _catalog_date(),
         "profile": None if profile is None else public(profile.model_dump(mode="json", exclude_unset=True)),
         "summary": summary,
+        "prices": None if plan.prices is None else plan.prices.model_dump(mode="json"),
         "cost": cost_block(plan),
         "plan": plan.model_dump(mode="json"),
         "resources": [_resource_entry(r, names) for r in resources],
@@ -240,7 +246,8 @@ def dlc_request(resources: list[RecordedResource], plan: Plan, stack: str) -> Op
     from trainstack.cloud import dlc_request as dlc
 
     try:
-        body = dlc.build_request_model(reveal(job.inputs)).to_map()
+        inputs = reveal(job.inputs)
+        body = dlc.build_request_model(inputs, image=dlc.preview_image(inputs)).to_map()
     except (ValueError, KeyError, TypeError):
         body = dlc.preview_request(plan, stack)
     return {"resource": job.name, "body": public(body)}

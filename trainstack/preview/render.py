@@ -55,6 +55,13 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
     ]
 
 
+def prices_line(prices: Optional[dict]) -> str:
+    """The price provenance headline (``prices.headline``) of a plan document, or why it is missing."""
+    if not prices:
+        return "prices: provenance not recorded (a plan saved by an older trainstack)"
+    return str(prices.get("headline") or f"prices: {prices.get('source')} as of {prices.get('as_of')}")
+
+
 def resource_tree(doc: dict) -> list[str]:
     """`type  name` lines as a tree (parents from the recording), with protect/retain markers."""
     resources = doc.get("resources") or []
@@ -93,7 +100,7 @@ def title(doc: dict) -> str:
 def render_text(doc: dict) -> str:
     mandatory, advisory = policy_counts(doc)
     lines = [f"trainstack plan: {title(doc)} (stack {doc.get('stack')}, catalog {doc.get('catalog_date') or 'unknown'})",
-             "", "Summary"]
+             prices_line(doc.get("prices")), "", "Summary"]
     lines += ["  " + ln for ln in render_table(["", ""], summary_rows(doc)).splitlines()[1:]]
     resources = doc.get("resources") or []
     lines += ["", f"Resources ({len(resources)})"] + ["  " + ln for ln in resource_tree(doc)]
@@ -122,13 +129,19 @@ def md_escape(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def prices_callout(prices: Optional[dict]) -> list[str]:
+    """The prices headline as a markdown callout: a warning when stale or unknown."""
+    alert = "WARNING" if not prices or prices.get("stale") or prices.get("source") == "none" else "NOTE"
+    return [f"> [!{alert}]", f"> {md_escape(prices_line(prices))}", ""]
+
+
 def render_markdown(doc: dict) -> str:
     mandatory, advisory = policy_counts(doc)
     resources = doc.get("resources") or []
     out = [f"## trainstack plan: `{title(doc)}`", "",
            f"Stack `{doc.get('stack')}` · catalog {doc.get('catalog_date') or 'unknown'} · "
            f"{len(resources)} resources · {mandatory} mandatory / {advisory} advisory policy violation(s)", "",
-           "| | |", "|---|---|"]
+           *prices_callout(doc.get("prices")), "| | |", "|---|---|"]
     out += [f"| {label} | {md_escape(value)} |" for label, value in summary_rows(doc)]
     out += ["", "### Policies", ""]
     if doc.get("policy"):

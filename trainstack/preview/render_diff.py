@@ -16,7 +16,7 @@ import re
 from typing import Any, Optional
 
 from .change_rules import WHEN
-from .render import md_escape, money, num
+from .render import md_escape, money, num, prices_callout, prices_line
 from .values import public
 
 #: A longer comment is cut (GitHub refuses comments over 65,536 characters).
@@ -69,6 +69,17 @@ def headline(d: dict) -> str:
     line = (f"**Total cost {verb}: {money(total['before'])} → {money(total['after'])} "
             f"({_signed(total['delta'])}{_pct(total['percent'])}){_arrow(total['delta'])}**")
     return line + f" · hourly {money(hourly['before'])} → {money(hourly['after'])} ({_signed(hourly['delta'])})"
+
+
+def prices_lines(d: dict) -> list[str]:
+    """Whose prices each side rests on, right under the cost headline (a warning when stale or unknown)."""
+    base, head = d["base"].get("prices"), d["head"].get("prices")
+    lines = prices_callout(head)
+    if d["base"].get("name") is not None and prices_line(base) != prices_line(head):
+        lines[1:2] = [f"> before: {md_escape(prices_line(base))}", ">", f"> after: {md_escape(prices_line(head))}"]
+        if base and (base.get("stale") or base.get("source") == "none"):
+            lines[0] = "> [!WARNING]"
+    return lines
 
 
 def _nodes(side: dict) -> str:
@@ -266,6 +277,7 @@ def render_markdown(d: dict) -> str:
     new_mandatory = sum(1 for v in pol["new"] if v.get("level") == "mandatory")
     disrupt = counts.get("disrupt", 0)
     out = [f"### trainstack diff: `{d['base']['label']}` → `{d['head']['label']}`", "", headline(d), "",
+           *prices_lines(d),
            f"Resources: **{counts['add']} to add, {counts['change']} to change "
            f"({counts['replace']} replacement{'s' if counts['replace'] != 1 else ''}, {disrupt} disruptive "
            f"update{'s' if disrupt != 1 else ''}), {counts['remove']} to destroy** · "

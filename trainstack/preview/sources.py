@@ -8,13 +8,15 @@ marked secret (their ciphertext cannot be decrypted offline, so a placeholder st
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-import yaml
-
-from ..errors import InputError, did_you_mean
+from ..errors import InputError, Problem, did_you_mean
+from ..fsutil import KIB, MIB, read_json_file, read_regular_file
+from ..profile.yamlfile import parse_yaml_text
+from ..secrets import scan, secret_texts
 
 PLAN_SCHEMA_VERSION = 2
 #: Fields each schema version added. A saved plan of an older version is still read: what it
@@ -24,6 +26,10 @@ FIELDS_ADDED: dict[int, tuple[str, ...]] = {
     2: ("profile", "resources[].ignore_changes", "resources[].delete_before_replace", "resources[].provider_urn"),
 }
 READABLE_SCHEMA_VERSIONS = (1, PLAN_SCHEMA_VERSION)
+#: size limits of what a plan or diff reads (a 512-node plan document is about 6 MB)
+MAX_STACK_FILE_BYTES = 256 * KIB
+MAX_SAVED_PLAN_BYTES = 64 * MIB
+MAX_POLICY_CONFIG_BYTES = 1 * MIB
 #: Stands in for a `pulumi config set --secret` value, which only the real CLI can decrypt.
 SECRET_PLACEHOLDER = "offline-preview-secret"
 
@@ -42,7 +48,11 @@ class Project:
         return self.stacks_dir / f"Pulumi.{stack}.yaml"
 
     def stacks(self) -> list[str]:
-        return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in self.stacks_dir.glob("Pulumi.*.yaml"))
+        try:
+            found = list(self.stacks_dir.glob("Pulumi.*.yaml"))
+        except OSError:
+            return []
+        return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in found)
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,8 @@ def find_project(start: Optional[Path] = None) -> Project:
 
 def _read_project(root: Path) -> Project:
     doc = _yaml(root / "Pulumi.yaml") or {}
+    if not isinstance(doc, dict) or not isinstance(doc.get("config") or {}, dict):
+        raise InputError(f"{root / 'Pulumi.yaml'}: a Pulumi project file is a mapping with a `config` mapping")
     name = str(doc.get("name") or root.name)
     main = root / str(doc.get("main") or ".")
     program = main if main.suffix == ".py" else main / "__main__.py"
@@ -84,19 +96,45 @@ def _read_project(root: Path) -> Project:
 def stack_config(project: Project, stack: str) -> tuple[dict[str, str], tuple[str, ...]]:
     """``(config, secret_keys)`` for ``stack``: project defaults overlaid with the stack file."""
     path = project.stack_file(stack)
-    if not path.is_file():
+    if not _exists(path):
         raise unknown_stack(project, stack)
-    doc = _yaml(path) or {}
+    doc = _yaml(path, "stack file") or {}
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: a stack file is a YAML mapping with a `config` mapping, not a "
+                         f"{type(doc).__name__}")
+    raw = doc.get("config") or {}
+    if not isinstance(raw, dict):
+        raise InputError(f"{path}: `config` must be a mapping of key: value, not a {type(raw).__name__}",
+                         hint="see stacks/Pulumi.llama3-8b-lora.yaml")
     config = dict(project.defaults)
     secrets: list[str] = []
-    for key, value in (doc.get("config") or {}).items():
-        full = _full_key(str(key), project.name)
+    plain: dict[str, Any] = {}
+    for key, value in raw.items():
+        if not isinstance(key, str) or not key.strip():
+            raise InputError(f"{path}: config keys are names such as trainstack:profile")
+        full = _full_key(key, project.name)
         if isinstance(value, dict) and "secure" in value:
             config[full] = SECRET_PLACEHOLDER
             secrets.append(full)
         else:
             config[full] = _config_string(value)
+            plain[full] = value
+    findings = scan(plain)
+    if findings:
+        raise InputError(f"{path}: stack config holds what looks like a credential in plain text",
+                         secrets=secret_texts(findings),
+                         problems=[Problem(path=f"config.{f.path}", message=f.message, file=str(path))
+                                   for f in findings],
+                         hint="`pulumi config set --secret KEY VALUE` encrypts it; better, use the credentials chain")
     return config, tuple(secrets)
+
+
+def _exists(path: Path) -> bool:
+    try:
+        path.lstat()
+        return True
+    except (OSError, ValueError):
+        return False
 
 
 def unknown_stack(project: Project, stack: str) -> InputError:
@@ -110,14 +148,16 @@ def unknown_stack(project: Project, stack: str) -> InputError:
 def classify(arg: str, project: Project) -> Source:
     """A diff side: a saved plan JSON, a profile YAML, or a stack name."""
     path = Path(arg)
-    if path.is_file():
+    if _exists(path):
         if path.name.startswith("Pulumi.") and path.suffix in (".yaml", ".yml"):
             return Source("stack", arg, path, stack=path.name[len("Pulumi."):-len(path.suffix)])
-        text = path.read_text(encoding="utf-8", errors="replace")
-        if path.suffix == ".json" or text.lstrip().startswith("{"):
+        if path.suffix == ".json":
+            return Source("saved", arg, path)
+        head = read_regular_file(path, what="plan or profile", limit=MAX_SAVED_PLAN_BYTES)[:4096]
+        if head.lstrip().startswith(b"{"):
             return Source("saved", arg, path)
         return Source("profile", arg, path)
-    if project.stack_file(arg).is_file():
+    if "/" not in arg and "\x00" not in arg and _exists(project.stack_file(arg)):
         return Source("stack", arg, project.stack_file(arg), stack=arg)
     if path.suffix in (".json", ".yaml", ".yml") or "/" in arg:
         raise InputError(f"{arg}: no such file")
@@ -126,16 +166,20 @@ def classify(arg: str, project: Project) -> Source:
 
 def load_saved_plan(path: Path) -> dict[str, Any]:
     """A saved ``plan --format json`` document, checked for a schema version we can read."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: not a readable plan JSON ({exc})") from None
+    doc = read_json_file(path, what="saved plan", limit=MAX_SAVED_PLAN_BYTES)
     if not isinstance(doc, dict) or "schema_version" not in doc:
         raise InputError(f"{path}: not a trainstack plan (no schema_version)",
                          hint="produce one with `trainstack plan ... --format json --out FILE`")
-    if doc["schema_version"] not in READABLE_SCHEMA_VERSIONS:
-        raise InputError(f"{path}: plan schema_version {doc['schema_version']!r} is not supported "
+    version = doc["schema_version"]
+    if isinstance(version, bool) or version not in READABLE_SCHEMA_VERSIONS:
+        shown = version if isinstance(version, int) and not isinstance(version, bool) else "not a number"
+        raise InputError(f"{path}: plan schema_version {shown} is not supported "
                          f"(this trainstack reads {', '.join(map(str, READABLE_SCHEMA_VERSIONS))})")
+    problems = saved_plan_problems(doc)
+    if problems:
+        raise InputError(f"{path}: not a usable trainstack plan ({len(problems)} problem(s))",
+                         problems=[Problem(path=w, message=m, file=str(path)) for w, m in problems[:20]],
+                         hint="produce it again with `trainstack plan ... --format json --out FILE`")
     return with_unknown_fields(doc)
 
 
@@ -145,6 +189,66 @@ def with_unknown_fields(doc: dict[str, Any]) -> dict[str, Any]:
     unknown = [f for added, fields in sorted(FIELDS_ADDED.items())
                if isinstance(version, int) and version < added for f in fields]
     return dict(doc, unknown_fields=unknown)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def saved_plan_problems(doc: dict) -> list[tuple[str, str]]:
+    """``(path, what is wrong)`` for every part of a saved plan that `diff` reads with the wrong shape.
+
+    Only the shape is checked (types of the parts diff and its renderers read); fields added by
+    later versions of the same schema pass untouched."""
+    out: list[tuple[str, str]] = []
+
+    def need(where: str, value: Any, kinds: tuple, what: str, optional: bool = True) -> bool:
+        if value is None and optional:
+            return False
+        if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
+            out.append((where, f"must be {what}"))
+            return False
+        return True
+
+    for key in ("stack", "catalog_date", "kind", "project"):
+        need(key, doc.get(key), (str,), "a string or null")
+    for key in ("summary", "exports", "plan", "source", "profile"):
+        need(key, doc.get(key), (dict,), "an object or null")
+    if need("cost", doc.get("cost"), (dict,), "an object or null"):
+        cost = doc["cost"]
+        for key in ("hourly_cny", "total_cny", "estimated_hours"):
+            if cost.get(key) is not None and not _is_number(cost[key]):
+                out.append((f"cost.{key}", "must be a finite number or null"))
+        for kind in ("on_demand", "spot"):
+            if need(f"cost.{kind}", cost.get(kind), (dict,), "an object or null"):
+                for key in ("hourly_cny", "total_cny", "estimated_hours"):
+                    v = cost[kind].get(key)
+                    if v is not None and not _is_number(v):
+                        out.append((f"cost.{kind}.{key}", "must be a finite number or null"))
+    if need("resources", doc.get("resources"), (list,), "a list of resources"):
+        for i, r in enumerate(doc["resources"]):
+            where = f"resources[{i}]"
+            if not isinstance(r, dict):
+                out.append((where, "must be an object with type and name"))
+                continue
+            for key in ("type", "name"):
+                if not isinstance(r.get(key), str):
+                    out.append((f"{where}.{key}", "must be a string"))
+            need(f"{where}.inputs", r.get("inputs"), (dict,), "an object or null")
+            for key in ("replace_on_changes", "ignore_changes", "dependencies"):
+                names = r.get(key)
+                if names is not None and not (isinstance(names, list) and all(isinstance(x, str) for x in names)):
+                    out.append((f"{where}.{key}", "must be a list of names"))
+            for key in ("protect", "retain_on_delete", "delete_before_replace"):
+                need(f"{where}.{key}", r.get(key), (bool,), "true or false")
+    if need("policy", doc.get("policy"), (list,), "a list of verdicts"):
+        for i, v in enumerate(doc["policy"]):
+            if not isinstance(v, dict):
+                out.append((f"policy[{i}]", "must be an object (policy, level, resource, message)"))
+                continue
+            for key in ("policy", "level", "resource", "message"):
+                need(f"policy[{i}].{key}", v.get(key), (str,), "a string or null")
+    return out
 
 
 def _full_key(key: str, project: str) -> str:
@@ -162,21 +266,19 @@ def _config_string(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def _yaml(path: Path) -> Any:
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise InputError(f"{path}: cannot read ({exc})") from None
+def _yaml(path: Path, what: str = "project file") -> Any:
+    """A project or stack file, bounded like a profile (size, depth, aliases, plain types)."""
+    from ..fsutil import decode_text
+
+    raw = read_regular_file(path, what=what, limit=MAX_STACK_FILE_BYTES)
+    return parse_yaml_text(decode_text(raw, str(path), what), str(path), what)
 
 
 def load_policy_config(path: Optional[str]) -> Optional[dict[str, Any]]:
     """A ``--policy-pack-config`` style JSON file (``{policy: level | {enforcementLevel, ...}}``)."""
     if not path:
         return None
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: not a readable policy config JSON ({exc})") from None
+    doc = read_json_file(path, what="policy config", limit=MAX_POLICY_CONFIG_BYTES, max_depth=16)
     if not isinstance(doc, dict):
         raise InputError(f"{path}: a policy config is a JSON object of policy name -> level or settings")
     return doc

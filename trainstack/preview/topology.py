@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ..dlc_job import KIND as DLC_KIND
+
 #: Above this many nodes, the nodes are drawn as one box.
 MAX_NODES_DRAWN = 8
 
@@ -26,7 +28,6 @@ DISK = "alicloud:ecs/ecsDisk:EcsDisk"
 DEPLOYMENT_SET = "alicloud:ecs/ecsDeploymentSet:EcsDeploymentSet"
 SCALING_GROUP = "alicloud:ess/scalingGroup:ScalingGroup"
 SCALING_CONFIGURATION = "alicloud:ess/scalingConfiguration:ScalingConfiguration"
-DLC_KIND = "pai-dlc-job"
 
 
 @dataclass

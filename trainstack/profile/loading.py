@@ -14,10 +14,14 @@ from pydantic import ValidationError
 
 from ..models import preset_names
 from ..errors import InputError, Problem
-from ..secrets import find_secrets
+from ..secrets import scan, secret_texts
 from .model import TrainingProfile
-from .problems import _dedupe, _problem_from
+from .problems import dedupe, problem_from
 from .yamlfile import read_yaml_document
+
+
+SECRET_HINT = ("use the Alibaba Cloud credentials chain (env, ~/.alibabacloud/credentials.ini or "
+               "~/.aliyun/config.json, RAM role), a KMS secret, or `pulumi config set --secret`")
 
 
 def load_profile(path: Union[str, Path]) -> TrainingProfile:
@@ -40,19 +44,29 @@ def parse_profile(doc: Any, file: Optional[str] = None, base_dir: Optional[Path]
             Problem(path="", message="this is a Hugging Face config.json, not a training profile", file=file)],
             hint="write a profile that points at it: `name: my-job` and `model: {hf_config: config.json}` "
                  "(the path is relative to the profile file)")
-    secret_problems = [Problem(path=p, message=m, file=file) for p, m in find_secrets(doc)]
+    known = set(TrainingProfile.model_fields)
+    if doc and not known & {k for k in doc if isinstance(k, str)}:
+        # a file that is not a profile at all (/etc/passwd, a stack file): say so, never list its lines
+        raise InputError(f"{file or 'profile'}: not a trainstack profile", problems=[
+            Problem(path="", file=file, message=f"not a trainstack profile: none of its {len(doc)} top-level "
+                    "keys is a profile field", allowed="name, model and the sections of `trainstack schema`")])
+    findings = scan(doc)
+    secrets = secret_texts(findings)
+    secret_problems = [Problem(path=f.path, message=f.message, file=file) for f in findings]
     try:
         profile = TrainingProfile.model_validate(doc, context={"profile_dir": base_dir})
     except ValidationError as exc:
-        problems = secret_problems + [_problem_from(e, doc, file) for e in exc.errors()]
-        raise InputError(f"{file or 'profile'}: {len(problems)} problem(s)", problems=_dedupe(problems)) from None
-    except (RecursionError, OverflowError) as exc:
-        raise InputError(f"{file or 'profile'}: unusable value ({type(exc).__name__})",
-                         problems=[Problem(path="", message=f"unusable value: {exc}", file=file)]) from None
+        flagged = {f.path for f in findings}
+        problems = secret_problems + [p for p in (problem_from(e, doc, file) for e in exc.errors())
+                                      if p.path not in flagged]
+        raise InputError(f"{file or 'profile'}: {len(problems)} problem(s)", problems=dedupe(problems),
+                         secrets=secrets, hint=SECRET_HINT if secret_problems else None) from None
+    except (RecursionError, OverflowError, ValueError, TypeError) as exc:
+        raise InputError(f"{file or 'profile'}: unusable value ({type(exc).__name__})", secrets=secrets,
+                         problems=secret_problems + [Problem(path="", message="unusable value", file=file)]) from None
     if secret_problems:
         raise InputError(f"{file or 'profile'}: secrets in plain text", problems=secret_problems,
-                         hint="use the Alibaba Cloud credentials chain (env, ~/.alibabacloud/credentials.ini or ~/.aliyun/config.json, "
-                              "RAM role) or `pulumi config set --secret`")
+                         secrets=secrets, hint=SECRET_HINT)
     return profile
 
 

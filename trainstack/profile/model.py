@@ -13,13 +13,27 @@ from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from ..models import Architecture, HfConfigError, derive_architecture, find_preset, load_hf_config
 
-DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
+DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?\Z")  # \Z: "$" would accept a trailing newline
 SCHEMA_URL_COMMENT = "# yaml-language-server: $schema=../../profile.schema.json"
+#: a zone id is its region's id and one letter: cn-shenzhen-a, ap-southeast-1a (catalog zone lists)
+ZONE_SUFFIX = re.compile(r"-?[a-z]")
+#: characters that never belong in an id, a tag or a URI: C0/C1 controls, DEL, line separators
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _no_control(v: Optional[str], what: str = "value") -> Optional[str]:
+    if v is not None and CONTROL.search(v):
+        raise ValueError(f"the {what} holds a control character (a newline or tab?)")
+    return v
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # NaN and Infinity are never a size, a price or a budget: refused like any wrong number
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class ModelSpec(_Strict):
@@ -139,6 +153,20 @@ class TrainingSpec(_Strict):
     global_batch_size: Optional[int] = Field(
         None, ge=1, le=1 << 24, description="Sequences per optimizer step over all data-parallel GPUs")
     expert_parallel: int = Field(1, ge=1, le=1024, description="GPUs the routed experts are split over (MoE)")
+    tensor_parallel: Optional[int] = Field(
+        None, ge=1, le=64, description="GPUs each layer's matrices are split over, inside a node (NVLink/NVSwitch); "
+                                       "unset: the resolver chooses (megatron, torchtitan), else 1")
+    pipeline_parallel: Optional[int] = Field(
+        None, ge=1, le=256, description="Pipeline stages the layers are split into (micro-batches in flight from "
+                                        "the batch settings); unset: the resolver chooses (megatron, torchtitan), else 1")
+    context_parallel: Optional[int] = Field(
+        None, ge=1, le=256, description="GPUs each sequence is split over (long contexts); unset: the resolver "
+                                        "chooses (megatron, torchtitan), else 1")
+    compile: Optional[bool] = Field(
+        None, description="The stack compiles or fuses its element-wise kernels (torch.compile, torchtitan "
+                          "compile.enable); default: the framework's")
+    virtual_pipeline_stages: int = Field(
+        1, ge=1, le=64, description="Model chunks per pipeline rank (interleaved 1F1B); 1: plain 1F1B")
     images_per_sample: int = Field(0, ge=0, le=1024, description="Images per sequence (vision-language models)")
 
     @model_validator(mode="after")
@@ -163,6 +191,15 @@ class TrainingSpec(_Strict):
         if self.gradient_checkpointing == "selective":
             return "selective"
         return "full" if self.gradient_checkpointing else "none"
+
+    @property
+    def model_parallel(self) -> int:
+        """GPUs one model replica spans with the degrees given (unset counts as 1)."""
+        return (self.tensor_parallel or 1) * (self.pipeline_parallel or 1) * (self.context_parallel or 1)
+
+    def data_parallel(self, gpus: int) -> int:
+        """Data-parallel ranks on ``gpus`` GPUs with the degrees given (the batch is split over these)."""
+        return max(1, int(gpus) // self.model_parallel)
 
     def accumulation_steps(self, data_parallel: int = 1) -> int:
         """Micro-batches per optimizer step on ``data_parallel`` ranks (given, or from global_batch_size)."""
@@ -223,6 +260,21 @@ class JobSpec(_Strict):
                                           "at job start ({kms_secret: NAME}); ECS nodes only")
     max_runtime_hours: Optional[float] = Field(None, gt=0, le=24 * 90, description="Hard stop; nodes stop billing")
 
+    @field_validator("image", "code_uri")
+    @classmethod
+    def _uri_text(cls, v: Optional[str]) -> Optional[str]:
+        _no_control(v, "URI")
+        if v is not None and (not v.strip() or any(c.isspace() for c in v)):
+            raise ValueError("must be one URI or image reference without spaces")
+        if v is not None and v.startswith("oss://"):
+            from ..ossuri import OssUriError, parse_oss_uri
+
+            try:
+                parse_oss_uri(v)
+            except OssUriError as exc:
+                raise ValueError(f"oss:// URI {exc}") from None
+        return v
+
     @field_validator("env")
     @classmethod
     def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
@@ -263,8 +315,8 @@ class ResourcesSpec(_Strict):
     spot: Literal["never", "allow", "require"] = "allow"
     objective: Literal["cost", "time"] = "cost"
     deadline_hours: Optional[float] = Field(None, gt=0, le=24 * 365)
-    max_hourly_cost: Optional[float] = Field(None, gt=0, description="CNY per hour")
-    max_total_cost: Optional[float] = Field(None, gt=0, description="CNY")
+    max_hourly_cost: Optional[float] = Field(None, gt=0, le=1e6, description="CNY per hour")
+    max_total_cost: Optional[float] = Field(None, gt=0, le=1e10, description="CNY")
     memory_margin_percent: float = Field(
         3.0, ge=0, le=50, description="GPU memory (share of usable) a plan must leave free after the estimate's "
                                       "required memory; below it a GPU does not fit")
@@ -304,10 +356,28 @@ class DlcSpec(_Strict):
     workspace_id: Optional[str] = Field(None, max_length=128)
     resource_id: Optional[str] = Field(None, max_length=128, description="Resource quota ID (Lingjun/general)")
     job_type: Literal["PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "ElasticBatchJob", "RayJob"] = "PyTorchJob"
-    image_tag: Optional[str] = Field(None, max_length=128, description="Tag of the PAI pytorch-training image")
+    image_tag: Optional[str] = Field(None, max_length=128, description="Tag of the PAI pytorch-training image; "
+                                                                      "unset: the newest official image at deploy time")
     enable_rdma: Optional[bool] = None
     public_limits_raised: bool = Field(
         False, description="Your account manager raised PAI-DLC's public-resource limits (2 GPUs, 8 vCPU)")
+    quota_spec: Optional[str] = Field(
+        None, min_length=1, max_length=128,
+        description="Node spec of the resource quota: an ECS type (general computing) or a Lingjun spec "
+                    "(ml.gu7xf.c96m1600.8-gu108); sizes pods and sets the GPU. Needs dlc.resource_id")
+    cpu_per_pod: Optional[int] = Field(
+        None, ge=1, le=4096, description="vCPUs per pod of a quota job; default: the GPU share of the quota's node")
+    memory_gib_per_pod: Optional[float] = Field(
+        None, gt=0, le=65536, description="Memory (GiB) per pod of a quota job; default: the GPU share of the "
+                                          "quota's node")
+
+    @model_validator(mode="after")
+    def _quota_fields(self) -> "DlcSpec":
+        given = [k for k in ("quota_spec", "cpu_per_pod", "memory_gib_per_pod") if getattr(self, k) is not None]
+        if given and not self.resource_id:
+            raise ValueError(f"{', '.join('dlc.' + k for k in given)} apply to a resource quota job: set "
+                             "dlc.resource_id (public-resource pods get the ECS spec's own CPU and memory)")
+        return self
 
 
 class StorageSpec(_Strict):
@@ -320,8 +390,16 @@ class StorageSpec(_Strict):
     @field_validator("dataset_uri")
     @classmethod
     def _uri(cls, v: Optional[str]) -> Optional[str]:
-        if v and not re.match(r"^(oss|cpfs|nas)://\S+$", v):
-            raise ValueError("dataset_uri must start with oss://, cpfs:// or nas://")
+        if v and not re.fullmatch(r"(oss|cpfs|nas)://[^\s\x00-\x1f\x7f]+", v):
+            raise ValueError("dataset_uri must start with oss://, cpfs:// or nas:// (one URI, no spaces or "
+                             "control characters)")
+        if v and v.startswith("oss://"):
+            from ..ossuri import OssUriError, parse_oss_uri
+
+            try:
+                parse_oss_uri(v)
+            except OssUriError as exc:
+                raise ValueError(f"oss:// URI {exc}") from None
         return v
 
 
@@ -338,8 +416,10 @@ class NetworkSpec(_Strict):
         net = ipaddress.ip_network(v, strict=True)
         if net.version != 4 or not net.is_private:
             raise ValueError("must be a private IPv4 CIDR such as 10.0.0.0/16")
-        if not 8 <= net.prefixlen <= 29:
-            raise ValueError("prefix length must be between /8 and /29")
+        # /28 at most: nodes take fixed addresses from host .10 on and Alibaba reserves 4 per vSwitch
+        if not 8 <= net.prefixlen <= 28:
+            raise ValueError("prefix length must be between /8 and /28 (nodes take fixed addresses from host .10 "
+                             "on; a /29 has no room for one)")
         return v
 
     @model_validator(mode="after")
@@ -354,16 +434,24 @@ class AccessSpec(_Strict):
     ssh_cidrs: tuple[str, ...] = ()
     key_pair: Optional[str] = Field(None, max_length=128)
 
+    @field_validator("key_pair")
+    @classmethod
+    def _key_pair_name(cls, v: Optional[str]) -> Optional[str]:
+        # ECS KeyPairName: 2-128 characters, a letter first, then letters, digits, '.', '_', '-', ':'
+        if v is not None and not re.fullmatch(r"[A-Za-z\u0080-\uffff][\w.:-]{1,127}", v):
+            raise ValueError("must be an ECS key pair name: 2-128 characters, a letter first, then letters, "
+                             "digits, '.', '_', '-' or ':'")
+        return v
+
     @field_validator("ssh_cidrs")
     @classmethod
     def _cidrs(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        from ..cidrs import ssh_source_problem
+
         for c in v:
-            net = ipaddress.ip_network(c, strict=False)
-            if net.prefixlen == 0:
-                raise ValueError(f"{c} opens SSH to the whole internet; list your office or VPN CIDRs")
-            if not net.is_private and net.prefixlen < (16 if net.version == 4 else 32):
-                raise ValueError(f"{c} opens SSH to {net.num_addresses:,} public addresses; use a /16 or "
-                                 "narrower office or VPN range")
+            problem = ssh_source_problem(c)
+            if problem:
+                raise ValueError(problem)
         return v
 
 
@@ -383,54 +471,115 @@ class TrainingProfile(_Strict):
     access: AccessSpec = Field(default_factory=AccessSpec)
     image_id: Optional[str] = Field(None, max_length=128)
     tags: dict[str, str] = Field(default_factory=dict)
+    price_book: Optional[str] = Field(
+        None, min_length=1, max_length=4096,
+        description="The team's prices (YAML, README \"Prices\"), relative to the profile file; used over the "
+                    "public snapshot and labelled as the team's price")
+    _base_dir: Optional[Path] = PrivateAttr(None)
 
     @field_validator("name")
     @classmethod
     def _dns(cls, v: str) -> str:
-        if not DNS_LABEL.match(v):
-            raise ValueError("must be DNS-safe: lowercase letters, digits and '-', starting with a letter, at most 63")
+        # the name becomes resource names, DNS labels, ECS host names (no '--': RunInstances HostName)
+        # and a value in cloud-init YAML: one DNS label, matched whole (a trailing newline is not)
+        if not DNS_LABEL.fullmatch(v) or "--" in v:
+            raise ValueError("must be DNS-safe: lowercase letters, digits and single '-', starting with a letter, "
+                             "ending with a letter or digit, at most 63")
         return v
 
     @field_validator("region")
     @classmethod
     def _region_shape(cls, v: str) -> str:
-        if not re.fullmatch(r"[a-z]{2}-[a-z0-9-]+", v):
+        if not re.fullmatch(r"[a-z]{2}-[a-z0-9]+(-[a-z0-9]+)*", v):
             raise ValueError("must look like cn-shenzhen")
+        return v
+
+    @field_validator("zone")
+    @classmethod
+    def _zone_shape(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not re.fullmatch(r"[a-z]{2}-[a-z0-9]+(-[a-z0-9]+)*", v):
+            raise ValueError("must be a zone id such as cn-shenzhen-a")
+        return v
+
+    @field_validator("image_id")
+    @classmethod
+    def _image_id(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}", v):
+            raise ValueError("must be an ECS image id such as m-wz9..., or an image name without spaces")
         return v
 
     @field_validator("tags")
     @classmethod
     def _tags(cls, v: dict[str, str]) -> dict[str, str]:
-        for k in v:
+        # ECS/OSS tag rules: key 1-128 and value 0-128 characters, neither containing http:// or
+        # https://, keys not starting with aliyun or acs: (Alibaba "Tag" docs); trainstack: is ours
+        for k, val in v.items():
             if k.startswith(("trainstack:", "aliyun", "acs:")):
                 raise ValueError(f"tag {k!r} uses a reserved prefix (trainstack:, aliyun, acs:)")
+            if not 1 <= len(k) <= 128 or len(val) > 128:
+                raise ValueError("tag keys are 1-128 characters and values at most 128")
+            if CONTROL.search(k) or CONTROL.search(val):
+                raise ValueError("tags must not hold control characters (a newline?)")
+            if any(s in (k + " " + val).lower() for s in ("http://", "https://")):
+                raise ValueError("tags must not contain http:// or https://")
         return v
+
+    @model_validator(mode="after")
+    def _remember_folder(self, info: ValidationInfo) -> "TrainingProfile":
+        self._base_dir = _base_dir(info)
+        return self
+
+    @property
+    def base_dir(self) -> Optional[Path]:
+        """The profile file's folder: where its relative paths (hf_config, price_book) start."""
+        return self._base_dir
+
+    def price_book_file(self) -> Optional[Path]:
+        """``price_book`` as a path (relative to the profile's folder, else the working directory)."""
+        if self.price_book is None:
+            return None
+        p = Path(self.price_book).expanduser()
+        return p if p.is_absolute() or self._base_dir is None else self._base_dir / p
 
     @model_validator(mode="after")
     def _cross_field(self) -> "TrainingProfile":
         t, r = self.training, self.resources
         if r.gpus == 1 and t.zero_stage > 0:
             raise ValueError(f"zero_stage {t.zero_stage} shards over data-parallel GPUs; with gpus: 1 use zero_stage: 0")
-        if self.zone and not self.zone.startswith(self.region):
-            raise ValueError(f"zone {self.zone} is not in region {self.region}")
+        if self.zone and not (self.zone.startswith(self.region)
+                              and ZONE_SUFFIX.fullmatch(self.zone[len(self.region):])):
+            raise ValueError(f"zone {self.zone} is not in region {self.region} (a zone id is the region id "
+                             f"and a letter, e.g. {self.region}-a)")
+        lora = t.adapters
+        if lora is not None:
+            try:
+                hidden = self.architecture.hidden_size
+            except (KeyError, ValueError):  # an unknown preset is reported by ModelSpec
+                hidden = None
+            if hidden is not None and lora.rank > hidden:
+                raise ValueError(f"training.lora.rank {lora.rank} is above the model's hidden size {hidden}: "
+                                 "an adapter that wide has more parameters than the layer it adapts")
         if r.self_healing and r.target == "dlc":
             raise ValueError("resources.self_healing applies to ECS nodes; PAI-DLC (target: dlc) restarts jobs itself")
         if r.self_healing and self.storage.checkpoint == "essd":
             raise ValueError("resources.self_healing needs storage.checkpoint: oss or cpfs; a replacement node "
                              "cannot reach checkpoints on the reclaimed node's ESSD")
+        arch = self.architecture
+        _check_layout(arch, t, r.gpus if isinstance(r.gpus, int) else None)
+        dp = t.data_parallel(r.gpus) if isinstance(r.gpus, int) else None
+        on = "" if t.model_parallel == 1 else f" data-parallel ranks (of {r.gpus} GPUs)"
         if t.gradient_accumulation_steps is not None and t.global_batch_size is not None:
-            if not isinstance(r.gpus, int):
+            if dp is None:
                 raise ValueError("give gradient_accumulation_steps or global_batch_size, not both: with gpus: auto "
                                  "the other follows from the GPU count the resolver picks")
-            if t.global_batch(r.gpus) != t.global_batch_size:
+            if t.global_batch(dp) != t.global_batch_size:
                 raise ValueError(f"global_batch_size {t.global_batch_size} != micro_batch_size {t.micro_batch_size} "
-                                 f"x gradient_accumulation_steps {t.gradient_accumulation_steps} x gpus {r.gpus}; "
-                                 "give one of the two")
-        if t.global_batch_size is not None and isinstance(r.gpus, int) and \
-                t.global_batch_size % (t.micro_batch_size * r.gpus):
+                                 f"x gradient_accumulation_steps {t.gradient_accumulation_steps} x "
+                                 f"{'gpus' if not on else 'data-parallel ranks'} {dp}; give one of the two")
+        if t.global_batch_size is not None and dp is not None and \
+                t.global_batch_size % (t.micro_batch_size * dp):
             raise ValueError(f"global_batch_size {t.global_batch_size} is not a whole number of micro-batches "
-                             f"({t.micro_batch_size}) on {r.gpus} GPUs")
-        arch = self.architecture
+                             f"({t.micro_batch_size}) on {dp}{on or ' GPUs'}")
         if t.expert_parallel > 1:
             if not arch.is_moe:
                 raise ValueError("training.expert_parallel > 1 needs a Mixture-of-Experts model")
@@ -438,6 +587,9 @@ class TrainingProfile(_Strict):
                 raise ValueError(f"expert_parallel {t.expert_parallel} must divide the model's {arch.num_experts} experts")
             if isinstance(r.gpus, int) and r.gpus % t.expert_parallel:
                 raise ValueError(f"expert_parallel {t.expert_parallel} must divide resources.gpus ({r.gpus})")
+            if dp is not None and (dp * (t.context_parallel or 1)) % t.expert_parallel:
+                raise ValueError(f"expert_parallel {t.expert_parallel} must divide the {dp * (t.context_parallel or 1)} "
+                                 "ranks that hold the same weights (data x context parallel)")
         if t.images_per_sample and arch.vision is None:
             raise ValueError("training.images_per_sample needs a vision-language model (one with a vision tower)")
         if r.target == "dlc" and r.instance_types and self.dlc.resource_id:
@@ -447,3 +599,26 @@ class TrainingProfile(_Strict):
     @property
     def architecture(self) -> Architecture:
         return self.model.resolved_architecture()
+
+
+def _check_layout(arch: Architecture, t: TrainingSpec, gpus: Optional[int]) -> None:
+    """The parallel degrees the profile gives: ones its framework can run, dividing the heads, the layers,
+    the sequence and the world size (trainstack.sizing.parallel.layout_problems). One error per field,
+    located at ``training.<field>`` with the value given."""
+    from ..sizing.frameworks import unsupported_degrees
+    from ..sizing.parallel import Layout, layout_problems
+
+    errors: list[tuple[str, str]] = [(f, why) for f, why in unsupported_degrees(t)]
+    if t.virtual_pipeline_stages > 1 and (t.pipeline_parallel or 1) == 1:
+        errors.append(("virtual_pipeline_stages", "virtual_pipeline_stages > 1 (interleaved 1F1B) needs "
+                                                  "pipeline_parallel > 1"))
+    lay = Layout(tp=t.tensor_parallel or 1, pp=t.pipeline_parallel or 1, cp=t.context_parallel or 1,
+                 vp=t.virtual_pipeline_stages)
+    errors += layout_problems(arch, lay, t.sequence_length, gpus, even_stages=t.framework != "torchtitan")
+    seen: dict[str, str] = {}
+    for f, why in errors:
+        seen.setdefault(f, why)
+    if seen:
+        raise ValidationError.from_exception_data("TrainingProfile", [
+            InitErrorDetails(type=PydanticCustomError("value_error", "{why}", {"why": why}),
+                             loc=("training", f), input=getattr(t, f)) for f, why in seen.items()])

@@ -12,7 +12,7 @@ from ..errors import Problem, did_you_mean
 from .model import TrainingProfile
 
 
-def _dedupe(problems: list[Problem]) -> list[Problem]:
+def dedupe(problems: list[Problem]) -> list[Problem]:
     seen, out = set(), []
     for p in problems:
         key = (p.path, p.message)
@@ -92,16 +92,58 @@ def _document_loc(raw: tuple, doc: Any) -> tuple:
     return tuple(out)
 
 
-def _problem_from(err: dict, doc: dict, file: Optional[str]) -> Problem:
+_NAME_LIKE = re.compile(r"[\w.:/@+ \[\]-]{1,64}")
+#: the whole-profile and section fields whose values come from a fixed list (enums, names)
+#: (model.preset is not one: Hugging Face repo ids are accepted, mixed case and all)
+CLOSED_VOCABULARY = {"region", "zone"}
+
+
+def echoable_key(key: Any) -> bool:
+    """Whether a key the user wrote may be repeated in a message: it reads like a field name."""
+    from ..secrets import looks_secret_value
+
+    return not isinstance(key, str) or (bool(_NAME_LIKE.fullmatch(key)) and not looks_secret_value(key))
+
+
+def _path_text(loc: tuple, doc: Any) -> str:
+    """``loc`` as ``a.b[0].c``; a key that does not read like a name is shown by position."""
+    parts, cur = [], doc
+    for part in loc:
+        if isinstance(cur, dict) and not echoable_key(part):
+            pos = next((i for i, k in enumerate(cur, 1) if k == part), "?")
+            parts.append(f"<key {pos}>")
+        else:
+            parts.append(str(part))
+        cur = cur.get(part) if isinstance(cur, dict) else (
+            cur[part] if isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur) else None)
+    return ".".join(parts)
+
+
+def closed_value_hidden(given: Any, allowed: list[str]) -> Optional[str]:
+    """Why a value given for a fixed-list field is not repeated, or None to repeat it.
+
+    A near miss of an allowed word (a typo) or a plain lowercase word is shown; anything else
+    (``hunterSpot``, ``SuperSecretRegionValue``) may be something pasted into the wrong field, so
+    the message names the field and what is allowed without repeating it."""
+    if not isinstance(given, str):
+        return None
+    if did_you_mean(given, allowed) or re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,31}", given):
+        return None
+    return f"{len(given)} characters, not close to any allowed value"
+
+
+def problem_from(err: dict, doc: dict, file: Optional[str]) -> Problem:
     loc = _document_loc(tuple(err["loc"]), doc)
-    path = ".".join(str(p) for p in loc)
+    path = _path_text(loc, doc)
     typ = err["type"]
     if typ == "extra_forbidden" and loc:
         owner = _model_at(loc[:-1])
         names = list(owner.model_fields) if owner else []
-        return Problem(path=path, message="unknown field", file=file,
+        shown = echoable_key(loc[-1])
+        return Problem(path=path, message="unknown field" if shown else
+                       "unknown field (its name is not repeated: it does not read like a field name)", file=file,
                        allowed=", ".join(names) if names else None,
-                       suggestions=did_you_mean(str(loc[-1]), names))
+                       suggestions=did_you_mean(str(loc[-1]), names) if shown else ())
     if typ == "missing":
         return Problem(path=path, message="required field is missing", file=file)
     found, given = _value_at(doc, loc) if loc else (False, None)  # whole-profile rules: no "given"
@@ -122,5 +164,12 @@ def _problem_from(err: dict, doc: dict, file: Optional[str]) -> Problem:
         suggestions = did_you_mean(str(given), [o for o in options if o])
         if isinstance(given, bool):
             msg += " (YAML read yes/no/on/off as a boolean: quote the word)"
+        hidden = closed_value_hidden(given, [o for o in options if o])
+        if hidden:
+            return Problem(path=path, message=msg, file=file, hidden=hidden, allowed=allowed, suggestions=suggestions)
+    if found and path in CLOSED_VOCABULARY:
+        hidden = closed_value_hidden(given, [])
+        if hidden:
+            return Problem(path=path, message=msg, file=file, hidden=hidden, allowed=allowed, suggestions=suggestions)
     return Problem(path=path, message=msg, file=file, given=given, has_given=found,
                    allowed=allowed, suggestions=suggestions)

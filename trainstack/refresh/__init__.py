@@ -22,7 +22,7 @@ decisions are pure functions over plain data; only :func:`make_client` touches t
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
@@ -31,8 +31,9 @@ from ..catalog.loader import Catalog, CatalogError, build_catalog, clear_cache
 from ..cloud.ecs import EcsClient, make_client
 from ..cloud.retry import Sleep
 from ..errors import CloudApiError, InputError, Problem, did_you_mean
-from ..fsutil import atomic_write_text
+from ..outputs import atomic_write_text
 from .fetch import Progress, RegionFetch, fetch_region
+from .price_book import dumps as dumps_book, merged_entries, trade_entries
 from .parse import MalformedResponse
 from .summary import Summary, diff, render_summary
 
@@ -49,6 +50,10 @@ class RefreshResult:
     after: Catalog
     records: dict[str, dict[str, Any]]
     written: list[Path]
+    #: ``--price-book PATH``: the book written (or that would be), how many rows, and what was left out
+    price_book: Optional[Path] = None
+    price_book_rows: int = 0
+    price_book_notes: list[str] = field(default_factory=list)
 
 
 def check_regions(regions: Iterable[str], catalog: Catalog) -> list[str]:
@@ -74,11 +79,14 @@ def check_regions(regions: Iterable[str], catalog: Catalog) -> list[str]:
 
 def refresh(regions: Iterable[str], *, out_dir: Path, dry_run: bool = False, usd_rate: Optional[float] = None,
             client_factory: Optional[Callable[[str], EcsClient]] = None, sleep: Optional[Sleep] = None,
-            now: Optional[_dt.datetime] = None, progress: Optional[Progress] = None) -> RefreshResult:
+            now: Optional[_dt.datetime] = None, progress: Optional[Progress] = None,
+            price_book: Optional[Path] = None) -> RefreshResult:
     """Fetch every region, validate and merge, then (unless ``dry_run``) write one file per region.
 
     Nothing is written unless every call for every region succeeded and the merged catalog
     validates; each file is replaced atomically. Errors: :class:`CloudApiError` (exit 5).
+    ``price_book``: also write the account's trade prices into that price book (created, or its
+    refresh-written rows of these regions replaced; hand-written rows are kept).
     """
     if usd_rate is not None and not usd_rate > 0:
         raise InputError("--usd-rate must be a positive number (CNY per USD)",
@@ -92,6 +100,7 @@ def refresh(regions: Iterable[str], *, out_dir: Path, dry_run: bool = False, usd
     curated = build_catalog(overlays=[])
     before = build_catalog(overlays=existing) if existing else curated
     regions = check_regions(regions, before)
+    book_before = _existing_book(price_book, before)  # a broken book stops here, before any API call
     factory = client_factory or make_client
     now = now or _utcnow()
     progress = progress or Progress()
@@ -130,6 +139,15 @@ def refresh(regions: Iterable[str], *, out_dir: Path, dry_run: bool = False, usd
                             f"written: {exc}",
                             hint="review the curated data files against the API answer") from None
     summary = diff(before, after, fetches)
+    book_text, book_rows, book_notes = None, 0, []
+    if price_book is not None:
+        fresh = []
+        for rec in records.values():
+            rows, notes = trade_entries(rec)
+            fresh += rows
+            book_notes += notes
+        entries = merged_entries(book_before, fresh, records)
+        book_text, book_rows = dumps_book(entries), len(fresh)
     written: list[Path] = []
     for rc in summary.regions:
         rc.path = str(ov.overlay_path(out_dir, rc.region))
@@ -138,6 +156,19 @@ def refresh(regions: Iterable[str], *, out_dir: Path, dry_run: bool = False, usd
             path = ov.overlay_path(out_dir, region)
             atomic_write_text(path, ov.dumps(rec))
             written.append(path)
+        if price_book is not None and book_text is not None:
+            atomic_write_text(Path(price_book), book_text)
+            written.append(Path(price_book))
         summary.written = True
         clear_cache()
-    return RefreshResult(summary=summary, after=after, records=records, written=written)
+    return RefreshResult(summary=summary, after=after, records=records, written=written, price_book=price_book,
+                         price_book_rows=book_rows, price_book_notes=book_notes)
+
+
+def _existing_book(path: Optional[Path], catalog: Catalog) -> list:
+    """The entries of the price book ``--price-book`` names (none when it does not exist yet)."""
+    if path is None or not Path(path).exists():
+        return []
+    from ..catalog.price_book import read_price_book
+
+    return list(read_price_book(path, catalog).entries)

@@ -19,6 +19,7 @@ class Framework:
     qlora_upcast: bool           # peft prepare_model_for_kbit_training: non-quantised weights and the residual in fp32
     fused_kernels: bool          # compiled / fused element-wise kernels (norms, rotary, activations)
     source: str
+    transformer_engine: bool = False  # Transformer Engine layers: fused attention (cuDNN), norm+linear fusions
 
 
 FRAMEWORKS: dict[str, Framework] = {
@@ -32,7 +33,8 @@ FRAMEWORKS: dict[str, Framework] = {
                             "torchtitan cross_entropy over pred.float(), pred deleted before backward; compile off "
                             "by default (training.compile)"),
     "megatron": Framework("fused", False, False, True,
-                          "Megatron-LM/NeMo fused vocab-parallel cross entropy; Transformer Engine fused kernels"),
+                          "Megatron-LM/NeMo fused vocab-parallel cross entropy; Transformer Engine fused kernels",
+                          transformer_engine=True),
     "llm-foundry": Framework("fused", False, False, True,
                              "llm-foundry MPT loss_fn fused_crossentropy (flash-attn); fused/flash kernels"),
     "litgpt": Framework("chunked", False, False, False,
@@ -40,8 +42,60 @@ FRAMEWORKS: dict[str, Framework] = {
 }
 
 
+#: The parallel degrees (besides data parallelism and MoE expert parallelism, which every stack runs)
+#: each stack documents, with where: a degree a stack cannot run is refused at validate, and the
+#: resolver searches only these.
+PARALLEL_DEGREES: dict[str, tuple[frozenset[str], str]] = {
+    "megatron": (frozenset({"tensor", "pipeline", "context"}),
+                 "Megatron-LM core_v0.14.0 (23e00ed0963c35382dfe8a5a94fb3cda4d21e133) megatron/training/arguments.py: "
+                 "--tensor-model-parallel-size, --pipeline-model-parallel-size, --context-parallel-size, "
+                 "--num-virtual-stages-per-pipeline-rank"),
+    "torchtitan": (frozenset({"tensor", "pipeline", "context"}),
+                   "torchtitan 0.3.0 (PyPI) torchtitan/config/configs.py ParallelismConfig: tensor_parallel_degree, "
+                   "pipeline_parallel_degree, context_parallel_degree (v0.2.2, 73a0e6979dd10b6b1904098eb3c8f62c18ab87ce: "
+                   "torchtitan/config/job_config.py Parallelism)"),
+    "hf": (frozenset({"tensor", "context"}),
+           "Accelerate 1.15.0 ParallelismConfig (accelerate launch --parallelism_config_tp_size, "
+           "--parallelism_config_cp_size; FSDP2), src/accelerate/parallelism_config.py"),
+    "torchtune": (frozenset({"tensor"}),
+                  "torchtune 0.6.1 recipes/full_finetune_distributed.py: tensor_parallel_dim (with a "
+                  "tensor_parallel_plan in the config)"),
+    "llm-foundry": (frozenset(), "llm-foundry trains with FSDP (data parallelism) only"),
+    "litgpt": (frozenset(), "litgpt trains with FSDP/DDP (data parallelism) only"),
+}
+
+
+def unsupported_degrees(t: TrainingSpec) -> list[tuple[str, str]]:
+    """(field, why) for each degree > 1 the profile gives that its framework cannot run."""
+    can, _ = PARALLEL_DEGREES[t.framework]
+    out = []
+    for degree, field in (("tensor", "tensor_parallel"), ("pipeline", "pipeline_parallel"),
+                          ("context", "context_parallel")):
+        if (getattr(t, field) or 1) > 1 and degree not in can:
+            who = sorted(f for f, (d, _) in PARALLEL_DEGREES.items() if degree in d)
+            out.append((field, f"framework {t.framework} cannot run {degree} parallelism ({field} "
+                               f"{getattr(t, field)}); frameworks that can: {', '.join(who)}"))
+    return out
+
+
+def searchable_degrees(t: TrainingSpec) -> frozenset[str]:
+    """Degrees the resolver may choose: the framework's, among those the profile leaves unset."""
+    can, _ = PARALLEL_DEGREES[t.framework]
+    return frozenset(d for d in can if getattr(t, f"{d}_parallel") is None)
+
+
 def framework(t: TrainingSpec) -> Framework:
     return FRAMEWORKS[t.framework]
+
+
+def fused_kernels(t: TrainingSpec) -> bool:
+    """Element-wise kernels fused or compiled: ``training.compile`` when given, else the framework's."""
+    return FRAMEWORKS[t.framework].fused_kernels if t.compile is None else t.compile
+
+
+def transformer_engine(t: TrainingSpec) -> bool:
+    """The stack runs Transformer Engine layers (Megatron-core's default ``transformer_impl``)."""
+    return FRAMEWORKS[t.framework].transformer_engine
 
 
 def loss_mode(t: TrainingSpec) -> str:

@@ -27,6 +27,7 @@ from ..models import Architecture
 from ..profile import LoraSpec, TrainingSpec
 from . import constants as K
 from .frameworks import KEPT_OUTPUT_BYTES, LOSS_BYTES, framework, loss_mode
+from .parallel import Layout, Stage, expert_degree, layout_for, micro_batches, shares, stages, tokens_per_gpu
 from .shapes import (
     biggest_linear,
     expert_params,
@@ -73,8 +74,12 @@ class MemoryEstimate(BaseModel):
     phases_gib: dict[str, float] = Field(description="Peak of each phase of the step")
     params: int
     trainable_params: int
-    data_parallel: int
+    data_parallel: int = Field(description="Data-parallel ranks (the GPUs divided by tensor x pipeline x context)")
     tokens_per_micro_batch: int
+    layout: str = Field("DP 1", description="The parallel layout sized (tensor, pipeline, context, expert, data)")
+    peak_stage: Optional[str] = Field(None, description="With pipeline parallelism: the stage reported (first, "
+                                                        "middle, last)")
+    micro_batches_in_flight: float = Field(1.0, description="Micro-batches whose activations that stage holds")
 
 
 @dataclass(frozen=True)
@@ -91,10 +96,12 @@ class _Layout:
     autocast: bool          # per-op casts of activations and a cached 16-bit copy of each weight
 
 
-def memory_estimate(arch: Architecture, training: TrainingSpec, data_parallel: int = 1,
+def memory_estimate(arch: Architecture, training: TrainingSpec, gpus: int = 1,
                     allocator: str = "default", weights_cast_on_gpu: bool = False,
-                    keeps_outputs: Optional[bool] = None) -> MemoryEstimate:
-    """Peak, reserved and required memory per GPU with ``data_parallel`` ranks (ZeRO shards over them).
+                    keeps_outputs: Optional[bool] = None, layout: Optional[Layout] = None) -> MemoryEstimate:
+    """Peak, reserved and required memory per GPU of a job on ``gpus`` GPUs: the profile's layout
+    (its tensor/pipeline/context degrees; data parallel the rest, ZeRO shards over it), or ``layout``.
+    With pipeline parallelism the stage that needs the most is reported.
 
     ``allocator``: ``default`` (PyTorch's caching allocator as it ships, what the calibration
     measured) or ``expandable`` (``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``; modelled, not
@@ -103,26 +110,36 @@ def memory_estimate(arch: Architecture, training: TrainingSpec, data_parallel: i
     ``keeps_outputs``: the loop holds each step's outputs (``out = model(...)``, as the calibration
     harness does) until the next step replaces them; default: the framework's (none keep them).
     """
-    return _memory(arch, training, max(1, int(data_parallel)), allocator, bool(weights_cast_on_gpu), keeps_outputs)
+    lay = layout or layout_for(training, max(1, int(gpus)))
+    return _memory(arch, training, lay, allocator, bool(weights_cast_on_gpu), keeps_outputs)
 
 
-@functools.lru_cache(maxsize=8192)
-def _memory(arch: Architecture, t: TrainingSpec, dp: int, allocator: str = "default",
+@functools.lru_cache(maxsize=16384)
+def _memory(arch: Architecture, t: TrainingSpec, lay: Layout, allocator: str = "default",
             cast_on_gpu: bool = False, keeps_outputs: Optional[bool] = None) -> MemoryEstimate:
-    phases = phase_components(arch, t, dp, keeps_outputs)
-    name = max(phases, key=lambda p: sum(phases[p].values()))
+    best = None
+    m = micro_batches(t, lay)
+    for stage in stages(arch.num_layers, lay, m):
+        phases = phase_components(arch, t, lay.shard, keeps_outputs, lay=lay, stage=stage)
+        name = max(phases, key=lambda p: sum(phases[p].values()))
+        reserved = reserved_bytes(arch, t, lay.shard, phases[name], allocator, cast_on_gpu, lay=lay, stage=stage)
+        if best is None or reserved > best[0]:
+            best = (reserved, stage, phases, name)
+    assert best is not None
+    reserved, stage, phases, name = best
     peak = sum(phases[name].values())
-    reserved = reserved_bytes(arch, t, dp, phases[name], allocator, cast_on_gpu)
     required = reserved + K.CUDA_CONTEXT_GIB * K.GIB
-    if dp > 1:
+    if lay.world > 1:
         required += K.NCCL_BUFFERS_GIB * K.GIB
     return MemoryEstimate(
         peak_gib_per_gpu=round(peak / K.GIB, 3), reserved_gib_per_gpu=round(reserved / K.GIB, 3),
         required_gib_per_gpu=round(required / K.GIB, 3), allocator=allocator,
         breakdown_gib={k: round(phases[name].get(k, 0.0) / K.GIB, 3) for k in COMPONENTS},
         peak_phase=name, phases_gib={p: round(sum(v.values()) / K.GIB, 3) for p, v in phases.items()},
-        params=arch.params, trainable_params=trainable_params(arch, t), data_parallel=dp,
-        tokens_per_micro_batch=t.micro_batch_size * t.sequence_length)
+        params=arch.params, trainable_params=trainable_params(arch, t), data_parallel=lay.dp,
+        tokens_per_micro_batch=t.micro_batch_size * t.sequence_length, layout=lay.label,
+        peak_stage=None if lay.pp == 1 else ("first" if stage.first else "last" if stage.last else "middle"),
+        micro_batches_in_flight=round(stage.act_layers / max(1, stage.layers), 3))
 
 
 #: Tensors allocated once and held through every step (the rest of the peak comes and goes).
@@ -130,7 +147,8 @@ STATIC = ("weights", "quantization_constants", "optimizer_states", "lora_adapter
 
 
 def reserved_bytes(arch: Architecture, t: TrainingSpec, dp: int, at_peak: dict[str, float],
-                   allocator: str = "default", cast_on_gpu: bool = False) -> float:
+                   allocator: str = "default", cast_on_gpu: bool = False, lay: Optional[Layout] = None,
+                   stage: Optional[Stage] = None) -> float:
     """What the caching allocator holds at the peak: the held tensors, plus the step's coming and
     going tensors with the free-but-cached blocks they leave (a share of them; with full checkpointing
     also a share of one recomputed layer and, under autocast, of the re-made weight copies, which churn
@@ -145,23 +163,27 @@ def reserved_bytes(arch: Architecture, t: TrainingSpec, dp: int, at_peak: dict[s
         reserved = static + K.FRAG_DYNAMIC * dynamic
     else:
         # recomputing a layer re-creates its activations and, under autocast, its bf16 weight copies
-        copies = 2.0 * total_matmul_params(arch) if layout(arch, t, dp).autocast else 0.0
-        reserved = (static + K.FRAG_DYNAMIC_CHECKPOINTED * dynamic + K.FRAG_RECOMPUTE_LAYERS * _one_layer(arch, t, dp)
-                    + K.FRAG_AUTOCAST_COPIES * copies)
+        sh = shares(arch, stage) if stage is not None else None
+        copies = 2.0 * total_matmul_params(arch) * (sh.matmul if sh else 1.0) if layout(arch, t, dp).autocast else 0.0
+        reserved = (static + K.FRAG_DYNAMIC_CHECKPOINTED * dynamic
+                    + K.FRAG_RECOMPUTE_LAYERS * _one_layer(arch, t, dp, stage) + K.FRAG_AUTOCAST_COPIES * copies)
     if cast_on_gpu and t.precision == "bf16":
         # a 4-byte build cast to 2 bytes frees 2 bytes per parameter in parameter-sized blocks; gradients,
         # optimizer states and (unchecked) activations of those sizes reuse them, the rest stays cached
         reusable = at_peak.get("gradients", 0.0) + at_peak.get("optimizer_states", 0.0)
         if t.checkpointing == "none":
             reusable += at_peak.get("activations", 0.0)
-        reserved += K.BUILD_RESIDUE_KEPT * max(0.0, 2.0 * arch.params - reusable)
+        held = arch.params * (shares(arch, stage).params if stage is not None else 1.0)
+        reserved += K.BUILD_RESIDUE_KEPT * max(0.0, 2.0 * held - reusable)
     return reserved
 
 
-def _one_layer(arch: Architecture, t: TrainingSpec, dp: int) -> float:
-    """One layer's activations for the micro-batch (what a checkpointed layer recomputes)."""
+def _one_layer(arch: Architecture, t: TrainingSpec, dp: int, stage: Optional[Stage] = None) -> float:
+    """One layer's activations for the micro-batch on one GPU (what a checkpointed layer recomputes)."""
     lay = layout(arch, t, dp)
     T = t.micro_batch_size * t.sequence_length
+    if stage is not None and (stage.tp > 1 or stage.cp > 1):
+        T = tokens_per_gpu(t, stage) / stage.tp
     if t.adapters is not None:
         return lora_layer_bytes(arch, t.adapters, ab=adapter_bytes(t)) * T
     return full_layer_bytes(arch, lay) * T
@@ -308,40 +330,63 @@ def checkpoint_bytes(arch: Architecture, lay: _Layout) -> int:
 
 # ---- phases ----------------------------------------------------------------------------------
 
-def phase_components(arch: Architecture, t: TrainingSpec, dp: int,
-                     keeps_outputs: Optional[bool] = None) -> dict[str, dict[str, float]]:
-    """Bytes alive per component at each phase's high point."""
-    lay = layout(arch, t, dp)
+def phase_components(arch: Architecture, t: TrainingSpec, dp: int, keeps_outputs: Optional[bool] = None,
+                     lay: Optional[Layout] = None, stage: Optional[Stage] = None) -> dict[str, dict[str, float]]:
+    """Bytes alive per component at each phase's high point on one GPU of ``stage`` (default: the
+    whole model on one of ``dp`` data-parallel GPUs)."""
+    if lay is None:
+        lay = Layout(dp=max(1, dp), ep=t.expert_parallel)
+    if stage is None:
+        stage = stages(arch.num_layers, lay, micro_batches(t, lay))[0]
+    blay = layout(arch, t, lay.shard)
+    sh = shares(arch, stage)
     L, V, h = arch.num_layers, arch.vocab_size, arch.hidden_size
-    T = t.micro_batch_size * t.sequence_length
+    tp = stage.tp
+    T = tokens_per_gpu(t, stage) / tp          # sequence parallelism: every activation is split over tp
+    A = stage.act_layers                       # layers' activations of one micro-batch alive at once
     zero = t.zero_stage
+    shard = lay.shard
     n_train = trainable_params(arch, t)
     lora = t.adapters
+    m = micro_batches(t, lay)
+    # torch pipelining + FSDP (torchtitan): the stage stays gathered and its gradients unsharded until the
+    # last micro-batch (pytorch v2.10.0 torch/distributed/pipelining/stage.py backward_maybe_with_nosync:
+    # set_reshard_after_backward(False), set_requires_gradient_sync(False); torchtitan v0.2.2
+    # parallelize.py: reshard_after_forward = not pp_enabled)
+    pp_gathered = zero >= 3 and lay.pp > 1
 
     # static: held across the whole step
-    shard_w = dp if zero >= 3 else 1
-    shard_g = dp if zero >= 2 else 1
-    shard_s = dp if zero >= 1 else 1
-    ep = expert_parallel_degree(arch, t, dp)
+    shard_s = shard if zero >= 1 else 1
+    ep = expert_degree(arch, t, lay)
     f_base = expert_params(arch) / arch.params if ep > 1 else 0.0   # expert share of the held weights
     f_train = 0.0 if lora else f_base                               # adapters are not split
 
     def split(total: float, frac: float, sharded: bool) -> float:
-        """Non-expert bytes sharded over dp (when ZeRO covers them); expert bytes over ep, then over
-        the dp / ep ranks that hold the same experts."""
-        rest = (1 - frac) * total / (dp if sharded else 1)
-        return rest + frac * total / ep / ((dp // ep) if sharded else 1)
+        """Non-expert bytes sharded over the dp x cp ranks (when ZeRO covers them); expert bytes over ep,
+        then over the ranks that hold the same experts."""
+        rest = (1 - frac) * total / (shard if sharded else 1)
+        return rest + frac * total / ep / ((shard // ep) if sharded else 1)
 
-    grads = split(n_train * lay.grad_per_param, f_train, zero >= 2)
+    n_share = sh.adapters if lora else sh.params
+    grad_bytes = blay.grad_per_param
+    if pp_gathered and not lora and t.precision in MIXED:
+        grad_bytes = 4.0  # FSDP2 accumulates unsharded gradients in its fp32 reduce dtype between micro-batches
+    grads = split(n_train * grad_bytes * n_share, f_train, zero >= 2 and not pp_gathered)
     static = {
-        "weights": split(lay.weights, f_base, zero >= 3),
-        "quantization_constants": split(lay.quant_constants, f_base, zero >= 3),
-        "optimizer_states": 0.0 if lora else split(lay.state_bytes, f_train, zero >= 1),
-        "lora_adapters": (lay.adapter_weights + lay.state_bytes) / shard_s if lora else 0.0,
-        "communication_buffers": _comm_buffers(arch, zero, dp, n_train * lay.grad_per_param),
+        "weights": split(_held_weights(arch, t, blay, sh), f_base, zero >= 3),
+        "quantization_constants": split(blay.quant_constants * sh.matmul, f_base, zero >= 3),
+        "optimizer_states": 0.0 if lora else split(blay.state_bytes * n_share, f_train, zero >= 1),
+        "lora_adapters": (blay.adapter_weights + blay.state_bytes) * sh.adapters / shard_s if lora else 0.0,
+        "communication_buffers": _comm_buffers(arch, zero, shard, n_train * blay.grad_per_param * n_share),
     }
-    head_copy = 2.0 * head_params(arch) if lay.autocast else 0.0
-    layer_copy = 2.0 * layer_matmul_params(arch) if lay.autocast else 0.0
+    if pp_gathered:
+        # the stage's 16-bit weights stay gathered (reshard_after_forward off with PP, torchtitan) and
+        # gradients accumulate unsharded until the step's reduce-scatter
+        static["weights"] += split(2.0 * (arch.params if lora else n_train) * sh.params, f_base, False)
+    head = stage.last
+    head_copy = 2.0 * head_params(arch) / tp if (blay.autocast and head) else 0.0
+    layer_copy = 2.0 * layer_matmul_params(arch) / tp if blay.autocast else 0.0
+    layers = stage.layers
 
     # activations
     if lora is not None:
@@ -349,26 +394,30 @@ def phase_components(arch: Architecture, t: TrainingSpec, dp: int,
         layer = lora_layer_bytes(arch, lora, ab=ab)
         first = layer if t.checkpointing == "full" else lora_layer_bytes(arch, lora, first=True, ab=ab)
     else:
-        layer = first = full_layer_bytes(arch, lay)
+        layer = first = full_layer_bytes(arch, blay)
     if t.checkpointing == "selective":
-        layer = selective_layer_bytes(arch, t, lay, layer)
-        first = selective_layer_bytes(arch, t, lay, first)
-    fin = final_norm_bytes(arch, t, lay)
-    ck = checkpoint_bytes(arch, lay)
+        layer = selective_layer_bytes(arch, t, blay, layer)
+        first = selective_layer_bytes(arch, t, blay, first)
+    if not stage.first:
+        first = layer
+    fin = final_norm_bytes(arch, t, blay) if head else 0
+    ck = checkpoint_bytes(arch, blay)
     if t.checkpointing == "full":
-        acts = (L * ck + fin) * T
+        acts = (A * ck + fin) * T
     else:
-        acts = ((L - 1) * layer + first + fin) * T
-    acts += vision_activation_bytes(arch, t)
+        acts = ((A - 1) * layer + first + fin) * T
+    if stage.first:
+        acts += vision_activation_bytes(arch, t)
 
-    temps = _temporaries(arch, t, dp)
+    temps = _temporaries(arch, t, lay, stage)
     gc = t.checkpointing == "full"
     loss = LOSS_BYTES[loss_mode(t)]
     keeps = framework(t).keeps_outputs if keeps_outputs is None else keeps_outputs
     kept = KEPT_OUTPUT_BYTES if keeps else 0.0  # the loop's `out` holds bf16 logits
-    logits_fwd = (loss["forward"] + kept) * V * T   # (the previous step's, until `out` is reassigned)
-    logits_bwd = (loss["backward"] + kept) * V * T
-    logits_kept = kept * V * T
+    VT = V * T if head else 0.0                  # vocabulary-parallel logits: V / tp of them per GPU
+    logits_fwd = (loss["forward"] + kept) * VT   # (the previous step's, until `out` is reassigned)
+    logits_bwd = (loss["backward"] + kept) * VT
+    logits_kept = kept * VT
 
     def with_static(**parts: float) -> dict[str, float]:
         out = dict(static)
@@ -379,29 +428,48 @@ def phase_components(arch: Architecture, t: TrainingSpec, dp: int,
     def grads_part(g: float) -> dict[str, float]:
         return {"lora_adapters": g} if lora else {"gradients": g}
 
+    # with several micro-batches per step (accumulation, pipeline) the gradients of the earlier ones are
+    # alive while the later ones run forward and backward
+    accumulated = grads if (m > 1 or lay.pp > 1) else 0.0
     phases = {
-        "forward": with_static(autocast_weight_copies=L * layer_copy + head_copy, activations=acts,
-                               logits_and_loss=logits_fwd, temporaries=temps["forward"]),
-        "backward_start": with_static(autocast_weight_copies=(head_copy if gc else L * layer_copy + head_copy),
+        "forward": with_static(autocast_weight_copies=layers * layer_copy + head_copy, activations=acts,
+                               logits_and_loss=logits_fwd, temporaries=temps["forward"],
+                               **grads_part(accumulated)),
+        "backward_start": with_static(autocast_weight_copies=(head_copy if gc else layers * layer_copy + head_copy),
                                       activations=acts, logits_and_loss=logits_bwd,
-                                      temporaries=temps["forward"]),
+                                      temporaries=temps["forward"], **grads_part(accumulated)),
         "backward_end": with_static(**grads_part(grads), logits_and_loss=logits_kept,
                                     temporaries=temps["backward_end"]),
     }
     if gc:
         # deepest point of the recompute: the top layer (every checkpoint alive, only the LM head's
         # gradient) or the bottom one (one checkpoint, every layer's gradient above it); the memory
-        # between them is linear in the layer index
-        per_layer = (n_train / L if lora else layer_matmul_params(arch)) * lay.grad_per_param / shard_g
-        head_grads = 0.0 if lora else head_params(arch) * lay.grad_per_param / shard_g
-        top = {"activations": (L * ck + layer) * T, "gradients": head_grads}
-        bottom = {"activations": (ck + layer) * T, "gradients": head_grads + (L - 1) * per_layer}
+        # between them is linear in the layer index. Other micro-batches' checkpoints stay alive.
+        shard_g = shard if (zero >= 2 and not pp_gathered) else 1
+        per_layer = (n_train / L * sh.adapters * L / max(1, layers) if lora
+                     else layer_matmul_params(arch) / tp) * blay.grad_per_param / shard_g
+        head_grads = 0.0 if (lora or not head) else head_params(arch) / tp * blay.grad_per_param / shard_g
+        others = A - layers                      # checkpoints of the micro-batches in flight behind this one
+        top = {"activations": (A * ck + layer) * T, "gradients": head_grads}
+        bottom = {"activations": ((others + 1) * ck + layer) * T,
+                  "gradients": head_grads + (layers - 1) * per_layer}
         best = max((top, bottom), key=lambda d: d["activations"] + d["gradients"])
-        phases["recompute"] = with_static(**grads_part(best["gradients"]),
-                                          activations=best["activations"],
+        g = max(best["gradients"], accumulated)
+        phases["recompute"] = with_static(**grads_part(g), activations=best["activations"],
                                           autocast_weight_copies=layer_copy, logits_and_loss=logits_kept,
                                           temporaries=temps["backward_end"])
     return phases
+
+
+def _held_weights(arch: Architecture, t: TrainingSpec, blay: "_Layout", sh) -> float:
+    """The weights one GPU holds before ZeRO: QLoRA packs the decoder matmuls (its share of them) and
+    keeps the rest (embedding, head, norms) in 16 or 32 bits."""
+    if sh.params == 1.0 and sh.matmul == 1.0:
+        return blay.weights
+    if t.method == "qlora":
+        packed = total_matmul_params(arch) * K.NF4_BYTES_PER_PARAM
+        return packed * sh.matmul + (blay.weights - packed) * sh.other
+    return blay.weights * sh.params
 
 
 def vision_activation_bytes(arch: Architecture, t: TrainingSpec) -> float:
@@ -418,15 +486,13 @@ def vision_activation_bytes(arch: Architecture, t: TrainingSpec) -> float:
 
 
 def expert_parallel_degree(arch: Architecture, t: TrainingSpec, dp: int) -> int:
-    """The expert-parallel degree in force: training.expert_parallel on a MoE model, at most the GPUs."""
-    if not arch.is_moe:
-        return 1
-    return max(1, min(t.expert_parallel, dp))
+    """The expert-parallel degree in force on ``dp`` data-parallel ranks (see parallel.expert_degree)."""
+    return expert_degree(arch, t, Layout(dp=max(1, dp), ep=t.expert_parallel))
 
 
-def _expert_split(arch: Architecture, t: TrainingSpec, dp: int) -> float:
+def _expert_split(arch: Architecture, t: TrainingSpec, lay: Layout) -> float:
     """How much smaller a gathered MoE layer is when each rank holds 1/ep of its experts."""
-    ep = expert_parallel_degree(arch, t, dp)
+    ep = expert_degree(arch, t, lay)
     if ep == 1:
         return 1.0
     frac = expert_params(arch) / max(1, arch.matmul_params)
@@ -442,23 +508,24 @@ def _comm_buffers(arch: Architecture, zero: int, dp: int, grad_bytes: float) -> 
     return 2 * arch.hidden_size ** 2 * 4.0  # HF/DeepSpeed "auto": reduce bucket = hidden^2 elements
 
 
-def _temporaries(arch: Architecture, t: TrainingSpec, dp: int) -> dict[str, float]:
+def _temporaries(arch: Architecture, t: TrainingSpec, lay: Layout, stage: Stage) -> dict[str, float]:
     """Short-lived buffers: cuBLAS workspaces, QLoRA's dequantised weight, ZeRO-3's gathered
-    layers, the tied embedding's second gradient."""
-    biggest = biggest_linear(arch)
+    layers (not with pipeline parallelism: the stage stays gathered), the tied embedding's second
+    gradient."""
+    tp, shard = stage.tp, lay.shard
+    biggest = biggest_linear(arch) / tp
     fwd = end = float(K.CUBLAS_WORKSPACE_BYTES)
     if t.method == "qlora":
         fwd += 2.0 * biggest
         end += 2.0 * biggest
-    if t.zero_stage >= 3 and dp > 1:
+    if t.zero_stage >= 3 and shard > 1 and lay.pp == 1:
         # QLoRA shards the packed 4-bit weights (bnb_4bit_quant_storage): they are gathered packed
         per_param = (K.NF4_BYTES_PER_PARAM + K.NF4_CONSTANT_BYTES_PER_PARAM) if t.method == "qlora" else 2.0
-        gathered = K.ZERO3_LIVE_LAYERS * largest_layer_matmul_params(arch) * per_param / _expert_split(arch, t, dp)
-        fwd += gathered + 2.0 * head_params(arch)
+        gathered = K.ZERO3_LIVE_LAYERS * largest_layer_matmul_params(arch) / tp * per_param / _expert_split(arch, t, lay)
+        fwd += gathered + (2.0 * head_params(arch) / tp if stage.last else 0.0)
         end += gathered
-    if t.adapters is None and arch.tie_embeddings:
+    if t.adapters is None and arch.tie_embeddings and lay.pp == 1:
         # the LM head's gradient waits in autograd's buffer for the embedding's before they are summed
-        grad_bytes = layout(arch, t, dp).grad_per_param
-        end += head_params(arch) * grad_bytes / (dp if t.zero_stage >= 2 else 1)
+        grad_bytes = layout(arch, t, shard).grad_per_param
+        end += head_params(arch) / tp * grad_bytes / (shard if t.zero_stage >= 2 else 1)
     return {"forward": fwd, "backward_end": end}
-

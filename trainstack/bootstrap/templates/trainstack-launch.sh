@@ -9,8 +9,9 @@
 # running node at its next job start (systemctl restart trainstack-job, or a reboot).
 # Exit codes: the trainer's own, or 10 NCCL check failed, 11 code fetch failed,
 # 12 node setup failed, 13 checkpoint restore from OSS failed, 14 a job secret could not be
-# read from KMS (the trainer never started), 15 the job settings could not be read or did not
-# match their tag, 16 CPFS could not be mounted, 124 max runtime reached.
+# read from KMS (the trainer never started), 15 stopped by the budget guard (max_total_cost or
+# deadline_hours, see trainstack-heartbeat.service), 16 the job settings could not be read or did
+# not match their tag, 17 CPFS could not be mounted, 124 max runtime reached.
 # job.env (the job's environment, launch command and secret names) is sourced only in the
 # subshells that start the NCCL check and the trainer: nothing in it can change this script.
 set -uo pipefail # not -e: every way out must pass through finish (checkpoint upload, stop)
@@ -31,6 +32,12 @@ PIDFILE=$RUN/trainer.pid
 SPOT_MARKER=$RUN/spot-termination-time
 CPFS_OPTIONS=vers=3,nolock,proto=tcp,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport
 FSTAB=${TRAINSTACK_FSTAB:-/etc/fstab}
+# the trainer's progress lines (docs/status.md) and the budget guard's request to stop
+PROGRESS_FILE=$RUN/progress.jsonl
+GUARD_MARKER=$RUN/guard-stop
+EXIT_GUARD=15
+EXIT_SETTINGS=16
+EXIT_CPFS=17
 if [ -d "$VENV/bin" ]; then PATH=$VENV/bin:$PATH; fi
 export PATH
 CHECKPOINT_KIND="" # settings.env sets the job's settings (load_settings)
@@ -58,7 +65,8 @@ load_settings() {
   # shellcheck source=/dev/null
   . "$ETC/settings.env"
   export TRAINSTACK_CHECKPOINT_DIR=$CHECKPOINT_DIR TRAINSTACK_SPOT_MARKER=$SPOT_MARKER \
-    TRAINSTACK_CHECKPOINT_SIGNAL=$CHECKPOINT_SIGNAL TRAINSTACK_HOSTFILE=$ETC/hostfile
+    TRAINSTACK_CHECKPOINT_SIGNAL=$CHECKPOINT_SIGNAL TRAINSTACK_HOSTFILE=$ETC/hostfile \
+    TRAINSTACK_PROGRESS_FILE=$PROGRESS_FILE
   TORCHRUN=(torchrun --nnodes "$NNODES" --nproc-per-node "$NPROC_PER_NODE" --node-rank "$NODE_RANK"
     --master-addr "$MASTER_ADDR" --rdzv-conf "timeout=$RDZV_TIMEOUT_SECONDS")
 }
@@ -94,6 +102,36 @@ grow_disks() {
     resize2fs "$(findmnt -no SOURCE "$mnt")" >/dev/null 2>&1 || log "WARNING: cannot grow the filesystem at $mnt"
   done
 }
+
+sha256_of() { sha256sum "$1" 2>/dev/null | cut -d' ' -f1; }
+HEARTBEAT_PROGRAM=$LIB/trainstack_heartbeat.py
+# the heartbeat program comes from the stack bucket and runs only when its sha256 is node.env's
+fetch_heartbeat_program() {
+  [ "$(sha256_of "$HEARTBEAT_PROGRAM")" = "$HEARTBEAT_SHA256" ] && return 0
+  oss "$OSS_ENDPOINT" download "$HEARTBEAT_PROGRAM_URI" "$HEARTBEAT_PROGRAM.new" || return 1
+  if [ "$(sha256_of "$HEARTBEAT_PROGRAM.new")" != "$HEARTBEAT_SHA256" ]; then
+    log "FATAL: $HEARTBEAT_PROGRAM_URI is not the heartbeat program this node was deployed with: not running it"
+    rm -f "$HEARTBEAT_PROGRAM.new"
+    return 1
+  fi
+  mv "$HEARTBEAT_PROGRAM.new" "$HEARTBEAT_PROGRAM"
+}
+# exec the heartbeat program (OSS venv) with node.env in its environment and, of the job
+# settings, only the budget guard's (settings.env holds CODE_URI, which may carry a token)
+exec_heartbeat() {
+  set -a
+  # shellcheck source=/dev/null
+  . "$ETC/node.env"
+  set +a
+  if [ -f "$ETC/settings.env" ]; then
+    # shellcheck source=/dev/null
+    . "$ETC/settings.env"
+    export NNODES NODE_HOURLY_CNY PRICE_SOURCE MAX_TOTAL_COST_CNY DEADLINE_HOURS
+  fi
+  export TRAINSTACK_STATE=$STATE TRAINSTACK_RUN=$RUN TRAINSTACK_LIB=$LIB TRAINSTACK_PROGRESS_FILE=$PROGRESS_FILE
+  exec "${TRAINSTACK_OSS_PYTHON:-$OSS_VENV/bin/python}" "$HEARTBEAT_PROGRAM" "$@"
+}
+last_heartbeat() { fetch_heartbeat_program && (exec_heartbeat --once); }
 # shellcheck source=/dev/null
 load_job_env() { . "$ETC/job.env"; } # in a subshell only: the job's variables reach the job alone
 pip_install() { "$(command -v python || command -v python3)" -m pip install --index-url "$PIP_INDEX_URL" --trusted-host "$PIP_TRUSTED_HOST" "$@"; }
@@ -126,6 +164,29 @@ ckpt_sync() {
   done
 }
 
+# --heartbeat (trainstack-heartbeat.service): the node's status record every HEARTBEAT_SECONDS
+# (it waits a while for the first job start to bring the job settings: the guard's limits are there;
+# each job start restarts it, so changed limits apply from then on)
+heartbeat_service() {
+  local waited=0
+  mkdir -p "$STATE" "$RUN"
+  fetch_heartbeat_program || exit 1
+  while [ ! -f "$ETC/settings.env" ] && [ "$waited" -lt "${TRAINSTACK_SETTINGS_WAIT_SECONDS:-300}" ]; do
+    sleep 1
+    waited=$((waited + 1))
+  done
+  exec_heartbeat
+}
+
+# why the job stopped, for the heartbeat and `trainstack status` (kept until the job runs again)
+record_stop_reason() {
+  case $1 in
+    "$EXIT_GUARD") [ -f "$GUARD_MARKER" ] && cp "$GUARD_MARKER" "$STATE/stop-reason.json" ;;
+    124) printf '{"at": %s, "message": "job.max_runtime_hours reached", "reason": "max_runtime"}\n' \
+      "$(date +%s)" >"$STATE/stop-reason.json" ;;
+  esac
+}
+
 # finish RC: the one way out once the job has started
 finish() {
   local rc=$1
@@ -139,9 +200,11 @@ finish() {
     log "exit $rc after SIGTERM (systemctl stop, reboot, shutdown): the job resumes at the next start"
     exit "$rc"
   fi
+  record_stop_reason "$rc"
   echo "$rc" >"$STATE/job-finished"
+  if [ -n "${STATUS_URI:-}" ]; then last_heartbeat || log "WARNING: the last heartbeat was not written"; fi
   case "$STOP_ON:$rc" in
-    always:* | success:0) stop_billing ;;
+    always:* | success:0 | success:"$EXIT_GUARD") stop_billing ;;
     *) log "exit $rc with stop_on=$STOP_ON: leaving the instance running" ;;
   esac
   exit "$rc"
@@ -236,12 +299,24 @@ sleep_alive() {
   done
 }
 
-# at the deadline: checkpoint signal, grace period, SIGTERM, then SIGKILL
-deadline_watchdog() {
-  local pid=$1
-  sleep_alive "$pid" "$((DEADLINE - $(date +%s)))" || return 0
-  touch "$RUN/deadline-reached"
-  log "max runtime reached: checkpoint signal, ${CHECKPOINT_GRACE_SECONDS}s to save, then stop"
+# at the max-runtime deadline, or when the budget guard asks (GUARD_MARKER): checkpoint signal,
+# grace period, SIGTERM, then SIGKILL
+watchdog() {
+  local pid=$1 why=""
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ -n "$DEADLINE" ] && [ "$(date +%s)" -ge "$DEADLINE" ]; then
+      touch "$RUN/deadline-reached"
+      why="max runtime reached"
+      break
+    fi
+    if [ -e "$GUARD_MARKER" ]; then
+      why="budget guard: $(cat "$GUARD_MARKER")"
+      break
+    fi
+    sleep 1
+  done
+  [ -n "$why" ] || return 0
+  log "$why: checkpoint signal, ${CHECKPOINT_GRACE_SECONDS}s to save, then stop"
   signal_trainer "$CHECKPOINT_SIGNAL"
   sleep_alive "$pid" "$CHECKPOINT_GRACE_SECONDS" || return 0
   signal_trainer TERM
@@ -269,10 +344,8 @@ run_trainer() {
   echo "$pid" >"$PIDFILE"
   trap 'TRAPPED=1; STOPPED_FROM_OUTSIDE=1; signal_trainer TERM' TERM INT
   trap 'TRAPPED=1; signal_trainer "$CHECKPOINT_SIGNAL"' "$CHECKPOINT_SIGNAL"
-  if [ -n "$DEADLINE" ]; then
-    deadline_watchdog "$pid" &
-    watchdog=$!
-  fi
+  watchdog "$pid" &
+  watchdog=$!
   while :; do # wait returns early when a trapped signal arrives; wait again for the real exit
     TRAPPED=0
     wait "$pid"
@@ -300,9 +373,13 @@ main() {
   fi
   if ! fetch_settings || ! load_settings; then
     log "FATAL: cannot read the job settings $JOB_SETTINGS_URI (or they do not match this instance's $JOB_SETTINGS_TAG tag)"
-    finish 15
+    finish "$EXIT_SETTINGS"
   fi
-  mount_cpfs || { log "FATAL: cannot mount CPFS $CPFS_SOURCE at $CPFS_MOUNT"; finish 16; }
+  if [ -n "${STATUS_URI:-}" ] && [ "$(cat "$RUN/heartbeat-settings" 2>/dev/null)" != "$(sha256_of "$ETC/settings.env")" ]; then
+    sha256_of "$ETC/settings.env" >"$RUN/heartbeat-settings" # the guard takes the new limits
+    systemctl try-restart --no-block trainstack-heartbeat.service 2>/dev/null || true
+  fi
+  mount_cpfs || { log "FATAL: cannot mount CPFS $CPFS_SOURCE at $CPFS_MOUNT"; finish "$EXIT_CPFS"; }
   grow_disks
   mkdir -p "$CHECKPOINT_DIR"
   if [ -n "$MAX_RUNTIME_SECONDS" ]; then # the clock starts at the first launch and survives reboots
@@ -311,13 +388,21 @@ main() {
     DEADLINE=$(cat "$STATE/deadline")
     [ "$now" -lt "$DEADLINE" ] || { log "max runtime already used up"; finish 124; }
   fi
-  rm -f "$RUN/deadline-reached"
+  rm -f "$RUN/deadline-reached" "$GUARD_MARKER" "$STATE/stop-reason.json"
   fetch_code || { log "FATAL: cannot fetch job.code_uri $CODE_URI_SHOWN"; finish 11; }
   restore_checkpoints || { log "FATAL: cannot restore checkpoints from $OSS_CHECKPOINT_URI"; finish 13; }
   nccl_check || finish 10
+  if [ -e "$GUARD_MARKER" ]; then
+    log "budget guard: $(cat "$GUARD_MARKER"): not starting the trainer"
+    finish "$EXIT_GUARD"
+  fi
   run_trainer
   rc=$?
-  [ -e "$RUN/deadline-reached" ] && rc=124
+  if [ -e "$RUN/deadline-reached" ]; then
+    rc=124
+  elif [ -e "$GUARD_MARKER" ]; then
+    rc=$EXIT_GUARD
+  fi
   log "trainer exited with $rc"
   finish "$rc"
 }
@@ -325,5 +410,6 @@ main() {
 case "${1:-}" in
   --setup-failed) setup_failed ;;
   --ckpt-sync) ckpt_sync ;;
+  --heartbeat) heartbeat_service ;;
 esac
 main

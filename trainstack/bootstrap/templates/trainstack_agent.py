@@ -766,6 +766,7 @@ def atomic_write(path, text, mode=0o644):
 
 
 USAGE = ("usage: meta PATH | stop-instance [--region R] | extract ARCHIVE DIR | oss --region R --endpoint E CMD "
+
          "| signal-trainer SIG [--pidfile F] | exec --region R [--secret=NAME=SECRET ...] -- COMMAND "
          "| reap --root PID [--timeout S]")
 

@@ -1,0 +1,58 @@
+"""Where a node's heartbeat goes and the program that writes it (docs/status.md).
+
+Every ECS plan has the stack bucket (``plan.storage.oss``): node ``N`` writes
+``<status_prefix><N>/heartbeat.json``. The heartbeat program (templates/trainstack_heartbeat.py)
+does not travel in the user data, which ECS caps at 32 KB: the stack writes it to
+:data:`PROGRAM_KEY` in the bucket (components/storage.py) and each node downloads it and checks
+it against the sha256 in its node.env before running it. Pure: the same plan gives the same keys.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+from typing import Optional
+
+from trainstack.plan import Plan
+
+from .compact import compact
+
+TEMPLATES = Path(__file__).with_name("templates")
+
+PROGRAM = "trainstack_heartbeat.py"
+#: Read-only for the nodes (the job/ prefix of the stack bucket), never under the status prefix
+#: they write, so a node cannot change the program the other nodes run.
+PROGRAM_KEY = f"job/{PROGRAM}"
+
+
+@functools.lru_cache(maxsize=1)
+def program_text() -> str:
+    """The heartbeat program as the nodes run it (comments and docstrings stripped, like the
+    scripts in the user data)."""
+    return compact(PROGRAM, (TEMPLATES / PROGRAM).read_text(encoding="utf-8"))
+
+
+def program_sha256() -> str:
+    return hashlib.sha256(program_text().encode("utf-8")).hexdigest()
+
+
+def has_status(plan: Plan) -> bool:
+    return plan.target == "ecs" and plan.storage.oss is not None
+
+
+def status_prefix(plan: Plan, node_name: Optional[str] = None) -> str:
+    """``status/`` or one node's ``status/<node name>/`` (a key prefix in the stack bucket)."""
+    assert plan.storage.oss is not None
+    base = plan.storage.oss.status_prefix.strip("/") + "/"
+    return base + (f"{node_name}/" if node_name else "")
+
+
+def status_uri(plan: Plan, node_name: str) -> str:
+    assert plan.storage.oss is not None
+    return f"oss://{plan.storage.oss.bucket}/{status_prefix(plan, node_name)}"
+
+
+def program_uri(plan: Plan) -> str:
+    assert plan.storage.oss is not None
+    return f"oss://{plan.storage.oss.bucket}/{PROGRAM_KEY}"

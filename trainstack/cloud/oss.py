@@ -1,0 +1,91 @@
+"""OSS reads for ``trainstack status`` and ``calibrate``: the nodes' heartbeats, with Alibaba's SDK.
+
+``alibabacloud-oss-v2`` (the SDK the nodes use too), credentials from the one chain of
+:mod:`trainstack.cloud.credentials`, the shared retry policy and error-to-fix table. The CLI runs
+outside the VPC, so the endpoint is the SDK's public one for the region unless given. Tests inject
+a client (or point it at a local fake OSS server).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from .credentials import credential_client
+from .errors import cloud_error
+from .retry import ECS_READS, GaveUp, RetryPolicy, Sleep, with_retries
+
+#: ``<status prefix><node>/heartbeat.json``
+HEARTBEAT_OBJECT = "heartbeat.json"
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """The SDK wraps a service or network error in OperationError; the classifier wants the inner one."""
+    seen = 0
+    while hasattr(exc, "unwrap") and seen < 5:
+        inner = exc.unwrap()
+        if inner is None or inner is exc:
+            break
+        exc, seen = inner, seen + 1
+    return exc
+
+
+def make_client(region: str, endpoint: Optional[str] = None) -> Any:
+    """The real SDK client: the default credentials chain, read fresh by the SDK when it signs."""
+    import alibabacloud_oss_v2 as oss
+
+    chain = credential_client()
+
+    def provide() -> Any:
+        c = chain.get_credential()
+        return oss.Credentials(c.access_key_id, c.access_key_secret, c.security_token or None)
+
+    cfg = oss.config.load_default()
+    cfg.region = region
+    if endpoint:
+        cfg.endpoint = endpoint
+    cfg.credentials_provider = oss.credentials.CredentialsProviderFunc(provide)
+    cfg.retry_max_attempts = 1  # the shared policy retries
+    return oss.Client(cfg)
+
+
+class OssReader:
+    """List and read small objects, each call under the shared retry policy (exit 5 on failure)."""
+
+    def __init__(self, client: Any, region: str, *, sleep: Optional[Sleep] = None, policy: RetryPolicy = ECS_READS):
+        self.client, self.region, self.sleep, self.policy = client, region, sleep, policy
+
+    def _call(self, api: str, fn: Any, what: str) -> Any:
+        def attempt() -> Any:
+            try:
+                return fn()
+            except Exception as exc:  # noqa: BLE001 - classified below
+                raise _unwrap(exc) from exc
+        try:
+            return with_retries(attempt, policy=self.policy, sleep=self.sleep)
+        except GaveUp as failed:
+            raise cloud_error("oss", api, self.region, failed.cause, what=what, attempts=failed.attempts) from None
+
+    def list_keys(self, bucket: str, prefix: str) -> list[str]:
+        import alibabacloud_oss_v2 as oss
+
+        def pages() -> list[str]:
+            paginator = self.client.list_objects_v2_paginator()
+            return [o.key for page in paginator.iter_page(oss.ListObjectsV2Request(bucket=bucket, prefix=prefix))
+                    for o in page.contents or ()]
+        return self._call("ListObjectsV2", pages, f"oss://{bucket}/{prefix}")
+
+    def get_bytes(self, bucket: str, key: str) -> bytes:
+        import alibabacloud_oss_v2 as oss
+
+        def get() -> bytes:
+            result = self.client.get_object(oss.GetObjectRequest(bucket=bucket, key=key))
+            with result.body as body:
+                return body.read()
+        return self._call("GetObject", get, f"oss://{bucket}/{key}")
+
+
+def read_heartbeats(reader: Any, bucket: str, prefix: str) -> dict[str, bytes]:
+    """``{key: bytes}`` of every node heartbeat under ``prefix`` (``status/``)."""
+    keys = [k for k in reader.list_keys(bucket, prefix)
+            if k.endswith("/" + HEARTBEAT_OBJECT) and k.count("/") == prefix.count("/") + 1]
+    return {key: reader.get_bytes(bucket, key) for key in sorted(keys)}

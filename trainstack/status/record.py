@@ -1,0 +1,168 @@
+"""The heartbeat record a node writes (``status/<node>/heartbeat.json``) and what the cloud says.
+
+:class:`Heartbeat` is the contract of ``trainstack.heartbeat/1`` (docs/status.md), written by
+``trainstack/bootstrap/templates/trainstack_heartbeat.py``. It is read strictly: a record whose
+schema is not ours, whose numbers are negative, infinite or of the wrong type, or whose state is
+unknown is refused with every reason (:class:`HeartbeatError`), so neither ``status`` nor
+``calibrate`` ever computes from a malformed or hand-edited file. Unknown extra keys are ignored
+(a newer node may add some). The observations (:class:`InstanceObservation`,
+:class:`DlcJobObservation`) are what the ECS and DLC adapters return: plain, typed, no SDK objects.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+SCHEMA = "trainstack.heartbeat/1"
+#: A heartbeat is a few KB; anything far larger is not one.
+MAX_BYTES = 1 << 20
+
+NodeState = Literal["starting", "training", "stopping", "interrupted", "finished", "stopped"]
+StopCause = Literal["budget", "deadline", "max_runtime"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True, populate_by_name=True)
+
+
+def _seconds(**kw: Any) -> Any:
+    return Field(None, ge=0, allow_inf_nan=False, **kw)
+
+
+class HeartbeatProgress(_Record):
+    step: Optional[int] = Field(None, ge=0)
+    tokens: Optional[int] = Field(None, ge=0, description="Tokens the whole job has processed (the trainer's count)")
+    updated_at: Optional[float] = _seconds(description="Epoch seconds of the last progress line")
+    tokens_per_second: Optional[float] = _seconds(description="Over the recent window (up to 10 minutes)")
+    tokens_per_second_avg: Optional[float] = _seconds(description="Since this run's first progress line")
+    window_seconds: Optional[float] = _seconds()
+
+
+class HeartbeatMemory(_Record):
+    peak_allocated_gib: Optional[float] = _seconds(description="torch.cuda.max_memory_allocated, GiB")
+    peak_reserved_gib: Optional[float] = _seconds(description="max_memory_reserved, or nvidia-smi memory.used")
+    source: Optional[Literal["trainer", "nvidia-smi"]] = None
+
+
+class HeartbeatCheckpoint(_Record):
+    last_at: Optional[float] = _seconds()
+    save_seconds: Optional[float] = _seconds()
+    source: Optional[Literal["trainer", "files"]] = None
+
+
+class HeartbeatBilling(_Record):
+    billed_seconds: float = Field(ge=0, allow_inf_nan=False, description="Instance seconds of this node so far")
+    node_hourly_cny: Optional[float] = _seconds()
+    spent_cny: Optional[float] = _seconds()
+    price_source: Optional[str] = Field(None, max_length=500)
+
+
+class HeartbeatGuard(_Record):
+    max_total_cost_cny: Optional[float] = _seconds()
+    deadline_at: Optional[float] = _seconds()
+    reserve_seconds: float = Field(ge=0, allow_inf_nan=False)
+    cluster_spent_cny: Optional[float] = _seconds()
+
+
+class StopReason(_Record):
+    reason: StopCause
+    message: str = Field(max_length=1000)
+    at: Optional[float] = _seconds()
+
+
+class Heartbeat(_Record):
+    """One node's status record (``trainstack.heartbeat/1``)."""
+
+    schema_: Literal["trainstack.heartbeat/1"] = Field(alias="schema")
+    stack: str = Field(min_length=1, max_length=128)
+    node: str = Field(min_length=1, max_length=128)
+    node_rank: int = Field(ge=0)
+    nodes: int = Field(ge=1)
+    gpus: int = Field(ge=1)
+    instance_type: Optional[str] = Field(None, max_length=128)
+    gpu_model: Optional[str] = Field(None, max_length=64)
+    instance_id: Optional[str] = Field(None, max_length=64)
+    instances: tuple[str, ...] = ()
+    written_at: float = Field(ge=0, allow_inf_nan=False)
+    started_at: float = Field(ge=0, allow_inf_nan=False)
+    state: NodeState
+    progress: HeartbeatProgress
+    memory: HeartbeatMemory
+    checkpoint: HeartbeatCheckpoint
+    interruptions: int = Field(ge=0)
+    notices: tuple[str, ...] = ()
+    billing: HeartbeatBilling
+    guard: HeartbeatGuard
+    stop: Optional[StopReason] = None
+    exit_code: Optional[int] = None
+
+    @property
+    def replacements(self) -> int:
+        """Instances this node rank ran on before the current one (spot reclaims, replacements)."""
+        return max(0, len(self.instances) - 1)
+
+
+class HeartbeatError(ValueError):
+    """A heartbeat that is not a valid ``trainstack.heartbeat/1`` record; ``problems`` says why."""
+
+    def __init__(self, where: str, problems: list[str]):
+        super().__init__(f"{where}: not a valid trainstack heartbeat: " + "; ".join(problems))
+        self.where, self.problems = where, problems
+
+
+def parse_heartbeat(data: bytes | str, where: str = "heartbeat") -> Heartbeat:
+    """The record in ``data`` (JSON text), or :class:`HeartbeatError` naming every problem."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    if len(raw) > MAX_BYTES:
+        raise HeartbeatError(where, [f"{len(raw):,} bytes; a heartbeat is at most {MAX_BYTES:,}"])
+    try:
+        doc = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise HeartbeatError(where, [f"not JSON ({exc})"]) from None
+    if not isinstance(doc, dict):
+        raise HeartbeatError(where, ["not a JSON object"])
+    if doc.get("schema") != SCHEMA:
+        raise HeartbeatError(where, [f"schema is {doc.get('schema')!r}, expected {SCHEMA!r}"])
+    try:
+        return Heartbeat.model_validate_json(raw)
+    except ValidationError as exc:
+        raise HeartbeatError(where, [f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}"
+                                     for e in exc.errors()]) from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number")
+
+
+# ---- what the cloud says ------------------------------------------------------------------------
+
+class InstanceObservation(_Record):
+    """One ECS instance of the stack (DescribeInstances, tag ``trainstack:name``)."""
+
+    instance_id: str
+    name: Optional[str] = None
+    node_rank: Optional[int] = Field(None, ge=0, description="Tag trainstack:node-rank")
+    status: str = Field(description="Pending | Starting | Running | Stopping | Stopped")
+    spot: bool = False
+    stopped_mode: Optional[str] = Field(None, description="StopCharging | KeepCharging | Not-applicable")
+    instance_type: Optional[str] = None
+    zone: Optional[str] = None
+    created_at: Optional[float] = None
+    started_at: Optional[float] = None
+
+
+class DlcJobObservation(_Record):
+    """The stack's PAI-DLC job (GetJob)."""
+
+    job_id: str
+    display_name: Optional[str] = None
+    status: str = Field(description="PAI's status: Creating, Queuing, Running, Succeeded, Failed, Stopped, ...")
+    reason: str = ""
+    duration_seconds: Optional[float] = Field(None, ge=0, description="How long it has run (GetJob Duration)")
+    created_at: Optional[float] = None
+    running_at: Optional[float] = None
+    finished_at: Optional[float] = None
+    pods: int = Field(0, ge=0)
