@@ -20,27 +20,11 @@ from typing import Any, Callable, Optional
 import pulumi
 import pulumi.dynamic as dyn
 
+from trainstack.cloud.ecs_types import describe_queue_pairs
 from trainstack.errors import CloudApiError
 from trainstack.layout.network import queue_pairs_per_eri
 
 KIND = "ecs-queue-pairs"
-
-
-def describe_queue_pairs(region: str, instance_type: str) -> Optional[int]:
-    """DescribeInstanceTypes QueuePairNumber of one type (None when the API does not say)."""
-    from alibabacloud_ecs20140526 import models as ecs
-
-    from trainstack.cloud.ecs import call_api, make_client
-
-    client = make_client(region)
-    request = ecs.DescribeInstanceTypesRequest(instance_types=[instance_type])
-    resp = call_api("DescribeInstanceTypes", client.describe_instance_types, request, region=region,
-                    what=instance_type)
-    types = getattr(getattr(resp.body, "instance_types", None), "instance_type", None) or []
-    for t in types:
-        if getattr(t, "instance_type_id", None) == instance_type and getattr(t, "queue_pair_number", None):
-            return int(t.queue_pair_number)
-    return None
 
 
 #: ``(region, instance_type) -> the type's queue pairs | None``; tests replace it.

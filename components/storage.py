@@ -28,7 +28,9 @@ from typing import Optional
 import pulumi
 import pulumi_alicloud as alicloud
 
-from trainstack.bootstrap.heartbeat import PROGRAM_KEY, has_status, program_text, status_prefix
+from trainstack.bootstrap.heartbeat import (
+    NCCL_CHECK, NCCL_CHECK_KEY, PROGRAM_KEY, has_status, needs_nccl_check, program_text, status_prefix,
+)
 from trainstack.catalog.limits import service_limits
 from trainstack.layout.lifecycle import protocol_service_lifecycle, retained
 from trainstack.plan import DataDiskPlan, Plan
@@ -125,18 +127,19 @@ class Storage(pulumi.ComponentResource):
                                                  opts=side)
         self.public_access_block = alicloud.oss.BucketPublicAccessBlock(
             f"{name}-bucket-block-public", bucket=self.bucket.bucket, block_public_access=True, opts=side)
-        self.heartbeat_program = None
+        self.heartbeat_program = self.nccl_check_program = None
         if has_status(plan):
-            # not data: destroyed with the stack (a retained bucket keeps only what the nodes wrote)
+            # not data: destroyed with the stack (a retained bucket keeps only what the nodes wrote), so
+            # never protected or retained, also under a protected bucket (a child inherits both)
+            program_opts = pulumi.ResourceOptions(parent=self.bucket, protect=False, retain_on_delete=False)
             self.heartbeat_program = alicloud.oss.BucketObject(
                 f"{name}-heartbeat-program", bucket=self.bucket.bucket, key=PROGRAM_KEY, content=program_text(),
-                content_type="text/x-python", acl="private", opts=pulumi.ResourceOptions(parent=self.bucket))
-        self.heartbeat_program = None
-        if has_status(plan):
-            # not data: destroyed with the stack (a retained bucket keeps only what the nodes wrote)
-            self.heartbeat_program = alicloud.oss.BucketObject(
-                f"{name}-heartbeat-program", bucket=self.bucket.bucket, key=PROGRAM_KEY, content=program_text(),
-                content_type="text/x-python", acl="private", opts=pulumi.ResourceOptions(parent=self.bucket))
+                content_type="text/x-python", acl="private", opts=program_opts)
+            if needs_nccl_check(plan):  # run at job start, fetched then (it leaves room in the user data)
+                self.nccl_check_program = alicloud.oss.BucketObject(
+                    f"{name}-nccl-check-program", bucket=self.bucket.bucket, key=NCCL_CHECK_KEY,
+                    content=program_text(NCCL_CHECK), content_type="text/x-python", acl="private",
+                    opts=program_opts)
 
     def _cpfs(self, name: str, plan: Plan, zone: str, vpc_id: pulumi.Input[str], vswitch_id: pulumi.Input[str],
               child: pulumi.ResourceOptions) -> None:

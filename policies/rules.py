@@ -534,11 +534,22 @@ def _statements(document: Any) -> list[dict]:
     return [x for x in st if isinstance(x, dict)]
 
 
+def _may_touch_oss(statement: dict) -> bool:
+    """Whether a statement's actions can reach OSS (``oss:*``, ``*``, or no readable action list). A
+    ``Resource: "*"`` of other services' actions (e.g. ``ecs:ListTagResources``, which has no
+    resource-level authorization) grants no bucket."""
+    actions = statement.get("Action")
+    actions = [actions] if isinstance(actions, str) else actions if isinstance(actions, list) else None
+    if not actions:
+        return True
+    return any(not isinstance(a, str) or a.strip() == "*" or a.strip().lower().startswith("oss:") for a in actions)
+
+
 def wildcard_oss_resources(document: Any) -> list[str]:
     """The OSS resources of Allow statements whose bucket part holds a wildcard (``*`` or ``?``)."""
     out = []
     for st in _statements(document):
-        if str(st.get("Effect", "Allow")).lower() != "allow":
+        if str(st.get("Effect", "Allow")).lower() != "allow" or not _may_touch_oss(st):
             continue
         res = st.get("Resource")
         for r in [res] if isinstance(res, str) else res if isinstance(res, list) else []:

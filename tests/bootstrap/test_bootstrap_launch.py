@@ -17,7 +17,7 @@ from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
 from conftest import publish_settings
 
 from trainstack.bootstrap import BootstrapOptions, render_files
-from trainstack.bootstrap.heartbeat import PROGRAM_KEY, has_status, program_text
+from trainstack.bootstrap.heartbeat import NCCL_CHECK, NCCL_CHECK_KEY, PROGRAM_KEY, has_status, program_text
 from trainstack.bootstrap.render import CHANNEL_FILES
 from trainstack.plan import JobPlan, OssPlan, StoragePlan
 
@@ -80,6 +80,7 @@ def launch(tmp_path, fake_cloud, rendered):
             publish_settings(plan, fake_cloud, tmp_path / "oss", options=options, **kwargs)
         if has_status(plan):  # what `pulumi up` writes to the stack bucket (components/storage.py)
             run.oss.write(plan.storage.oss.bucket, PROGRAM_KEY, program_text().encode())
+            run.oss.write(plan.storage.oss.bucket, NCCL_CHECK_KEY, program_text(NCCL_CHECK).encode())
         # the launcher reads /etc/trainstack and /usr/local/lib/trainstack: point both at the render
         base = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", FAKE_LOG=str(tmp_path / "torchrun.log"),
                     TRAINSTACK_ETC=str(tmp_path / "node"), TRAINSTACK_LIB=str(tmp_path / "node"),
@@ -101,8 +102,9 @@ def launch(tmp_path, fake_cloud, rendered):
         return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
     def oss_calls():
-        """The OSS calls of code and checkpoints (the job settings channel's own are in settings_calls)."""
-        return [c for c in all_oss_calls() if not str(c.get("key", "")).startswith("job/")]
+        """The OSS calls of code and checkpoints (not the job settings channel's or the heartbeat's)."""
+        return [c for c in all_oss_calls()
+                if not str(c.get("key", c.get("prefix", ""))).startswith(("job/", "status/"))]
 
     def all_oss_calls():
         log = tmp_path / "oss.log"
@@ -529,5 +531,5 @@ def test_a_finished_job_leaves_its_last_heartbeat_and_a_program_that_is_not_ours
     launch.oss.write(plan.storage.oss.bucket, "job/trainstack_heartbeat.py", b"import os; os.system('evil')\n")
     service = subprocess.run(["bash", str(files["trainstack-launch.sh"]), "--heartbeat"], env=env,
                              capture_output=True, text=True, timeout=60)
-    assert service.returncode == 1 and "not the heartbeat program this node was deployed with" in service.stderr
+    assert service.returncode == 1 and "not the trainstack_heartbeat.py this node was deployed with" in service.stderr
     assert not (tmp_path / "node" / "trainstack_heartbeat.py").exists()

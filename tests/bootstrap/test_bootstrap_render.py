@@ -16,6 +16,7 @@ import pytest
 import yaml
 from plan_factory import dlc_plan, multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
 
+from trainstack.bootstrap.heartbeat import NCCL_CHECK, program_sha256
 from trainstack.bootstrap import (
     USER_DATA_LIMIT, BootstrapOptions, render_files, render_script, render_user_data,
 )
@@ -84,7 +85,11 @@ def test_multi_node_erdma_plan_installs_erdma_sets_nccl_env_mtu_and_hostfile():
     assert nccl["NCCL_IB_HCA"] == "erdma" and nccl["NCCL_IB_GID_INDEX"] == "1"
     assert {k: nccl[k] for k in plan.network.nccl_env} == plan.network.nccl_env
     assert files["/etc/profile.d/trainstack-nccl.sh"] == files["/etc/trainstack/nccl.env"]
-    assert "/usr/local/lib/trainstack/nccl_check.py" in files
+    # the NCCL check travels through the stack bucket like the heartbeat program (room in the user data)
+    assert "/usr/local/lib/trainstack/nccl_check.py" not in files
+    env = env_of(files["/etc/trainstack/node.env"])
+    assert env["NCCL_CHECK_URI"] == f"oss://{plan.storage.oss.bucket}/job/nccl_check.py"
+    assert env["NCCL_CHECK_SHA256"] == program_sha256(NCCL_CHECK)
 
 
 def test_every_rank_agrees_on_the_rendezvous_master():

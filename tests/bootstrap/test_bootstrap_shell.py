@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan, spot_pool_plan
 
+from trainstack.bootstrap.heartbeat import NCCL_CHECK, program_text
 from trainstack.bootstrap import BootstrapOptions, render_files
 from trainstack.plan import DataDiskPlan, JobPlan, OssPlan, StoragePlan
 
@@ -94,4 +95,4 @@ def test_node_side_python_parses_on_python_3_6():
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
                 assert node.module != "__future__", f"{name}: from __future__ import needs Python 3.7"
-    compile(files["nccl_check.py"], "nccl_check.py", "exec")
+    compile(program_text(NCCL_CHECK), "nccl_check.py", "exec")  # fetched from the stack bucket

@@ -44,12 +44,16 @@ class Metadata:
 
 
 def node_env(tmp_path, plan=None, **over) -> dict:
-    """node.env as the render writes it, with the node's state files under tmp_path."""
+    """node.env and the budget guard's job settings (settings.env), as the launcher exports them to
+    the heartbeat, with the node's state files under tmp_path."""
     env = {}
-    for line in render_script(plan or single_gpu_lora_plan(), "node.env").splitlines():
-        if "=" in line and not line.startswith("#"):
-            key, _, value = line.partition("=")
-            env[key] = value.strip("'")
+    guard = ("NNODES", "NODE_HOURLY_CNY", "PRICE_SOURCE", "MAX_TOTAL_COST_CNY", "DEADLINE_HOURS")
+    for name in ("node.env", "settings.env"):
+        for line in render_script(plan or single_gpu_lora_plan(), name).splitlines():
+            if "=" in line and not line.startswith("#"):
+                key, _, value = line.partition("=")
+                if name == "node.env" or key in guard:
+                    env[key] = value.strip("'")
     for d in ("state", "run"):
         (tmp_path / d).mkdir(exist_ok=True)
     (tmp_path / "uptime").write_text("3600.00 10.00\n")

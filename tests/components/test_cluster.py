@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from conftest import QUEUE_PAIRS
+
 from trainstack.bootstrap import render_user_data
 from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
 from trainstack.errors import InputError
@@ -14,6 +16,8 @@ INSTANCE = "ecs/instance:Instance"
 DEPLOYMENT_SET = "ecs/ecsDeploymentSet:EcsDeploymentSet"
 ENI = "ecs/ecsNetworkInterface:EcsNetworkInterface"
 ENI_ATTACHMENT = "ecs/ecsNetworkInterfaceAttachment:EcsNetworkInterfaceAttachment"
+DISK = "ecs/ecsDisk:EcsDisk"
+DISK_ATTACHMENT = "ecs/ecsDiskAttachment:EcsDiskAttachment"
 
 
 def _network(plan, **update):
@@ -54,17 +58,27 @@ def test_nodes_have_no_public_ip_and_imdsv2_only(engine):
 
 
 def test_disks_are_encrypted_essd_at_the_planned_level_and_size(engine):
+    """The data disk is a standalone disk per node, attached (a size change grows it online instead of
+    replacing the node, which a disk declared on the instance would: data_disks is ForceNew)."""
     plan = multi_node_erdma_plan()
     engine.declare(plan)
     planned = plan.storage.data_disk
-    for node in engine.of_type(INSTANCE):
+    nodes = sorted(engine.of_type(INSTANCE), key=lambda n: n.name)
+    for node in nodes:
         i = node.inputs
         assert (i["systemDiskCategory"], i["systemDiskPerformanceLevel"], i["systemDiskSize"]) == ("cloud_essd", "PL1", 200)
         assert i["systemDiskEncrypted"] is True
-        (disk,) = i["dataDisks"]
-        assert disk == {"category": "cloud_essd", "performanceLevel": planned.performance_level,
-                        "size": planned.size_gib, "encrypted": True,
-                        "deleteWithInstance": True, "name": f"llama3-70b-full-node-{node.name[-1]}-data"}
+        assert "dataDisks" not in i
+    disks = sorted((d for d in engine.of_type(DISK) if d.name.split("-")[-3] == "data"), key=lambda d: d.name)
+    assert len(disks) == plan.nodes
+    for rank, disk in enumerate(disks):
+        i = disk.inputs
+        assert (i["category"], i["performanceLevel"], i["size"]) == ("cloud_essd", planned.performance_level,
+                                                                      planned.size_gib)
+        assert i["encrypted"] is True and i["deleteWithInstance"] is False and i["type"] == "online"
+        assert i["diskName"] == f"llama3-70b-full-node-{rank}-data"
+    attached = {(a.inputs["diskId"], a.inputs["instanceId"]) for a in engine.of_type(DISK_ATTACHMENT)}
+    assert attached >= {(f"ecsdisk-{d.name}", f"instance-{n.name}") for d, n in zip(disks, nodes)}
 
 
 def test_spot_node_bids_the_plan_price_with_protection_and_interruption_terms(engine):
@@ -90,7 +104,9 @@ def test_erdma_nodes_use_high_performance_interfaces_with_queue_pairs(engine):
     engine.declare(plan)
     nodes = engine.of_type(INSTANCE)
     assert len(nodes) == 4 and plan.network.eri_per_node == 2
-    qpn = plan.network.queue_pair_number
+    # the catalog does not know the type's queue pairs: DescribeInstanceTypes answers at deploy time
+    assert plan.network.queue_pair_number is None
+    qpn = QUEUE_PAIRS // plan.network.eri_per_node
     for node in nodes:
         i = node.inputs
         assert i["networkInterfaceTrafficMode"] == "HighPerformance"
@@ -98,23 +114,24 @@ def test_erdma_nodes_use_high_performance_interfaces_with_queue_pairs(engine):
         eri = i["networkInterfaces"]  # one object, not a list
         assert eri["networkInterfaceTrafficMode"] == "HighPerformance"
         assert eri["networkCardIndex"] == 1 and eri.get("queuePairNumber") == qpn
-        assert eri["securityGroupIds"] == i["securityGroups"] and eri["vswitchId"] == i["vswitchId"]
-        assert i["enableJumboFrame"] is True  # plan MTU 8500
+        # the secondary ERI takes a random address: its own vSwitch, never the nodes' fixed-IP one
+        assert eri["securityGroupIds"] == i["securityGroups"]
+        assert eri["vswitchId"] == "switch-llama3-70b-full-network-eri-vswitch" != i["vswitchId"]
+        assert "enableJumboFrame" not in i and plan.network.mtu == 1400  # no sourced jumbo frames on ebmgn7ex
     assert engine.of_type(ENI) == []  # two ERIs per node fit on the instance itself
 
 
-def test_more_than_two_eris_become_separate_interfaces_and_attachments(engine):
-    engine.declare(_network(multi_node_erdma_plan(nodes=3), eri_per_node=4))  # hand-edited: 4 ERIs per node
-    enis, attachments = engine.of_type(ENI), engine.of_type(ENI_ATTACHMENT)
-    assert len(enis) == len(attachments) == 3 * 2  # ERIs 3 and 4 of each of the 3 nodes
-    assert all(e.inputs["networkInterfaceTrafficMode"] == "HighPerformance" for e in enis)
-    assert sorted(a.inputs["networkCardIndex"] for a in attachments) == [0] * 3 + [1] * 3  # only cards 0 and 1
-    assert {a.inputs["networkInterfaceId"] for a in attachments} == {f"ecsnetworkinterface-{e.name}" for e in enis}
-    assert {a.inputs["instanceId"] for a in attachments} == {f"instance-{n.name}" for n in engine.of_type(INSTANCE)}
+def test_more_than_two_eris_are_refused_they_could_not_get_queue_pairs(engine):
+    """A third ERI would be an ecs_network_interface, which has no queue_pair_number in the provider
+    (an ERI without one takes the type's whole maximum): the rule book refuses the plan."""
+    with pytest.raises(InputError, match="4 ERIs per node: at most 2 can get a queue pair number"):
+        engine.declare(_network(multi_node_erdma_plan(nodes=3), eri_per_node=4))  # hand-edited: 4 ERIs per node
+    assert engine.of_type(ENI) == []
 
 
 @pytest.mark.parametrize("plan", [single_gpu_lora_plan(), spot_plan(),
-                                  multi_node_erdma_plan(network=single_gpu_lora_plan().network)],
+                                  _network(multi_node_erdma_plan(), rdma="none", eri_per_node=0, jumbo_frames=False,
+                                           mtu=1500, nccl_env={}, eri_vswitch_cidr=None)],
                          ids=["lora", "spot", "multi-node-without-rdma"])
 def test_plans_without_erdma_never_ask_for_high_performance(engine, plan):
     engine.declare(plan)
@@ -161,16 +178,20 @@ def test_user_data_is_the_bootstrap_for_each_rank_base64_encoded(engine):
     plan = multi_node_erdma_plan(nodes=3)
     engine.declare(plan)
     nodes = sorted(engine.of_type(INSTANCE), key=lambda n: n.name)
+    deployed = engine.result.plan  # the stack bucket's name completed at deploy time
+    assert deployed.storage.oss.bucket != plan.storage.oss.bucket
     for rank, node in enumerate(nodes):
-        expected = render_user_data(plan, rank, cpfs_mount_address=engine.mocks.cpfs_domain)
+        expected = render_user_data(deployed, rank)
         assert base64.b64decode(node.inputs["userData"]).decode() == expected
+        assert engine.mocks.cpfs_domain not in expected, "the CPFS address travels in the job settings"
 
 
-def test_user_data_is_a_plain_value_at_preview_unless_it_needs_the_cpfs_address():
+def test_user_data_is_a_plain_value_at_preview_also_with_cpfs():
     from components.cluster import user_data
 
-    assert isinstance(user_data(spot_plan(), 0, None), str)
-    assert base64.b64decode(user_data(spot_plan(), 0, None)).decode() == render_user_data(spot_plan(), 0)
+    for plan in (spot_plan(), multi_node_erdma_plan()):
+        assert isinstance(user_data(plan, 0), str)
+        assert base64.b64decode(user_data(plan, 0)).decode() == render_user_data(plan, 0)
 
 
 def test_image_is_looked_up_by_the_planned_family(engine):
@@ -200,6 +221,7 @@ def test_node_role_can_only_touch_the_checkpoint_and_dataset_buckets(engine):
     plan = single_gpu_lora_plan()
     plan = plan.model_copy(update={"storage": plan.storage.model_copy(update={"dataset_uri": "oss://team-data/llama/"})})
     engine.declare(plan)
+    bucket = engine.result.plan.storage.oss.bucket
     role = engine.one("ram/role:Role")
     trust = json.loads(role.inputs["assumeRolePolicyDocument"])
     assert trust["Statement"] == [{"Action": "sts:AssumeRole", "Effect": "Allow",
@@ -207,14 +229,18 @@ def test_node_role_can_only_touch_the_checkpoint_and_dataset_buckets(engine):
     oss = next(p for p in engine.of_type("ram/policy:Policy") if "oss" in p.name)
     doc = json.loads(oss.inputs["policyDocument"])
     resources = {r for s in doc["Statement"] for r in s["Resource"]}
-    bucket, code = plan.storage.oss.bucket, "my-team-code"  # the sample's job.code_uri bucket
-    assert resources == {f"acs:oss:*:*:{bucket}", f"acs:oss:*:*:{bucket}/*", f"acs:oss:*:*:{code}",
+    code = "my-team-code"  # the sample's job.code_uri bucket
+    # the stack bucket by prefix: job/ read-only, checkpoints/ read/write (never the whole bucket)
+    assert resources == {f"acs:oss:*:*:{bucket}", f"acs:oss:*:*:{bucket}/job/*", f"acs:oss:*:*:{bucket}/checkpoints/*",
+                         f"acs:oss:*:*:{code}",
                          f"acs:oss:*:*:{code}/llama3-8b-lora/code.tar.gz", "acs:oss:*:*:team-data",
                          "acs:oss:*:*:team-data/llama/*"}
     listing = next(s for s in doc["Statement"] if "oss:ListObjects" in s["Action"] and "team-data" in s["Resource"][0])
     assert listing["Condition"] == {"StringLike": {"oss:Prefix": ["llama/*"]}}
     dataset = next(s for s in doc["Statement"] if "acs:oss:*:*:team-data" in s["Resource"])
     assert "oss:PutObject" not in dataset["Action"] and "oss:DeleteObject" not in dataset["Action"]
+    job = next(s for s in doc["Statement"] if s["Resource"] == [f"acs:oss:*:*:{bucket}/job/*"])
+    assert job["Action"] == ["oss:GetObject"], "a node can never change the job settings another node runs"
     assert all(not a.endswith("*") for s in doc["Statement"] for a in s["Action"])
     (attach,) = engine.of_type("ecs/ramRoleAttachment:RamRoleAttachment")
     assert attach.inputs == {"instanceId": f"instance-{engine.one(INSTANCE).name}",

@@ -28,7 +28,8 @@ def test_the_status_policy_names_each_nodes_prefix_and_the_program_read_only(eng
     assert not any(PROGRAM_KEY in r for r in write["Resource"]), "a node may not change what the others run"
     engine.declare(plan)
     (policy,) = [r for r in engine.of_type("ram/policy:Policy") if r.name.endswith("-status")]
-    assert json.loads(policy.inputs["policyDocument"]) == doc
+    assert json.loads(policy.inputs["policyDocument"]) == status_policy_document(engine.result.plan)
+    assert policy.inputs["rotateStrategy"] == "DeleteOldestNonDefaultVersionWhenLimitExceeded"
     (attachment,) = [r for r in engine.of_type("ram/rolePolicyAttachment:RolePolicyAttachment")
                      if r.name.endswith("-status")]
     assert attachment.inputs["policyType"] == "Custom"
@@ -48,7 +49,7 @@ def test_dlc_plans_have_no_node_status_policy():
 def test_the_stack_writes_the_program_each_node_checks(engine):
     plan = single_gpu_lora_plan()
     engine.declare(plan)
-    obj = engine.one("oss/bucketObject:BucketObject")
+    (obj,) = [o for o in engine.of_type("oss/bucketObject:BucketObject") if o.inputs["key"] == PROGRAM_KEY]
     assert (obj.inputs["key"], obj.inputs["content"]) == (PROGRAM_KEY, program_text())
     assert obj.inputs["acl"] == "private" and obj.parent.endswith("::" + engine.one("oss/bucket:Bucket").name)
     assert f"HEARTBEAT_SHA256={program_sha256()}" in render_script(plan, "node.env")

@@ -94,24 +94,26 @@ def test_the_configuration_has_encrypted_essd_disks_no_public_ip_and_the_node_ro
 
 
 def test_the_configuration_carries_the_training_node_markers(engine):
-    engine.declare(spot_pool_plan())
+    stack = engine.declare(spot_pool_plan())
     assert engine.one(CONFIG).inputs["tags"] == {
         "team": "nlp", "trainstack:name": "qwen-7b-spot", "trainstack:role": "training",
         "trainstack:zone": engine.result.zone, "trainstack:node-rank": "0", "trainstack:gpus-per-node": "4",
-        "trainstack:gpu-model": "A100-80G"}
+        "trainstack:gpu-model": "A100-80G", "trainstack:job-settings": stack.job_settings.digest}
 
 
 def test_the_configuration_boots_the_same_bootstrap_on_loopback_without_a_billing_stop(engine):
-    plan = spot_pool_plan()
-    engine.declare(plan)
+    engine.declare(spot_pool_plan())
+    plan = engine.result.plan  # with the stack bucket's deploy-time name
     user_data = engine.one(CONFIG).inputs["userData"]
     assert user_data == render_user_data_b64(plan, 0)
     text = base64.b64decode(user_data).decode()
     assert text == render_user_data(plan, 0)
     files = {f["path"]: f for f in yaml.safe_load(text)["write_files"]}
-    assert files["/etc/trainstack/hostfile"]["content"] == "127.0.0.1\n"
+    assert "/etc/trainstack/hostfile" not in files  # job settings channel
+    settings = json.loads(engine.value(engine.result.job_settings.object.content))["shared"]
+    assert settings["hostfile"] == "127.0.0.1\n"
+    assert "MASTER_ADDR=127.0.0.1\n" in settings["settings.env"] and "NNODES=1\n" in settings["settings.env"]
     env = files["/etc/trainstack/node.env"]["content"]
-    assert "MASTER_ADDR=127.0.0.1\n" in env and "NNODES=1\n" in env
     assert "STOP_ON=never\n" in env and "POWEROFF_FALLBACK=0\n" in env
     assert "/etc/systemd/system/trainstack-spot-watcher.service" in files
 
@@ -120,16 +122,22 @@ def test_no_stop_instance_permission_for_a_pool(engine):
     engine.declare(spot_pool_plan())
     docs = [json.loads(p.inputs["policyDocument"]) for p in engine.of_type("ram/policy:Policy")]
     actions = {a for d in docs for s in d["Statement"] for a in s["Action"]}
-    assert not {a for a in actions if a.startswith("ecs:")}
-    assert all(r != "*" for d in docs for s in d["Statement"] for r in s["Resource"])
+    # reading its own job-settings tag is the only ECS action (the API has no resource-level authorization)
+    assert {a for a in actions if a.startswith("ecs:")} == {"ecs:ListTagResources"}
+    assert all(r != "*" for d in docs for s in d["Statement"] for r in s["Resource"]
+               if s["Action"] != ["ecs:ListTagResources"])
 
 
 def test_a_cpfs_pool_renders_the_mount_address_into_user_data(engine):
     plan = spot_pool_plan(storage=StoragePlan(checkpoint="cpfs", checkpoint_path="/mnt/cpfs/checkpoints",
-                                              cpfs=CpfsPlan(capacity_gib=3600)))
+                                              cpfs=CpfsPlan(capacity_gib=3600), oss=spot_plan().storage.oss),
+                          network=spot_plan().network.model_copy(update={  # CPFS takes random addresses
+                              "services_vswitch_cidr": multi_node_erdma_plan().network.services_vswitch_cidr}))
     engine.declare(plan)
     text = base64.b64decode(engine.one(CONFIG).inputs["userData"]).decode()
-    assert "CPFS_SOURCE=" in text and "cpfs-0123abcd-mock" in text
+    assert "cpfs-0123abcd-mock" not in text, "the mount address travels in the job settings"
+    settings = json.loads(engine.value(engine.result.job_settings.object.content))["shared"]
+    assert "CPFS_SOURCE=cpfs-0123abcd-mock" in settings["settings.env"]
 
 
 def test_exports_have_the_group_and_no_fixed_ips(engine):
@@ -156,8 +164,11 @@ def test_a_spot_pool_needs_a_one_node_spot_plan():
 
 
 def test_a_pool_refuses_checkpoints_on_essd(engine):
-    plan = spot_pool_plan(storage=StoragePlan(checkpoint="essd", checkpoint_path="/mnt/data/checkpoints",
-                                              data_disk=spot_plan().storage.data_disk))
+    plan = spot_pool_plan(storage=StoragePlan(checkpoint="essd", checkpoint_path="/mnt/checkpoints",
+                                              data_disk=spot_plan().storage.data_disk,
+                                              checkpoint_disk=spot_plan().storage.data_disk.model_copy(
+                                                  update={"holds_checkpoints": True}),
+                                              oss=spot_plan().storage.oss))
     with pytest.raises(InputError, match="cannot keep checkpoints on ESSD"):
         engine.declare(plan)
 

@@ -30,9 +30,12 @@ def _ecs(nodes: int, sg_rules: int = 1, **extra) -> dict:
         "trainstack:index:Cluster": 1, "trainstack:index:NodeRole": 1,
         "alicloud:ecs/securityGroupRule:SecurityGroupRule": sg_rules,
         "alicloud:ecs/instance:Instance": nodes, "alicloud:ecs/ramRoleAttachment:RamRoleAttachment": nodes,
-        "alicloud:ram/role:Role": 1, "alicloud:ram/policy:Policy": 3,  # OSS, status, stop
-        "alicloud:ram/rolePolicyAttachment:RolePolicyAttachment": 3,
-        "alicloud:oss/bucketObject:BucketObject": 1,  # the heartbeat program (docs/status.md)
+        "alicloud:ram/role:Role": 1, "alicloud:ram/policy:Policy": 4,  # OSS, status, read tags, stop
+        "alicloud:ram/rolePolicyAttachment:RolePolicyAttachment": 4,
+        # the job settings and the heartbeat program (docs/status.md), + the NCCL check on multi-GPU plans
+        "alicloud:oss/bucketObject:BucketObject": 2, "trainstack:index:JobSettings": 1,
+        # the dataset cache: one standalone disk per node, attached (grown online, never ForceNew)
+        "alicloud:ecs/ecsDisk:EcsDisk": nodes, "alicloud:ecs/ecsDiskAttachment:EcsDiskAttachment": nodes,
     })
     counts.update(extra)
     return counts
@@ -40,13 +43,16 @@ def _ecs(nodes: int, sg_rules: int = 1, **extra) -> dict:
 
 @pytest.mark.parametrize("plan,expected", [
     (single_gpu_lora_plan(), _ecs(1)),
-    (spot_plan(), _ecs(1)),
-    (multi_node_erdma_plan(), _ecs(  # checkpoints on CPFS; the bucket holds the heartbeats
+    (spot_plan(), _ecs(1, **{"alicloud:oss/bucketObject:BucketObject": 3})),  # 4 GPUs: the NCCL check
+    (multi_node_erdma_plan(), _ecs(  # checkpoints on CPFS; the bucket holds the job settings and heartbeats
         3, sg_rules=2, **{"alicloud:ecs/ecsDeploymentSet:EcsDeploymentSet": 1,
+                          "alicloud:oss/bucketObject:BucketObject": 3,
+                          # nodes' fixed IPs, the second ERIs, CPFS + NAT (random allocations)
+                          "alicloud:vpc/switch:Switch": 3,
                           "alicloud:nas/fileSystem:FileSystem": 1,  # sg rules: intra-cluster + ssh from the sample
                           "alicloud:nas/protocolService:ProtocolService": 1,
                           "alicloud:nas/protocolMountTarget:ProtocolMountTarget": 1,
-                          "pulumi-python:dynamic:Resource": 1})),  # the CPFS export address lookup
+                          "pulumi-python:dynamic:Resource": 2})),  # CPFS export address, ERI queue pairs
 ], ids=["llama3-8b-lora", "qwen-7b-spot", "llama3-70b-full"])
 def test_sample_plans_declare_exactly_these_resources(engine, plan, expected):
     engine.declare(plan)
@@ -96,7 +102,8 @@ def test_program_exports_what_the_user_reads_after_up(engine):
     assert exports["nodes"] == 1
     assert exports["node_private_ips"] == ["10.0.0.10"]
     assert exports["zone"] == plan.zone
-    assert exports["oss_bucket"] == plan.storage.oss.bucket
+    name = exports["oss_bucket"]  # the profile name and a digest of account, project, stack and region
+    assert name.startswith("llama3-8b-lora-") and name != plan.storage.oss.bucket
     assert exports["mount_points"]["checkpoints"] == "/mnt/checkpoints"
     assert (exports["hourly_cost_cny"], exports["estimated_hours"], exports["total_cost_cny"]) == \
         (plan.hourly_cost_cny, plan.estimated_hours, plan.total_cost_cny)

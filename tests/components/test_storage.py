@@ -18,7 +18,9 @@ def test_checkpoint_bucket_is_private_encrypted_versioned_and_kept_on_destroy(en
     plan = single_gpu_lora_plan()
     engine.declare(plan)
     bucket = engine.one(BUCKET)
-    assert bucket.inputs["bucket"] == plan.storage.oss.bucket
+    name = engine.result.plan.storage.oss.bucket  # <profile name>-<digest of account, project, stack, region>
+    assert name.startswith("llama3-8b-lora-") and name != plan.storage.oss.bucket
+    assert bucket.inputs["bucket"] == name
     assert bucket.inputs["versioning"] == {"status": "Enabled"}
     assert bucket.inputs["serverSideEncryptionRule"] == {"sseAlgorithm": "AES256"}
     assert bucket.inputs["forceDestroy"] is False
@@ -26,7 +28,7 @@ def test_checkpoint_bucket_is_private_encrypted_versioned_and_kept_on_destroy(en
     assert bucket.inputs["tags"]["trainstack:role"] == "checkpoint"
     assert bucket.protect and bucket.retain_on_delete
     acl = engine.one("oss/bucketAcl:BucketAcl")
-    assert acl.inputs == {"bucket": plan.storage.oss.bucket, "acl": "private"}
+    assert acl.inputs == {"bucket": name, "acl": "private"}
     block = engine.one("oss/bucketPublicAccessBlock:BucketPublicAccessBlock")
     assert block.inputs["blockPublicAccess"] is True
 
@@ -45,9 +47,13 @@ def test_cpfs_with_nfs_protocol_service_when_planned(engine):
     assert fs.inputs["storageType"] == "advance_200" and fs.inputs["capacity"] == plan.storage.cpfs.capacity_gib
     assert fs.inputs["zoneId"] == engine.result.zone
     assert fs.inputs["vpcId"] == "network-llama3-70b-full-network-vpc"
-    assert fs.inputs["vswitchId"] == "switch-llama3-70b-full-network-vswitch"
+    # CPFS and its protocol service take random addresses: the services vSwitch, never the nodes'
+    assert fs.inputs["vswitchId"] == "switch-llama3-70b-full-network-services-vswitch"
     svc = engine.one("nas/protocolService:ProtocolService")
     assert svc.inputs["protocolType"] == "NFS" and svc.inputs["fileSystemId"] == f"filesystem-{fs.name}"
+    assert svc.inputs["vswitchId"] == fs.inputs["vswitchId"]
+    # ForceNew throughput left to CPFS (a capacity change keeps the service); one per file system
+    assert "protocolThroughput" not in svc.inputs and svc.delete_before_replace
     target = engine.one("nas/protocolMountTarget:ProtocolMountTarget")
     assert target.inputs["protocolServiceId"] == f"ptc-{svc.name}"
     assert target.inputs["fileSystemId"] == f"filesystem-{fs.name}"
@@ -70,10 +76,10 @@ def test_no_cpfs_unless_planned(engine):
 
 def test_essd_checkpoints_live_on_standalone_protected_disks_one_per_node(engine):
     plan = multi_node_erdma_plan(nodes=3, profile={"storage": {"checkpoint": "essd"}})
-    disk = plan.storage.data_disk
-    assert disk.holds_checkpoints and not disk.delete_with_instance
+    disk = plan.storage.checkpoint_disk  # its own disk, apart from the dataset cache
+    assert disk.holds_checkpoints and not disk.delete_with_instance and not plan.storage.data_disk.holds_checkpoints
     engine.declare(plan)
-    disks = engine.of_type("ecs/ecsDisk:EcsDisk")
+    disks = [d for d in engine.of_type("ecs/ecsDisk:EcsDisk") if d.inputs["diskName"].endswith("-checkpoints")]
     assert len(disks) == 3
     for d in disks:
         assert d.protect and d.retain_on_delete
@@ -82,7 +88,8 @@ def test_essd_checkpoints_live_on_standalone_protected_disks_one_per_node(engine
             ("cloud_essd", disk.performance_level, disk.size_gib)
         assert d.inputs["zoneId"] == engine.result.zone
         assert d.inputs["tags"]["trainstack:role"] == "checkpoint"
-    attachments = engine.of_type("ecs/ecsDiskAttachment:EcsDiskAttachment")
+    attachments = [a for a in engine.of_type("ecs/ecsDiskAttachment:EcsDiskAttachment")
+                   if a.inputs["diskId"] in {f"ecsdisk-{d.name}" for d in disks}]
     assert sorted(a.inputs["diskId"] for a in attachments) == sorted(f"ecsdisk-{d.name}" for d in disks)
     assert all(a.inputs["deleteWithInstance"] is False for a in attachments)
     # no second, instance-bound copy of the checkpoint disk
@@ -99,8 +106,8 @@ def test_essd_below_the_performance_level_minimum_is_refused(engine, level, size
 
 def test_pl3_at_its_minimum_size_is_accepted(engine):
     engine.declare(_storage(single_gpu_lora_plan(), data_disk=DataDiskPlan(performance_level="PL3", size_gib=1261)))
-    (disk,) = engine.one("ecs/instance:Instance").inputs["dataDisks"]
-    assert (disk["performanceLevel"], disk["size"]) == ("PL3", 1261)
+    (disk,) = engine.of_type("ecs/ecsDisk:EcsDisk")
+    assert (disk.inputs["performanceLevel"], disk.inputs["size"]) == ("PL3", 1261)
 
 
 def test_dlc_stack_gets_only_the_bucket(engine, fake_dlc):
@@ -113,10 +120,11 @@ def test_dlc_stack_gets_only_the_bucket(engine, fake_dlc):
 def test_mount_points_are_exported_as_plain_paths(engine):
     plan = multi_node_erdma_plan()
     stack = engine.declare(plan)
-    assert plan.storage.checkpoint == "cpfs"  # the bucket holds only the heartbeats
+    assert plan.storage.checkpoint == "cpfs"  # the bucket holds the job settings and the heartbeats
+    bucket = stack.plan.storage.oss.bucket
     assert stack.outputs["mount_points"] == {
         "checkpoints": "/mnt/cpfs/checkpoints", "data_disk": "/mnt/data", "cpfs": "/mnt/cpfs",
-        "status": f"oss://{plan.storage.oss.bucket}/status/"}
+        "status": f"oss://{bucket}/status/", "job_settings": f"oss://{bucket}/job/settings.json"}
 
 
 def test_cpfs_export_address_is_looked_up_for_the_export_the_stack_creates(engine):

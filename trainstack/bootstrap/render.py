@@ -43,7 +43,10 @@ from trainstack.launchers.words import assignment, bash_array, lit
 from trainstack.plan import Plan
 
 from .compact import compact
-from .heartbeat import program_sha256, program_uri, status_uri
+from .heartbeat import (
+    NCCL_CHECK, NCCL_CHECK_KEY, needs_nccl_check, program_sha256, program_uri, status_uri,
+)
+from .heartbeat import nproc_per_node as _nproc_per_node
 from .locations import classify_code_uri, cpfs_source, shown_uri
 from .reserved import reserved_problems
 
@@ -179,11 +182,6 @@ def _flag(value: bool) -> int:
     return 1 if value else 0
 
 
-def _nproc_per_node(plan: Plan) -> int:
-    # the resolver sets it; a hand-built JobPlan that leaves the default means "one per GPU"
-    return plan.job.nproc_per_node if "nproc_per_node" in plan.job.model_fields_set else plan.gpus_per_node
-
-
 @dataclass(frozen=True)
 class _Step:
     fragment: str
@@ -309,7 +307,8 @@ class _Node:
             ("NODE_NAME", self.node_name), ("INSTANCE_TYPE", p.instance_type), ("GPU_MODEL", p.gpu_model),
             ("STATUS_URI", self.status_uri), ("HEARTBEAT_SECONDS", self.opts.heartbeat_seconds),
             ("HEARTBEAT_PROGRAM_URI", program_uri(p)), ("HEARTBEAT_SHA256", program_sha256()),
-        ]
+        ] + ([("NCCL_CHECK_URI", program_uri(p, NCCL_CHECK_KEY)), ("NCCL_CHECK_SHA256", program_sha256(NCCL_CHECK))]
+             if needs_nccl_check(p) else [])
 
     def guard_env_pairs(self) -> list[tuple[str, object]]:
         """The budget guard's inputs (settings.env; the heartbeat takes them at each job start): the
@@ -423,8 +422,6 @@ class _Node:
             _static("trainstack-launch.sh", "/usr/local/bin/trainstack-launch"),
             _static("trainstack_agent.py", "/usr/local/lib/trainstack/trainstack_agent.py"),
         ]
-        if p.nodes * self.nproc > 1:
-            files.append(_static("nccl_check.py", "/usr/local/lib/trainstack/nccl_check.py", "0644"))
         if p.spot:
             files.append(_static("spot-watcher.py", "/usr/local/lib/trainstack/spot-watcher.py"))
         return files + self.units()

@@ -105,17 +105,20 @@ grow_disks() {
 
 sha256_of() { sha256sum "$1" 2>/dev/null | cut -d' ' -f1; }
 HEARTBEAT_PROGRAM=$LIB/trainstack_heartbeat.py
-# the heartbeat program comes from the stack bucket and runs only when its sha256 is node.env's
-fetch_heartbeat_program() {
-  [ "$(sha256_of "$HEARTBEAT_PROGRAM")" = "$HEARTBEAT_SHA256" ] && return 0
-  oss "$OSS_ENDPOINT" download "$HEARTBEAT_PROGRAM_URI" "$HEARTBEAT_PROGRAM.new" || return 1
-  if [ "$(sha256_of "$HEARTBEAT_PROGRAM.new")" != "$HEARTBEAT_SHA256" ]; then
-    log "FATAL: $HEARTBEAT_PROGRAM_URI is not the heartbeat program this node was deployed with: not running it"
-    rm -f "$HEARTBEAT_PROGRAM.new"
+# fetch_program FILE URI SHA256: a program from the stack bucket's job/ prefix (read-only for the
+# nodes), kept only when its sha256 is the one node.env names (the program this node was deployed with)
+fetch_program() {
+  local file=$1 uri=$2 sha=$3
+  [ "$(sha256_of "$file")" = "$sha" ] && return 0
+  oss "$OSS_ENDPOINT" download "$uri" "$file.new" || return 1
+  if [ "$(sha256_of "$file.new")" != "$sha" ]; then
+    log "FATAL: $uri is not the ${file##*/} this node was deployed with: not running it"
+    rm -f "$file.new"
     return 1
   fi
-  mv "$HEARTBEAT_PROGRAM.new" "$HEARTBEAT_PROGRAM"
+  mv "$file.new" "$file"
 }
+fetch_heartbeat_program() { fetch_program "$HEARTBEAT_PROGRAM" "$HEARTBEAT_PROGRAM_URI" "$HEARTBEAT_SHA256"; }
 # exec the heartbeat program (OSS venv) with node.env in its environment and, of the job
 # settings, only the budget guard's (settings.env holds CODE_URI, which may carry a token)
 exec_heartbeat() {
@@ -273,6 +276,10 @@ nccl_check() {
     return 0
   fi
   log "NCCL all-reduce check across $world GPUs on $NNODES node(s)"
+  if ! fetch_program "$LIB/nccl_check.py" "${NCCL_CHECK_URI:-}" "${NCCL_CHECK_SHA256:-}"; then
+    log "FATAL: cannot fetch the NCCL check ${NCCL_CHECK_URI:-}"
+    return 1
+  fi
   (
     load_job_env # the job's NCCL settings apply to the check too
     NCCL_DEBUG=INFO TRAINSTACK_NCCL_CHECK_TIMEOUT=$NCCL_CHECK_TIMEOUT_SECONDS \
