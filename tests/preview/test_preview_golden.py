@@ -42,13 +42,18 @@ def test_diff_shows_added_nodes_cost_delta_and_policy_changes(capsys):
     assert (INSTANCE, "demo-finetune-cluster-node-1") in added
     (node0,) = [c for c in d["resources"]["changed"] if c["name"] == "demo-finetune-cluster-node-0"]
     by_path = {c["path"]: c for c in node0["changes"]}
-    # eRDMA needs the primary ENI in HighPerformance mode: ForceNew, so the node is replaced ...
-    assert node0["replace"] and node0["node"] and node0["delete_before_replace"] is False
-    assert by_path["networkInterfaceTrafficMode"]["replace"] and by_path["dataDisks[0].size"]["replace"]
+    # eRDMA needs the primary ENI in HighPerformance mode: ForceNew, so the node is replaced, deleted
+    # first (its fixed private IP is free for the new one) ...
+    assert node0["replace"] and node0["node"] and node0["delete_before_replace"] is True
+    assert by_path["networkInterfaceTrafficMode"]["replace"]
     # ... which supersedes the stop-and-resize the type change alone would have been
     assert by_path["instanceType"]["action"] == "update" and not by_path["instanceType"]["disruptive"]
-    # and the disk's new performance level alone would not have reached the cloud at all
-    assert by_path["dataDisks[0].performanceLevel"]["action"] == "no-api-call"
+    # the dataset disk is its own resource: it follows the node into the new zone (zone_id is ForceNew);
+    # its bigger size alone would be grown online
+    (disk0,) = [c for c in d["resources"]["changed"] if c["name"] == "demo-finetune-storage-data-disk-0"]
+    by_disk = {c["path"]: c for c in disk0["changes"]}
+    assert disk0["replace"] and by_disk["zoneId"]["replace"] and not by_disk["size"]["replace"]
+    assert by_disk["size"]["takes_effect"] == "disk_grown"
     assert {"path": "resources.gpus", "before": 1, "after": 16} in d["profile_changes"]
     for key in ("hourly", "total", "on_demand_hourly", "on_demand_total", "spot_hourly", "spot_total"):
         assert d["cost"][key]["delta"] > 0, key
@@ -100,7 +105,8 @@ README_START, README_END = "<!-- pr-diff-example:start -->", "<!-- pr-diff-examp
 
 
 def test_the_readme_shows_the_tools_own_pr_comment_with_a_replacement_and_a_disruptive_update(capsys):
-    """A new learning rate (job command -> user data) and a new SSH CIDR on the 70B sample."""
+    """A new learning rate (job command -> the job settings channel: the next job start, no node
+    disrupted) and a new SSH CIDR (a security group rule replaced) on the 70B sample."""
     assert main(["diff", *PR_ARGS]) == 0
     out = capsys.readouterr().out
     if os.environ.get("UPDATE_GOLDEN") == "1":
@@ -110,7 +116,8 @@ def test_the_readme_shows_the_tools_own_pr_comment_with_a_replacement_and_a_disr
         (ROOT / "README.md").write_text(f"{head}{README_START}\n{out}{README_END}{rest.split(README_END, 1)[1]}",
                                         encoding="utf-8")
     assert out == PR_GOLDEN.read_text(encoding="utf-8")
-    assert "⚠ disrupt" in out and "± replace" in out and "stops and restarts the running node" in out
+    assert "⚠ disrupt" not in out and "± replace" in out and "takes effect at the next job start" in out
+    assert "0 disruptive updates" in out and "GPU nodes replaced" not in out
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = readme.split(README_START, 1)[1].split(README_END, 1)[0]
     assert block == "\n" + out

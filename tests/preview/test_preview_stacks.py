@@ -52,7 +52,10 @@ def test_llama3_8b_lora_is_one_single_gpu_node_with_oss_checkpoints(capsys):
     assert p["spotStrategy"] == "NoSpot" and p["tags"]["trainstack:role"] == "training"
     assert p["tags"]["trainstack:zone"] == doc["summary"]["zone"]
     (bucket,) = of_type(doc, "alicloud:oss/bucket:Bucket")
-    assert bucket["protect"] and bucket["inputs"]["bucket"] == doc["plan"]["storage"]["oss"]["bucket"]
+    # the stack-unique name the program completes at deploy time (offline: the preview's stand-in account)
+    name = bucket["inputs"]["bucket"]
+    assert bucket["protect"] and name.startswith("llama3-8b-lora-") and len(name) == len("llama3-8b-lora-") + 10
+    assert name != doc["plan"]["storage"]["oss"]["bucket"] and doc["exports"]["oss_bucket"] == name
     assert of_type(doc, "alicloud:nas/fileSystem:FileSystem") == []
     assert doc["policy"] == []
 

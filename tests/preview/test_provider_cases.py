@@ -6,6 +6,12 @@ with the line of its source that says so (alicloud/... at the commit named in
 trainstack/catalog/data/provider_facts.json: release/v2, ace5bcf8777e). The expectations were read
 from the Go source, not from the generated data, so the diff is checked against something it did
 not produce. When the facts are regenerated from another commit and a line moves, re-read it.
+
+The rows state the provider's behaviour: the resource's own lifecycle options from the program
+(``ignore_changes``, ``delete_before_replace``, which the day-two program sets on GPU nodes) are
+cleared unless a row declares them, and ``seed`` puts back inputs the program no longer sets (a
+data disk declared on the instance, a protocol throughput), so each row keeps checking the fact
+that made the program change (tests/preview/test_day_two.py checks the program itself).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ class Case:
     ignore_changes: tuple[str, ...] = ()
     replace_on_changes: tuple[str, ...] = ()
     delete_before_replace: Optional[bool] = None
+    seed: Optional[dict] = None  # inputs on both sides the program no longer sets
 
 
 CASES = [
@@ -69,9 +76,12 @@ CASES = [
     Case("queue-pairs-replace", "llama3-70b-full", INSTANCE, "queuePairNumber", 16.0, True, False, "replace",
          (f"{I}:220",), "queue_pair_number is ForceNew"),
     Case("data-disk-size-replaces", "llama3-8b-lora", INSTANCE, "dataDisks[0].size", 400.0, True, False, "replace",
-         (f"{I}:245",), "data_disks.size is ForceNew"),
+         (f"{I}:245",), "data_disks.size is ForceNew", seed={"dataDisks": [{"category": "cloud_essd", "performanceLevel": "PL1", "size": 200.0, "encrypted": True,
+                               "deleteWithInstance": True}]}),
     Case("data-disk-level-is-stored-only", "llama3-8b-lora", INSTANCE, "dataDisks[0].performanceLevel", "PL2", False,
-         False, "no-api-call", (f"{I}:289",), "data_disks.performance_level: not ForceNew, no HasChange(data_disks)"),
+         False, "no-api-call", (f"{I}:289",), "data_disks.performance_level: not ForceNew, no HasChange(data_disks)",
+         seed={"dataDisks": [{"category": "cloud_essd", "performanceLevel": "PL1", "size": 200.0, "encrypted": True,
+                               "deleteWithInstance": True}]}),
     Case("secondary-eri-vswitch-replaces", "llama3-70b-full", INSTANCE, "networkInterfaces.vswitchId", "vsw-other",
          True, False, "replace", (f"{I}:325",), "network_interfaces.vswitch_id is ForceNew"),
     Case("spot-strategy-replaces", "llama3-8b-lora", INSTANCE, "spotStrategy", "SpotAsPriceGo", True, False, "replace",
@@ -91,10 +101,12 @@ CASES = [
     Case("declared-replace-on-changes", "llama3-8b-lora", INSTANCE, "tags.team", "vision", True, False, "replace",
          (), "the program lists tags in replace_on_changes", replace_on_changes=("tags",)),
     Case("declared-delete-before-replace", "llama3-8b-lora", INSTANCE, "dataDisks[0].size", 400.0, True, False,
-         "replace", (f"{I}:245",), "ForceNew, and the program asks to delete first", delete_before_replace=True),
+         "replace", (f"{I}:245",), "ForceNew, and the program asks to delete first", delete_before_replace=True,
+         seed={"dataDisks": [{"category": "cloud_essd", "performanceLevel": "PL1", "size": 200.0, "encrypted": True,
+                               "deleteWithInstance": True}]}),
     Case("cpfs-throughput-replaces-the-protocol-service", "llama3-70b-full", "alicloud:nas/protocolService:ProtocolService",
          "protocolThroughput", 1200.0, True, False, "replace", ("alicloud/resource_alicloud_nas_protocol_service.go:57",),
-         "protocol_throughput is ForceNew"),
+         "protocol_throughput is ForceNew", seed={"protocolThroughput": 600.0}),
     Case("cpfs-capacity-grows-in-place", "llama3-70b-full", "alicloud:nas/fileSystem:FileSystem", "capacity", 7200.0,
          False, False, "update", ("alicloud/resource_alicloud_nas_file_system.go:735",), "HasChange(\"capacity\")"),
     Case("vswitch-cidr-replaces", "llama3-8b-lora", "alicloud:vpc/switch:Switch", "cidrBlock", "10.0.16.0/20", True,
@@ -169,10 +181,11 @@ def run_case(case: Case) -> dict:
     base = copy.deepcopy(_resource(plan, case.type, kind))
     provider = copy.deepcopy(next(r for r in plan["resources"] if r["type"].startswith("pulumi:providers:")))
     # options the program declares on both sides (the pull request changes only the input)
-    base["ignore_changes"] = list(base["ignore_changes"]) + list(case.ignore_changes)
+    base["ignore_changes"] = list(case.ignore_changes)
     base["replace_on_changes"] = list(case.replace_on_changes)
-    if case.delete_before_replace is not None:
-        base["delete_before_replace"] = case.delete_before_replace
+    if not base["type"].startswith("pulumi-python:"):  # a dynamic provider's own diff decides for it
+        base["delete_before_replace"] = bool(case.delete_before_replace)
+    base["inputs"].update(copy.deepcopy(case.seed or {}))
     head, head_provider = copy.deepcopy(base), copy.deepcopy(provider)
     _set(head["inputs"], case.path, case.after)
     if case.provider_features:

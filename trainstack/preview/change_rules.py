@@ -36,9 +36,13 @@ NODE_TEMPLATES = frozenset({"alicloud:ess/scalingConfiguration:ScalingConfigurat
 #: The job settings channel (trainstack.bootstrap.render; the key of OssPlan.job_settings_key) and the
 #: node tag that carries its digest (trainstack.tags.JOB_SETTINGS).
 JOB_SETTINGS_PREFIX = "job/"
+#: The job settings document; the other objects under job/ are node programs (the heartbeat, the NCCL
+#: check), whose sha256 each node keeps from its creation: only nodes created later run a new one.
+JOB_SETTINGS_KEY = f"{JOB_SETTINGS_PREFIX}settings.json"
 JOB_SETTINGS_TAG_PATH = "tags.trainstack:job-settings"
 WHEN = {"now": "now", "replace": "when the resource is replaced",
         "next_job_start": "at the next job start (the launcher reads and verifies the job settings)",
+        "disk_grown": "now (ResizeDisk online); the filesystem grows at the next job start",
         "new_nodes_only": "only on nodes created later", "never": "never (stored only)", "unknown": "unknown"}
 #: Effects that interrupt a running node (``next_instance_only`` does not: it is worth saying, not alarming).
 DISRUPTIVE_EFFECTS = frozenset({"restart", "stop", "wipe", "detach"})
@@ -160,8 +164,12 @@ def _dynamic(facts: ProviderFacts, entry: dict, path: str) -> Verdict:
 
 
 def is_job_settings(entry: dict) -> bool:
-    return entry["type"] == BUCKET_OBJECT and str((entry.get("inputs") or {}).get("key", "")).startswith(
-        JOB_SETTINGS_PREFIX)
+    return entry["type"] == BUCKET_OBJECT and (entry.get("inputs") or {}).get("key") == JOB_SETTINGS_KEY
+
+
+def is_node_program(entry: dict) -> bool:
+    key = str((entry.get("inputs") or {}).get("key", ""))
+    return entry["type"] == BUCKET_OBJECT and key.startswith(JOB_SETTINGS_PREFIX) and key != JOB_SETTINGS_KEY
 
 
 def takes_effect(entry: dict, path: str, verdict: Verdict) -> str:
@@ -172,12 +180,12 @@ def takes_effect(entry: dict, path: str, verdict: Verdict) -> str:
         return "never"
     if verdict.action == "unknown":
         return "unknown"
-    if verdict.effect == "next_instance_only" or entry["type"] in NODE_TEMPLATES:
+    if verdict.effect == "next_instance_only" or entry["type"] in NODE_TEMPLATES or is_node_program(entry):
         return "new_nodes_only"
     if is_job_settings(entry) or (entry["type"] == INSTANCE and path == JOB_SETTINGS_TAG_PATH):
         return "next_job_start"
     if entry["type"] in DISKS and normalize(path) == "size":
-        return "next_job_start"  # ResizeDisk online now; the launcher grows the filesystem at the next job start
+        return "disk_grown"  # ResizeDisk online now; the launcher grows the filesystem at the next job start
     return "now"
 
 

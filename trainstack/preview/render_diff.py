@@ -159,7 +159,7 @@ def _brief_change(c: dict) -> str:
 def _change_text(c: dict) -> str:
     text = f"{_code(c['path'])}: {_code(c['before'])} → {_code(c['after'])}"
     when = c.get("takes_effect")
-    if when in ("next_job_start", "new_nodes_only"):
+    if when in ("next_job_start", "new_nodes_only", "disk_grown"):
         text += f" *takes effect {WHEN[when]}*"
     if c.get("replace"):
         return text + f" **forces replacement** ({md_escape(c['reason'])})"
