@@ -204,9 +204,14 @@ def checkpoint_disks_planned(plan: Plan) -> bool:
 
 
 def _spot_pool(plan: Plan) -> list[Optional[Problem]]:
+    path = "resources.self_healing"
+    if plan.self_healing and plan.target == "ecs" and plan.nodes > 1:
+        return [Problem(path=path, given=True, has_given=True, allowed="false, or resources.max_nodes: 1",
+                        message=f"self-healing replaces a reclaimed node of a 1-node plan only; the chosen plan has "
+                                f"{plan.nodes} nodes, and trainstack cannot yet replace one node of a multi-node "
+                                f"torchrun cluster (its ranks have fixed private IPs) [issue 23]")]
     if plan.spot_pool is None:
         return []
-    path = "resources.self_healing"
     if not plan.spot or plan.spot_strategy != "SpotWithPriceLimit" or plan.nodes != 1:
         return [Problem(path=path, message="a self-healing spot pool needs 1 spot node with a price limit")]
     if checkpoint_disks_planned(plan):

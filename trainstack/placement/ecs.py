@@ -125,7 +125,7 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
             spot_hourly_cny=_times(quote.spot_cny_per_hour, best.nodes)),
         storage=storage, network=network, image=image, job=job_plan(profile, best.gpus_per_node, gpus, pick.layout),
         parallelism=parallelism_plan(profile, pick),
-        spot_pool=spot_pool, tags=dict(profile.tags), labels=tuple(dict.fromkeys(labels)), reasons=tuple(reasons),
+        spot_pool=spot_pool, self_healing=profile.resources.self_healing, tags=dict(profile.tags), labels=tuple(dict.fromkeys(labels)), reasons=tuple(reasons),
         alternatives=tuple(alternatives), rejected=tuple(rejected), catalog_date=catalog.newest_price_date,
         prices=provenance(catalog, quote, zone=best.zone, spot=best.spot))
 
