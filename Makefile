@@ -27,8 +27,11 @@ venv: $(STAMP)
 plan: $(STAMP)
 	$(BIN)/python -m trainstack plan --stack $(STACK) --format $(FORMAT)
 
+# TEST_WORKERS: pytest-xdist workers (auto: one per core; 0 runs in this process)
+TEST_WORKERS ?= auto
+
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 # The launchers for real (PyTorch, Accelerate, DeepSpeed in their own venv; not part of `make test`):
 # the tools' own parsers read every rendered command line, and a 2-node plan runs as two local

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from .. import sizing
-from ..sizing import calibration_overlay
+from .. import calibration_overlay
 from ..catalog import Catalog, load_catalog
 from ..layout import plan_image, plan_network, plan_spot_pool, plan_storage
 from ..plan import Candidate, EstimateSummary, JobPlan, ParallelismPlan, Plan, Rejection, spot_price_limit
