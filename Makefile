@@ -50,7 +50,7 @@ test-launch: $(LAUNCH_STAMP)
 	TRAINSTACK_LAUNCH_TESTS=1 $(LAUNCH_VENV)/bin/python -m pytest tests/launch
 
 fuzz: $(STAMP)
-	TRAINSTACK_FUZZ_EXAMPLES=5000 $(BIN)/python -m pytest tests/fuzz -q
+	TRAINSTACK_FUZZ_EXAMPLES=3000 $(BIN)/python -m pytest tests/fuzz -q -n $(TEST_WORKERS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/estimator_accuracy.py
