@@ -27,8 +27,11 @@ venv: $(STAMP)
 plan: $(STAMP)
 	$(BIN)/python -m trainstack plan --stack $(STACK) --format $(FORMAT)
 
+# TEST_WORKERS: pytest-xdist workers (auto: one per core; 0 runs in this process)
+TEST_WORKERS ?= auto
+
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 # The launchers for real (PyTorch, Accelerate, DeepSpeed in their own venv; not part of `make test`):
 # the tools' own parsers read every rendered command line, and a 2-node plan runs as two local
@@ -47,7 +50,7 @@ test-launch: $(LAUNCH_STAMP)
 	TRAINSTACK_LAUNCH_TESTS=1 $(LAUNCH_VENV)/bin/python -m pytest tests/launch
 
 fuzz: $(STAMP)
-	TRAINSTACK_FUZZ_EXAMPLES=5000 $(BIN)/python -m pytest tests/fuzz -q
+	TRAINSTACK_FUZZ_EXAMPLES=3000 $(BIN)/python -m pytest tests/fuzz -q -n $(TEST_WORKERS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/estimator_accuracy.py

@@ -405,6 +405,8 @@ class Plan(_Frozen):
     dlc: Optional[DlcPlan] = None
     spot_pool: Optional[SpotPoolPlan] = Field(
         None, description="Self-healing spot pool (ESS) instead of plain instances; 1-node spot plans only")
+    self_healing: bool = Field(False, description="The profile asks for self-healing (resources.self_healing); "
+                                                  "the rule book refuses it on a multi-node plan")
     tags: dict[str, str] = Field(default_factory=dict)
     labels: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()

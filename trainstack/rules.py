@@ -18,8 +18,10 @@ Components only translate a checked Plan into resources.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import replace
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 import ipaddress
 import re
@@ -247,9 +249,14 @@ def checkpoint_disks_planned(plan: Plan) -> bool:
 
 
 def _spot_pool(plan: Plan) -> list[Optional[Problem]]:
+    path = "resources.self_healing"
+    if plan.self_healing and plan.target == "ecs" and plan.nodes > 1:
+        return [Problem(path=path, given=True, has_given=True, allowed="false, or resources.max_nodes: 1",
+                        message=f"self-healing replaces a reclaimed node of a 1-node plan only; the chosen plan has "
+                                f"{plan.nodes} nodes, and trainstack cannot yet replace one node of a multi-node "
+                                f"torchrun cluster (its ranks have fixed private IPs) [issue 23]")]
     if plan.spot_pool is None:
         return []
-    path = "resources.self_healing"
     if not plan.spot or plan.spot_strategy != "SpotWithPriceLimit" or plan.nodes != 1:
         return [Problem(path=path, message="a self-healing spot pool needs 1 spot node with a price limit")]
     if checkpoint_disks_planned(plan):
@@ -444,10 +451,36 @@ def check_plan(plan: Plan, file: Optional[str] = None) -> Plan:
 
 # ---- both ------------------------------------------------------------------------------------
 
+_reuse_lock = threading.Lock()
+_reused: Optional[dict[tuple, tuple[Catalog, Plan]]] = None
+
+
+@contextlib.contextmanager
+def reusing_plans() -> Iterator[None]:
+    """Within the block, :func:`planned` of the same profile, catalog and file is computed once.
+    ``trainstack plan`` plans the profile, then records the real Pulumi program, which plans it
+    again in its own thread: same inputs in one command, so the same checked Plan (frozen)."""
+    global _reused
+    with _reuse_lock:
+        outer, _reused = _reused, (_reused if _reused is not None else {})
+    try:
+        yield
+    finally:
+        with _reuse_lock:
+            _reused = outer
+
+
 def planned(profile: TrainingProfile, catalog: Optional[Catalog] = None, file: Optional[str] = None) -> Plan:
     """The checked Plan: profile rules, resolution (InfeasibleError, exit 3), plan rules."""
     from .placement import resolve
 
     catalog = catalog or load_catalog()
+    memo = _reused
+    key = (profile.model_dump_json(), id(catalog), file) if memo is not None else None
+    if memo is not None and key in memo:
+        return memo[key][1]
     check_profile(profile, catalog, file)
-    return check_plan(resolve(profile, catalog), file)
+    plan = check_plan(resolve(profile, catalog), file)
+    if memo is not None:
+        memo[key] = (catalog, plan)  # the catalog is kept so its id is not reused
+    return plan

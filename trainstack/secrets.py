@@ -87,6 +87,9 @@ class Shape:
     #: also replaced in machine-made output (plan documents); False for shapes that ordinary
     #: machine data can take (a 30-character run of letters and digits inside base64)
     in_output: bool = True
+    #: lower-case literals one of which every match contains: text holding none of them is not
+    #: searched (a fast substring test first; plan documents carry long base64 user data)
+    hints: tuple[str, ...] = ()
 
 
 def _mixed(token: str) -> bool:
@@ -96,22 +99,29 @@ def _mixed(token: str) -> bool:
 _B = r"(?<![0-9A-Za-z])"   # a token starts here
 _E = r"(?![0-9A-Za-z])"    # a token ends here
 SHAPES: tuple[Shape, ...] = (
-    Shape("an Alibaba Cloud AccessKey ID", re.compile(_B + r"(?i:LTAI)[0-9A-Za-z]{8,30}" + _E)),
-    Shape("an Alibaba Cloud STS security token", re.compile(_B + r"CAIS[0-9A-Za-z+/=_-]{20,}")),
-    Shape("an AWS access key ID", re.compile(_B + r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}" + _E)),
-    Shape("a GitHub token", re.compile(_B + r"(?:gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{22,255})" + _E)),
-    Shape("a GitLab token", re.compile(_B + r"gl(?:pat|dt|ptt|rt|cbt|oas)-[A-Za-z0-9_-]{20,}")),
-    Shape("an API key (sk-...)", re.compile(_B + r"sk-(?:proj-|svcacct-|admin-|ant-[a-z0-9]+-)?[A-Za-z0-9_-]{20,}")),
-    Shape("a Hugging Face token", re.compile(_B + r"hf_[A-Za-z0-9]{20,}" + _E)),
-    Shape("a JSON Web Token", re.compile(r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*")),
-    Shape("a bearer token", re.compile(r"(?i:\bbearer)\s+[A-Za-z0-9._~+/-]{8,}=*")),
-    Shape("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")),
+    Shape("an Alibaba Cloud AccessKey ID", re.compile(_B + r"(?i:LTAI)[0-9A-Za-z]{8,30}" + _E), hints=("ltai",)),
+    Shape("an Alibaba Cloud STS security token", re.compile(_B + r"CAIS[0-9A-Za-z+/=_-]{20,}"), hints=("cais",)),
+    Shape("an AWS access key ID", re.compile(_B + r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}" + _E),
+          hints=("akia", "asia", "abia", "acca", "a3t")),
+    Shape("a GitHub token", re.compile(_B + r"(?:gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{22,255})" + _E),
+          hints=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+    Shape("a GitLab token", re.compile(_B + r"gl(?:pat|dt|ptt|rt|cbt|oas)-[A-Za-z0-9_-]{20,}"),
+          hints=("glpat-", "gldt-", "glptt-", "glrt-", "glcbt-", "gloas-")),
+    Shape("an API key (sk-...)", re.compile(_B + r"sk-(?:proj-|svcacct-|admin-|ant-[a-z0-9]+-)?[A-Za-z0-9_-]{20,}"),
+          hints=("sk-",)),
+    Shape("a Hugging Face token", re.compile(_B + r"hf_[A-Za-z0-9]{20,}" + _E), hints=("hf_",)),
+    Shape("a JSON Web Token", re.compile(r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*"), hints=("eyj",)),
+    Shape("a bearer token", re.compile(r"(?i:\bbearer)\s+[A-Za-z0-9._~+/-]{8,}=*"), hints=("bearer",)),
+    Shape("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"), hints=("-----begin",)),
     Shape("credentials in a URI (user:password@)",
-          re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@?#]+:[^/\s@?#]+@")),
+          # the scheme starts a token: without the look-behind a long run of scheme characters (base64
+          # user data) is tried from each of its positions, quadratic in its length
+          re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@?#]+:[^/\s@?#]+@"), hints=("://",)),
     Shape("a signed URL (credentials in the query string)",
           re.compile(r"(?i)[?&](?:signature|sig|x-oss-signature|x-oss-credential|x-oss-security-token|"
                      r"x-amz-signature|x-amz-credential|x-amz-security-token|security-?token|"
-                     r"ossaccesskeyid|accesskeyid|access_?token|auth_?token|password|api_?key)=[^&#\s]+")),
+                     r"ossaccesskeyid|accesskeyid|access_?token|auth_?token|password|api_?key)=[^&#\s]+"),
+          hints=("?", "&")),
     Shape("an Alibaba Cloud AccessKey secret", re.compile(_B + r"[0-9A-Za-z]{30}" + _E), in_output=False),
 )
 _ALI_SECRET = SHAPES[-1]
@@ -125,8 +135,11 @@ _ASSIGN = re.compile(r"(?:^|[\s;&|(`])([A-Za-z_][A-Za-z0-9_]*)=([^\s;&|)]+)")
 
 def _shape_hits(text: str, output: bool = False) -> Iterator[tuple[str, str]]:
     """``(kind, matched text)`` for each credential shape in ``text``."""
+    low = text.lower()
     for shape in SHAPES:
         if output and not shape.in_output:
+            continue
+        if shape.hints and not any(h in low for h in shape.hints):
             continue
         for m in shape.pattern.finditer(text):
             if shape is _ALI_SECRET and not _mixed(m.group(0)):

@@ -19,9 +19,22 @@ from trainstack.errors import CloudApiError  # noqa: E402
 BUCKET = "llama3-8b-lora-ckpt-7e5d8a"
 
 
+def _env_keys(monkeypatch) -> None:
+    """Keys in the environment, as a user sets them before running trainstack. alibabacloud-credentials
+    copies the variables when it is first imported (utils.auth_util), so an earlier test's import
+    would hide them: the copy is patched too."""
+    from alibabacloud_credentials.utils import auth_util
+
+    for name, attr, value in (("ALIBABA_CLOUD_ACCESS_KEY_ID", "environment_access_key_id", "LTAI-test"),
+                              ("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "environment_access_key_secret", "test-secret")):
+        monkeypatch.setenv(name, value)
+        monkeypatch.setattr(auth_util, attr, value)
+    monkeypatch.delenv("ALIBABA_CLOUD_SECURITY_TOKEN", raising=False)
+    monkeypatch.setattr(auth_util, "environment_security_token", None)
+
+
 def test_heartbeats_are_listed_page_by_page_and_read_with_the_sdk(tmp_path, monkeypatch):
-    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "LTAI-test")
-    monkeypatch.setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "test-secret")
+    _env_keys(monkeypatch)
     backing = DirStore(tmp_path / "oss")
     for node in range(3):
         backing.write(BUCKET, f"status/llama3-8b-lora-node-{node}/heartbeat.json", b'{"node": %d}' % node)

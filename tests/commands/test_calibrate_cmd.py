@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from trainstack import cli
-from trainstack.sizing import calibration_overlay as cal
+from trainstack import calibration_overlay as cal
 
 ROOT = Path(__file__).resolve().parents[2]
 HEARTBEATS = ROOT / "tests" / "data" / "heartbeats"

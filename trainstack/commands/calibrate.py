@@ -103,7 +103,7 @@ def calibrate(profile: Any, plan: Any, beats: list, now: Optional[float] = None)
     """The overlay entry for this run (not written), the entry it replaces, and the comparison."""
     from ..catalog import load_catalog
     from ..placement.engine import shipped_speed
-    from ..sizing import calibration_overlay as cal
+    from .. import calibration_overlay as cal
     from ..sizing import memory_estimate
 
     lead, measured = measurement(profile, plan, beats)
@@ -152,7 +152,7 @@ def calibrate(profile: Any, plan: Any, beats: list, now: Optional[float] = None)
 
 
 def run(args) -> int:
-    from ..sizing import calibration_overlay as cal
+    from .. import calibration_overlay as cal
     from ._run_source import load_run
 
     profile, plan, _ = load_run(args.profile, args.stack, "calibrate")

@@ -107,7 +107,7 @@ def _check_world(profile: TrainingProfile, count: int) -> None:
 def with_calibration(profile: TrainingProfile, est: Estimate, gpus: list[GpuModel], margin: float):
     """``est`` with the calibration overlay's entries for this workload applied per GPU model (their
     speed; their fit, and the memory itself when one GPU is asked for), and the entries used."""
-    from ..sizing import calibration_overlay as cal
+    from .. import calibration_overlay as cal
     from ..sizing.estimate import gpu_fit
 
     overlay, used = cal.load_overlay(), []

@@ -23,6 +23,7 @@ from ..errors import Problem
 from .base import Command, problem
 from .options import Option, Scan, data, facts, scan
 from .topology import Degrees
+from .torchrun_words import torchrun_words
 
 #: degrees a command must carry when the plan's is > 1
 CARRIED = ("tensor", "pipeline", "context")
@@ -39,9 +40,7 @@ def _facts() -> dict:
 
 
 def _torchrun_program(cmd: Command) -> tuple[str, ...]:
-    from .torchrun import _words
-
-    words, _ = _words(cmd)
+    words, _ = torchrun_words(cmd)
     if words is None:
         return ()
     found = scan(words, facts("torchrun"))

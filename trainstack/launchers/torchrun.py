@@ -18,46 +18,19 @@ from .base import Command, Context, Launch, problem
 from . import parallel
 from .managed import Forbidden, option_words, split_options
 from .options import facts, scan
+from .torchrun_words import torchrun_words
 from .words import Word, lit
 
 ROLES = {"--nnodes": "nnodes", "--nproc-per-node": "nproc", "--node-rank": "node_rank",
          "--master-addr": "master_addr", "--master-port": "master_port", "--rdzv-backend": "rdzv_backend",
          "--rdzv-endpoint": "endpoint", "--standalone": "standalone"}
 FORBIDDEN: dict[str, Forbidden] = {}
-#: python's own options that take a value (the rest take none); ``python -c`` cannot be launched
-PYTHON_WITH_VALUE = {"-W", "-X", "-Q"}
-
-
-def _python_program(args: tuple[str, ...]) -> tuple[Optional[tuple[str, ...]], list[Problem]]:
-    """``python [opts] script ARGS`` -> (torchrun's words for it, problems)."""
-    i = 0
-    while i < len(args) and args[i].startswith("-") and args[i] != "-":
-        opt = args[i]
-        if opt == "-m":
-            if i + 1 >= len(args):
-                return None, [problem("`python -m` names no module", "name the module: python -m pkg.train")]
-            return ("-m", *args[i + 1:]), []
-        if opt.startswith("-c"):
-            return None, [problem("`python -c` cannot be launched on every GPU", "put the code in a script")]
-        i += 2 if opt in PYTHON_WITH_VALUE else 1
-    if i >= len(args):
-        return None, [problem("the command runs python without a script", "name the training script")]
-    return args[i:], []
-
-
-def _words(cmd: Command) -> tuple[Optional[tuple[str, ...]], list[Problem]]:
-    """The words after the torchrun-like head (for python: the equivalent torchrun words)."""
-    if cmd.tool == "python":
-        return _python_program(cmd.args)
-    return cmd.args, []
-
-
 def _label(cmd: Command) -> str:
     return "tune run" if cmd.tool == "tune" else "torchrun"
 
 
 def check(cmd: Command, ctx: Context) -> list[Problem]:
-    words, problems = _words(cmd)
+    words, problems = torchrun_words(cmd)
     if words is None:
         return problems
     found = scan(words, facts("torchrun"))
@@ -77,7 +50,7 @@ def render(cmd: Command, ctx: Context, rank: Optional[int]) -> Launch:
     topo = ctx.topology
     assert topo is not None
     node = ctx.values(rank)
-    words, _ = _words(cmd)
+    words, _ = torchrun_words(cmd)
     assert words is not None
     found = scan(words, facts("torchrun"))
     _, kept = split_options(found, ROLES, FORBIDDEN, ctx, _label(cmd))

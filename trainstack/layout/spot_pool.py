@@ -24,9 +24,8 @@ def plan_spot_pool(profile: TrainingProfile, nodes: int, spot: bool,
         return None, []
     if not spot:
         return None, ["self-healing not applied: the chosen plan is on-demand (nothing to replace on reclaim)"]
-    if nodes > 1:
-        return None, [f"self-healing not applied: {nodes} nodes form a torchrun cluster with fixed private IPs; "
-                      "a replacement node would get a new IP, so plain spot instances are used"]
+    if nodes > 1:  # the rule book refuses this plan (trainstack.rules): never silently ignored
+        return None, []
     if price_limit is None:
         return None, ["self-healing not applied: the spot plan has no price limit"]
     compensate = profile.resources.spot == "allow"

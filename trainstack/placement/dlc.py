@@ -27,7 +27,7 @@ from typing import Optional
 
 from .. import sizing
 from ..catalog import Catalog, GpuModel, InstanceFamily, InstanceType, PriceQuote, ResolvedInstance, dlc_facts
-from ..sizing import calibration_overlay
+from .. import calibration_overlay
 from ..catalog.limits import service_limits
 from ..errors import InfeasibleError, InputError, Problem, did_you_mean
 from ..layout import ERDMA_NCCL_ENV, bucket_name, plan_image, plan_network, plan_storage

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from .. import sizing
-from ..sizing import calibration_overlay
+from .. import calibration_overlay
 from ..catalog import Catalog, load_catalog
 from ..layout import plan_image, plan_network, plan_spot_pool, plan_storage
 from ..plan import Candidate, EstimateSummary, JobPlan, ParallelismPlan, Plan, Rejection, spot_price_limit
@@ -132,7 +132,7 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
             spot_hourly_cny=_times(quote.spot_cny_per_hour, best.nodes)),
         storage=storage, network=network, image=image, job=job_plan(profile, best.gpus_per_node, gpus, pick.layout),
         parallelism=parallelism_plan(profile, pick),
-        spot_pool=spot_pool, tags=dict(profile.tags), labels=tuple(dict.fromkeys(labels)), reasons=tuple(reasons),
+        spot_pool=spot_pool, self_healing=profile.resources.self_healing, tags=dict(profile.tags), labels=tuple(dict.fromkeys(labels)), reasons=tuple(reasons),
         alternatives=tuple(alternatives), rejected=tuple(rejected), catalog_date=catalog.newest_price_date,
         prices=provenance(catalog, quote, zone=best.zone, spot=best.spot))
 

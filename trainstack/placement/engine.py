@@ -27,7 +27,7 @@ from typing import Iterable, Literal, Optional
 from .. import sizing
 from ..catalog import TRAINING_RDMA, Catalog, PriceQuote, ResolvedInstance
 from ..plan import Candidate, LayoutOption, ParallelLayout, Plan, Rejection
-from ..sizing import calibration_overlay
+from .. import calibration_overlay
 from ..profile import TrainingProfile
 from ..reasons import Reason, ReasonCode, reason
 from ..sizing.frameworks import searchable_degrees

@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 from ..dlc_job import KIND as DLC_KIND
 from ..errors import InputError, TrainstackError
 from ..plan import Plan
+from ..rules import reusing_plans
 from ..stack_config import plan_for_config, trusted_profile
 from .cloud import FAKE_IMAGE_ID, OfflineCloud
 from .engine import RecordedResource, Recording, record_program
@@ -42,7 +43,7 @@ def plan_source(source: Source, project: Project, *, policy_runner: Optional[Pol
         raise InputError(f"{source.label} is a saved plan; `plan` needs a profile or a stack")
     # a profile named on the command line may live anywhere; stack config stays confined to stacks/
     trust = trusted_profile(source.path) if source.kind == "profile" else contextlib.nullcontext()
-    with trust:
+    with trust, reusing_plans():
         plan = resolve_config(config, project, secret_keys)
         profile = config_profile(config, project)
         stack = stack or plan.name

@@ -8,8 +8,10 @@ stack's default. Each default says where it comes from. ``hf`` is what the H200 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..profile import TrainingSpec
+if TYPE_CHECKING:  # annotations only: the profile validator calls into this module (no import circle)
+    from ..profile import TrainingSpec
 
 
 @dataclass(frozen=True)

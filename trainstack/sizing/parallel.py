@@ -25,10 +25,12 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..models import Architecture
-from ..profile import TrainingSpec
+
+if TYPE_CHECKING:  # annotations only: the profile validator calls into this module (no import circle)
+    from ..profile import TrainingSpec
 
 #: Degrees a layout has, by the profile field that sets them.
 DEGREE_FIELDS = {"tensor": "tensor_parallel", "pipeline": "pipeline_parallel", "context": "context_parallel",

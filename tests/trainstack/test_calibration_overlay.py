@@ -11,7 +11,7 @@ from plan_factory import profile_for
 from trainstack import sizing
 from trainstack.catalog import load_catalog
 from trainstack.errors import InputError
-from trainstack.sizing import calibration_overlay as cal
+from trainstack import calibration_overlay as cal
 
 
 def entry(profile, gpu="A10", speed=1.2, memory=1.1) -> cal.OverlayEntry:

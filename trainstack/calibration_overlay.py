@@ -28,11 +28,11 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..architecture import Architecture
-from ..errors import InputError, Problem
-from ..profile import TrainingSpec
-from .memory import MemoryEstimate
-from .throughput import ThroughputEstimate
+from .architecture import Architecture
+from .errors import InputError, Problem
+from .profile import TrainingSpec
+from .sizing.memory import MemoryEstimate
+from .sizing.throughput import ThroughputEstimate
 
 SCHEMA_VERSION = 1
 ENV = "TRAINSTACK_CALIBRATION"
@@ -178,7 +178,7 @@ def _refuse(name: str) -> float:
 
 
 def write_overlay(overlay: CalibrationOverlay, path: Path) -> None:
-    from ..fsutil import atomic_write_text
+    from .outputs import atomic_write_text
 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(overlay.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
