@@ -108,8 +108,12 @@ def _tags(p):
     p["tags"]["cost-center"] = "ml-4711"
 
 
+def _deadline(p):
+    p["resources"]["deadline_hours"] = 400  # later than any sample needs: the placement stays
+
+
 ROUTINE = {"dataset_gib": _dataset, "job.command": _command, "job.env": _env, "training.tokens": _tokens,
-           "tags": _tags}
+           "tags": _tags, "resources.deadline_hours": _deadline}
 
 
 @pytest.mark.parametrize("edit", sorted(ROUTINE))

@@ -40,6 +40,19 @@ def test_fixed_ip_nodes_are_replaced_delete_before_replace(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_what_trainstack_picked_is_ignored_after_creation_and_what_the_profile_states_is_managed(name):
+    """User data (cloud-init runs it once), the image from a family lookup and a derived spot bid."""
+    doc = sample_plans.plan(name)
+    plan = doc["plan"]
+    for node in of_type(doc, INSTANCE):
+        ignored = set(node["ignore_changes"])
+        assert {"userData", "status"} <= ignored
+        assert ("imageId" in ignored) == (not plan["image"].get("image_id"))
+        assert ("spotPriceLimit" in ignored) == (plan.get("spot_strategy") == "SpotWithPriceLimit"
+                                                and plan.get("spot_price_limit_source") != "profile")
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_jumbo_frames_only_on_sourced_families_and_the_documented_mtu(name):
     doc = sample_plans.plan(name)
     plan = doc["plan"]

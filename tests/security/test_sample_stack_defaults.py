@@ -77,6 +77,11 @@ def test_checkpoint_storage_is_encrypted_versioned_private_and_protected(stack_p
         i = b["inputs"]
         assert i["serverSideEncryptionRule"]["sseAlgorithm"] in ("AES256", "KMS")
         assert i["versioning"]["status"] == "Enabled"
+        if i["tags"]["trainstack:role"] != "checkpoint":
+            # the stack bucket of a plan with checkpoints on CPFS or ESSD holds only the job settings and
+            # the heartbeats: deleted with the stack (docs/day-two.md, components/storage.py)
+            assert profile.storage.checkpoint != "oss" and i["forceDestroy"] and not b["protect"]
+            continue
         assert not i.get("forceDestroy")
         assert b["protect"] is profile.storage.retain_on_destroy and b["retain_on_delete"] is profile.storage.retain_on_destroy
     for acl in of(doc, "oss/bucketAcl:BucketAcl"):
@@ -93,8 +98,10 @@ def test_node_role_is_least_privilege(stack_plan):
         statements = json.loads(pol["inputs"]["policyDocument"])["Statement"]
         for st in statements:
             resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
-            assert "*" not in resources, pol["name"]
             actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+            # the one exception: a node reads its own job-settings tag, and ListTagResources has no
+            # resource-level authorization (ECS-TAGLIST, ecs.list_tag_resources.resource_level_authorization)
+            assert "*" not in resources or actions == ["ecs:ListTagResources"], pol["name"]
             assert not any(a.endswith(":*") or a == "*" for a in actions), pol["name"]
 
 

@@ -59,7 +59,8 @@ def test_70b_full_needs_several_nvlink_rdma_nodes_with_zero3():
     assert plan.nodes >= 2
     assert inst.multi_gpu_training_ok and inst.rdma in ("erdma", "roce")
     assert plan.network.rdma == inst.rdma and plan.network.nccl_env.get("NCCL_IB_HCA") == "erdma"
-    assert plan.network.mtu == 8500
+    # ebmgn7ex has no sourced jumbo-frame fact: the eRDMA GPU page's MTU without jumbo frames [ERDMA-GPU]
+    assert plan.network.mtu == 1400 and not plan.network.jumbo_frames
     assert plan.estimate.memory_margin_gib > 0
 
 
