@@ -6,6 +6,7 @@ compare with come from tests/plan_factory.py, which resolves the same profiles.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
 
@@ -13,6 +14,7 @@ import pytest
 
 import plan_factory as F
 import trainstack.placement as placement
+import trainstack.preview.planner as planner
 from trainstack.cli import main
 from trainstack.errors import InfeasibleError
 from trainstack.preview.planner import plan_source
@@ -155,8 +157,10 @@ def test_profile_and_stack_together_is_exit_2(factory_plans, capsys):
 def test_infeasible_inside_the_program_is_exit_3_not_a_traceback(monkeypatch, capsys, tmp_path):
     """The planner's own resolve succeeds; the program's raises. The error crosses the Pulumi
     runtime (``__main__`` re-raises it as a pulumi.RunError) and still exits 3 with suggestions,
-    and ``--out`` leaves no file behind."""
+    and ``--out`` leaves no file behind. The planner shares its Plan with the recorded program
+    (rules.reusing_plans); switched off here, the program plans itself, as under ``pulumi up``."""
     monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(planner, "reusing_plans", contextlib.nullcontext)
     calls = []
 
     def resolve(profile, catalog=None):

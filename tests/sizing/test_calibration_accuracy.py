@@ -89,11 +89,23 @@ def test_the_issue_oom_case_does_not_fit_an_h200():
 
 def test_published_memory_within_the_bounds():
     errs = [abs(e) for e in (published_errors(r)[0] for r in PUBLISHED) if e is not None]
-    assert len(errs) >= 17
+    assert len(errs) >= 16   # torchtune's 8B LoRA 4090 row is not comparable (the test below)
     assert max(errs) <= 0.25
-    # issue 21 asks 6 %: 8.0 % reached (docs/sizing.md says which rows). Issue 22 counts the gradients of earlier
-    # micro-batches, alive while later ones run: the two accumulating QLoRA/LoRA rows rose, 7.6 % -> 8.0 %
-    assert statistics.median(errs) <= 0.081
+    # issue 21 asks 6 %: 7.7 % reached (docs/sizing.md says which rows). The Qwen v1 single-GPU LoRA rows
+    # compute the loss in fp32 (autocast), read as bf16 before: 8.0 % -> 7.7 %
+    assert statistics.median(errs) <= 0.078
+
+
+def test_torchtune_4090_row_cannot_hold_its_stated_setting():
+    # the profiles file marks it not comparable: the tensors the stated setting must hold at once
+    # (bf16 weights, every chunk's bf16 logits, one checkpoint per layer) exceed the 16.2 GiB it reports
+    row = next(r for r in PUBLISHED if r.id == "torchtune-l31-8b-lora-4090")
+    assert row.compare is None and row.measured_gib is None
+    arch, t = row.arch, row.training
+    tokens = t.micro_batch_size * t.sequence_length
+    held = (2 * arch.params + 2 * arch.vocab_size * tokens + 2 * arch.hidden_size * tokens * arch.num_layers) / K.GIB
+    assert held == pytest.approx(16.94, abs=0.01) and held > 16.2
+    assert memory_estimate(arch, t).peak_gib_per_gpu > held
 
 
 def test_published_tokens_per_second_within_the_bounds():

@@ -65,17 +65,17 @@ AUTOCAST_KV_EXTRA_BYTES = 8
 # measured rows of other stacks marked `fit` (set A's profiles; every second llm-foundry row), each group weighing
 # the same. Effective values of this model, not kernel micro-benchmarks.
 #: Fraction of the dense tensor-core peak that the model's matrix multiplies reach, per GPU generation.
-MATMUL_EFFICIENCY_BY_ARCH = {"hopper": 0.816, "ampere": 0.928}
+MATMUL_EFFICIENCY_BY_ARCH = {"hopper": 0.814, "ampere": 0.929}
 MATMUL_EFFICIENCY = MATMUL_EFFICIENCY_BY_ARCH["hopper"]
 #: Fraction of the dense peak flash attention's QK^T and AV reach (causal FLOPs counted), per generation:
 #: FlashAttention-2 reaches a far smaller share of Hopper's peak than of Ampere's.
 ATTENTION_EFFICIENCY_BY_ARCH = {"hopper": 0.168, "ampere": 0.318}
 #: Fraction of HBM bandwidth that the element-wise kernels (norms, casts, activations, rotary,
 #: softmax, LoRA's fp32 casts) reach.
-BANDWIDTH_EFFICIENCY = 0.825
+BANDWIDTH_EFFICIENCY = 0.827
 #: Share of that element-wise traffic left when the stack fuses or compiles those kernels
 #: (torchtitan, llm-foundry, Megatron/NeMo, torchtune).
-FUSED_TRAFFIC = 0.932
+FUSED_TRAFFIC = 0.934
 #: Fixed cost per decoder layer and micro-batch (kernel launches, hooks, Python): seconds.
 LAYER_OVERHEAD_SECONDS = 0.00162
 
