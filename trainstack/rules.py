@@ -441,18 +441,23 @@ def plan_problems(plan: Plan) -> list[Problem]:
 
 
 def check_plan(plan: Plan, file: Optional[str] = None) -> Plan:
+    memo = _reused
+    if memo is not None and memo.get(("checked", id(plan)), (None, None))[1] is plan:
+        return plan  # this very (frozen) Plan passed already in this command (the program checks it again)
     problems = plan_problems(plan)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise InputError(f"{file or plan.name}: {problems[0].message}{more}",
                          problems=[replace(p, file=file) for p in problems])
+    if memo is not None:
+        memo[("checked", id(plan))] = (None, plan)
     return plan
 
 
 # ---- both ------------------------------------------------------------------------------------
 
 _reuse_lock = threading.Lock()
-_reused: Optional[dict[tuple, tuple[Catalog, Plan]]] = None
+_reused: Optional[dict[tuple, tuple[Optional[Catalog], Plan]]] = None
 
 
 @contextlib.contextmanager
