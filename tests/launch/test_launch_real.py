@@ -22,7 +22,7 @@ from trainstack.bootstrap.render import DEEPSPEED_HOSTFILE
 from trainstack.launchers import Topology, render_launch
 from trainstack.launchers.options import DATA
 from trainstack.launchers.words import text_of
-from trainstack.plan import JobPlan, NetworkPlan, StoragePlan
+from trainstack.plan import JobPlan, NetworkPlan, OssPlan, StoragePlan
 
 HERE = Path(__file__).parent
 BIN = Path(sys.executable).parent
@@ -34,7 +34,8 @@ def two_node_plan(command: str, tmp_path: Path):
     return single_gpu_lora_plan(
         nodes=2, gpus_per_node=2, total_gpus=4,
         network=NetworkPlan(vpc_cidr="127.0.0.0/16", vswitch_cidr="127.0.0.0/24"),
-        storage=StoragePlan(checkpoint="essd", checkpoint_path=str(tmp_path / "ckpt")),
+        storage=StoragePlan(checkpoint="essd", checkpoint_path=str(tmp_path / "ckpt"),
+                            oss=OssPlan(bucket="stack-bucket", internal_endpoint="oss-cn-shenzhen-internal.aliyuncs.com")),
         job=JobPlan(command=command, method="full", precision="bf16", nproc_per_node=2))
 
 
