@@ -214,47 +214,35 @@ class NodeRole(pulumi.ComponentResource):
             description=f"trainstack {plan.name}: GPU nodes (OSS checkpoints, stop own instances)",
             max_session_duration=3600, tags=base_tags(plan), opts=child)
         rotate = ram_policy_rotate_strategy()
-        self.oss_policy = self.oss_attachment = None
-        doc = oss_policy_document(plan)
-        if doc is not None:
-            self.oss_policy = alicloud.ram.Policy(
-                f"{name}-oss", policy_name=f"{plan.name[:52]}-oss-access", policy_document=json.dumps(doc),
-                description=f"trainstack {plan.name}: stack bucket by prefix, datasets read-only",
-                rotate_strategy=rotate, tags=base_tags(plan), opts=child)
-            self.oss_attachment = alicloud.ram.RolePolicyAttachment(
-                f"{name}-oss", role_name=self.role.role_name, policy_name=self.oss_policy.policy_name,
-                policy_type="Custom", opts=child)
-        self.status_policy = self.status_attachment = None
-        status_doc = status_policy_document(plan)
-        if status_doc is not None:
-            self.status_policy = alicloud.ram.Policy(
-                f"{name}-status", policy_name=f"{plan.name[:52]}-node-status", policy_document=json.dumps(status_doc),
-                description=f"trainstack {plan.name}: nodes write their heartbeats, read the heartbeat program",
-                rotate_strategy=rotate, tags=base_tags(plan), opts=child)
-            self.status_attachment = alicloud.ram.RolePolicyAttachment(
-                f"{name}-status", role_name=self.role.role_name, policy_name=self.status_policy.policy_name,
-                policy_type="Custom", opts=child)
-        self.kms_policy = self.kms_attachment = None
-        kms_doc = kms_policy_document(plan)
-        if kms_doc is not None:
-            self.kms_policy = alicloud.ram.Policy(
-                f"{name}-kms", policy_name=f"{plan.name[:49]}-job-secrets", policy_document=json.dumps(kms_doc),
-                description=f"trainstack {plan.name}: read the job's secrets from KMS at job start",
-                rotate_strategy=rotate, tags=base_tags(plan), opts=child)
-            self.kms_attachment = alicloud.ram.RolePolicyAttachment(
-                f"{name}-kms", role_name=self.role.role_name, policy_name=self.kms_policy.policy_name,
-                policy_type="Custom", opts=child)
-        self.tag_policy = self.tag_attachment = None
-        if plan.target == "ecs":
-            self.tag_policy = alicloud.ram.Policy(
-                f"{name}-tags", policy_name=f"{plan.name[:50]}-read-tags",
-                policy_document=json.dumps(tag_read_policy_document()),
-                description=f"trainstack {plan.name}: a node reads its job-settings tag (ListTagResources)",
-                rotate_strategy=rotate, tags=base_tags(plan), opts=child)
-            self.tag_attachment = alicloud.ram.RolePolicyAttachment(
-                f"{name}-tags", role_name=self.role.role_name, policy_name=self.tag_policy.policy_name,
-                policy_type="Custom", opts=child)
+        self.oss_policy, self.oss_attachment = self._attach(
+            name, plan, "oss", f"{plan.name[:52]}-oss-access", oss_policy_document(plan),
+            "stack bucket by prefix, datasets read-only", rotate, child)
+        self.status_policy, self.status_attachment = self._attach(
+            name, plan, "status", f"{plan.name[:52]}-node-status", status_policy_document(plan),
+            "nodes write their heartbeats, read the heartbeat program", rotate, child)
+        self.kms_policy, self.kms_attachment = self._attach(
+            name, plan, "kms", f"{plan.name[:49]}-job-secrets", kms_policy_document(plan),
+            "read the job's secrets from KMS at job start", rotate, child)
+        self.tag_policy, self.tag_attachment = self._attach(
+            name, plan, "tags", f"{plan.name[:50]}-read-tags",
+            tag_read_policy_document() if plan.target == "ecs" else None,
+            "a node reads its job-settings tag (ListTagResources)", rotate, child)
         self.register_outputs({"role_name": self.role.role_name})
+
+    def _attach(self, name: str, plan: Plan, suffix: str, policy_name: str, doc: Optional[dict], purpose: str,
+                rotate: str, opts: pulumi.ResourceOptions
+                ) -> tuple[Optional[alicloud.ram.Policy], Optional[alicloud.ram.RolePolicyAttachment]]:
+        """A custom policy (rotated, so its versions never run out) attached to the node role; none
+        when the plan needs no such grant (``doc`` None)."""
+        if doc is None:
+            return None, None
+        policy = alicloud.ram.Policy(
+            f"{name}-{suffix}", policy_name=policy_name, policy_document=json.dumps(doc),
+            description=f"trainstack {plan.name}: {purpose}", rotate_strategy=rotate, tags=base_tags(plan), opts=opts)
+        attachment = alicloud.ram.RolePolicyAttachment(
+            f"{name}-{suffix}", role_name=self.role.role_name, policy_name=policy.policy_name,
+            policy_type="Custom", opts=opts)
+        return policy, attachment
 
     @property
     def ready(self) -> list[pulumi.Resource]:

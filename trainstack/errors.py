@@ -32,6 +32,20 @@ def short_repr(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def value_at(doc: Any, loc: tuple) -> tuple[bool, Any]:
+    """(found, value) at a validation error's location in the document the user wrote (keys and
+    list indexes), so a problem can show the value given."""
+    cur = doc
+    for part in loc:
+        if isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and isinstance(part, int) and part < len(cur):
+            cur = cur[part]
+        else:
+            return False, None
+    return True, cur
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with one input: where, what was given, what is allowed."""

@@ -37,7 +37,7 @@ from typing import Any, Iterable, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..errors import InputError, Problem, did_you_mean, short_repr
+from ..errors import InputError, Problem, did_you_mean, short_repr, value_at
 
 #: Most entries one price book may hold: every GPU type of the catalog in ten regions, within the
 #: user-file reader's bound on values (trainstack.profile.yamlfile.MAX_NODES).
@@ -145,23 +145,11 @@ def _loc_path(loc: tuple) -> str:
     return out
 
 
-def _value_at(doc: Any, loc: tuple) -> tuple[bool, Any]:
-    cur = doc
-    for part in loc:
-        if isinstance(cur, dict) and part in cur:
-            cur = cur[part]
-        elif isinstance(cur, list) and isinstance(part, int) and part < len(cur):
-            cur = cur[part]
-        else:
-            return False, None
-    return True, cur
-
-
 def _problems_from(exc: ValidationError, doc: Any, file: str) -> list[Problem]:
     out = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if p not in ("function-after[_one_subject(), PriceBookEntry]",))
-        has, given = _value_at(doc, loc)
+        has, given = value_at(doc, loc)
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             allowed = sorted(PriceBookEntry.model_fields) if len(loc) > 2 else ["prices"]

@@ -107,13 +107,7 @@ def suggestions_for(profile: TrainingProfile, catalog: Catalog, res: Optional[Re
             book = f"price book {catalog.price_book.path}" if catalog.price_book is not None else "a price book"
             out.append(f"add the team's price for the FP8 types seen without a public price in {profile.region} "
                        f"to {book} (README, \"Prices\"): {', '.join(unpriced)}")
-    tries: list[tuple[str, Callable[[], TrainingProfile]]] = []
-    if t.precision == "fp8-mixed":
-        tries.append(("train in BF16 with fp32 master weights (training.precision: bf16-mixed)",
-                      lambda: _variant(profile, "training", precision="bf16-mixed")))
-    if not t.gradient_checkpointing:
-        tries.append(("enable gradient checkpointing (training.gradient_checkpointing: true)",
-                      lambda: _variant(profile, "training", gradient_checkpointing=True)))
+    tries = _first_tries(profile)
     if adapters_apply(profile):
         tries.append(("train LoRA adapters instead of all weights (training.method: lora)",
                       lambda: _variant(profile, "training", method="lora")))
@@ -140,11 +134,8 @@ def suggestions_for(profile: TrainingProfile, catalog: Catalog, res: Optional[Re
     if r.spot == "never":
         tries.append(("allow spot nodes (resources.spot: allow)", lambda: _variant(profile, "resources", spot="allow")))
     for text, make in tries:
-        try:
-            variant = make()
-        except ValueError:  # the change conflicts with another field: not a one-step fix
-            continue
-        best = _best(variant, catalog)
+        variant = _try(make)
+        best = _best(variant, catalog) if variant is not None else None
         if best is not None:
             out.append(f"{text}: {describe(best)}")
     more = _more_nodes(profile, catalog)
@@ -217,13 +208,7 @@ def dlc_suggestions(profile: TrainingProfile, catalog: Catalog, codes: set) -> l
             if text:
                 out.append(f"if your account manager raised the public-resource limits (dlc.public_limits_raised: "
                            f"true): {text}")
-    tries: list[tuple[str, Callable[[], TrainingProfile]]] = []
-    if t.precision == "fp8-mixed":
-        tries.append(("train in BF16 with fp32 master weights (training.precision: bf16-mixed)",
-                      lambda: _variant(profile, "training", precision="bf16-mixed")))
-    if not t.gradient_checkpointing:
-        tries.append(("enable gradient checkpointing (training.gradient_checkpointing: true)",
-                      lambda: _variant(profile, "training", gradient_checkpointing=True)))
+    tries = _first_tries(profile)
     if t.method in ("full", "pretrain") and t.zero_stage < 3:
         tries.append(("shard with ZeRO-3 (training.zero_stage: 3, gpus: auto)",
                       lambda: _variant(profile, "training", {"resources": {"gpus": "auto"}}, zero_stage=3)))
@@ -242,6 +227,19 @@ def dlc_suggestions(profile: TrainingProfile, catalog: Catalog, codes: set) -> l
         if plan:
             out.append(f"{text}: {plan}")
     return list(dict.fromkeys(out))
+
+
+def _first_tries(profile: TrainingProfile) -> list[tuple[str, Callable[[], TrainingProfile]]]:
+    """The changes tried first on ECS and DLC alike: BF16 for an FP8 job, then checkpointing."""
+    t = profile.training
+    tries: list[tuple[str, Callable[[], TrainingProfile]]] = []
+    if t.precision == "fp8-mixed":
+        tries.append(("train in BF16 with fp32 master weights (training.precision: bf16-mixed)",
+                      lambda: _variant(profile, "training", precision="bf16-mixed")))
+    if not t.gradient_checkpointing:
+        tries.append(("enable gradient checkpointing (training.gradient_checkpointing: true)",
+                      lambda: _variant(profile, "training", gradient_checkpointing=True)))
+    return tries
 
 
 def _try(make: Callable[[], TrainingProfile]) -> Optional[TrainingProfile]:

@@ -8,7 +8,7 @@ from typing import Any, Optional
 from pydantic import BaseModel
 
 from ..models import preset_names
-from ..errors import Problem, did_you_mean
+from ..errors import Problem, did_you_mean, value_at
 from .model import TrainingProfile
 
 
@@ -38,18 +38,6 @@ def _model_at(loc: tuple) -> Optional[type[BaseModel]]:
                 break
         model = ann
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
-
-
-def _value_at(doc: Any, loc: tuple) -> tuple[bool, Any]:
-    cur = doc
-    for part in loc:
-        if isinstance(cur, dict) and part in cur:
-            cur = cur[part]
-        elif isinstance(cur, list) and isinstance(part, int) and part < len(cur):
-            cur = cur[part]
-        else:
-            return False, None
-    return True, cur
 
 
 def _allowed_for(err: dict) -> Optional[str]:
@@ -146,7 +134,7 @@ def problem_from(err: dict, doc: dict, file: Optional[str]) -> Problem:
                        suggestions=did_you_mean(str(loc[-1]), names) if shown else ())
     if typ == "missing":
         return Problem(path=path, message="required field is missing", file=file)
-    found, given = _value_at(doc, loc) if loc else (False, None)  # whole-profile rules: no "given"
+    found, given = value_at(doc, loc) if loc else (False, None)  # whole-profile rules: no "given"
     if found and isinstance(given, (dict, list)) and typ in ("value_error", "assertion_error"):
         found = False  # a section-level rule: the message says what is wrong, the dump would not
     msg = err["msg"].removeprefix("Value error, ")
