@@ -21,7 +21,6 @@ import json
 import math
 import os
 import shutil
-import signal
 import stat
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hang_guard import time_limit
 from trainstack.catalog import loader
 from trainstack.cli import main
 
@@ -54,20 +54,6 @@ JUNK = st.one_of(HOSTILE, st.text(max_size=40), st.integers(-2**70, 2**70),
 CODES = {0, 2, 3, 4}
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                                        HealthCheck.data_too_large])
-
-
-@contextlib.contextmanager
-def time_limit(seconds: int = 60):
-    def boom(*_):
-        raise TimeoutError(f"hang: still running after {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, boom)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def run(args: list[str], planted: list[str] = PLANTED, fn=main) -> tuple[int, str, str]:

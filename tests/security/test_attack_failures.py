@@ -18,12 +18,12 @@ import io
 import json
 import os
 import shutil
-import signal
 import stat
 from pathlib import Path
 
 import pytest
 
+from hang_guard import time_limit
 from trainstack.catalog import loader
 from trainstack.cli import main
 
@@ -152,20 +152,6 @@ class World:
         for a in case["args"]:
             found += PLANTED.get(a.removeprefix("files/"), [])
         return found
-
-
-@contextlib.contextmanager
-def time_limit(seconds: int):
-    def boom(*_):
-        raise TimeoutError(f"still running after {seconds} s (a hang)")
-
-    old = signal.signal(signal.SIGALRM, boom)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def run_main(fn, argv: list[str]) -> tuple[int, str, str]:

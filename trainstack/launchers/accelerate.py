@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import Problem
-from .base import Command, Context, Launch, problem
+from .base import Command, Context, Launch
 from . import parallel
-from .managed import Forbidden, option_words, split_options
+from .managed import Forbidden, check_script_launcher, option_words, split_options
 from .options import facts, scan
 from .words import Word, lit
 
@@ -36,13 +36,7 @@ MODES = ("--multi_gpu", "--use_deepspeed", "--use_fsdp", "--use_megatron_lm", "-
 
 
 def check(cmd: Command, ctx: Context) -> list[Problem]:
-    found = scan(cmd.args, facts("accelerate"))
-    problems, _ = split_options(found, ROLES, FORBIDDEN, ctx, "accelerate launch")
-    if not found.program and not found.missing_value:
-        problems.append(problem("the command runs accelerate launch without a script", "name the training script"))
-    if ctx.known:
-        problems += parallel.refused(cmd, ctx.topology.degrees)
-    return problems
+    return check_script_launcher(cmd, ctx, "accelerate", "accelerate launch", ROLES, FORBIDDEN)
 
 
 def render(cmd: Command, ctx: Context, rank: Optional[int], gradient_accumulation_steps: Optional[int] = None

@@ -13,9 +13,8 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import Problem
-from .base import Command, Context, Launch, problem
-from . import parallel
-from .managed import Forbidden, option_words, split_options
+from .base import Command, Context, Launch
+from .managed import Forbidden, check_script_launcher, option_words, split_options
 from .options import facts, scan
 from .words import Word, lit
 
@@ -34,13 +33,7 @@ DROPPED = ("--no_ssh",)  # trainstack passes it itself
 
 
 def check(cmd: Command, ctx: Context) -> list[Problem]:
-    found = scan(cmd.args, facts("deepspeed"))
-    problems, _ = split_options(found, ROLES, FORBIDDEN, ctx, "deepspeed")
-    if not found.program and not found.missing_value:
-        problems.append(problem("the command runs deepspeed without a script", "name the training script"))
-    if ctx.known:
-        problems += parallel.refused(cmd, ctx.topology.degrees)
-    return problems
+    return check_script_launcher(cmd, ctx, "deepspeed", "deepspeed", ROLES, FORBIDDEN)
 
 
 def hostfile_text(hosts: tuple[str, ...], slots: int) -> str:

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..errors import Problem
-from .base import Context, problem
-from .options import Option, Scan
+from . import parallel
+from .base import Command, Context, problem
+from .options import Option, Scan, facts, scan
 
 #: role -> what the plan has, in words (for messages)
 ROLES = ("nnodes", "nproc", "world", "node_rank", "master_addr", "master_port", "endpoint", "rdzv_backend",
@@ -106,3 +107,16 @@ def split_options(found: Scan, roles: dict[str, str], forbidden: dict[str, Forbi
 
 def option_words(options: list[Option]) -> list[str]:
     return [w for o in options for w in o.words]
+
+
+def check_script_launcher(cmd: Command, ctx: Context, tool: str, label: str, roles: dict[str, str],
+                          forbidden: dict[str, Forbidden]) -> list[Problem]:
+    """A launcher that runs a training script (accelerate launch, deepspeed): its options read by
+    the tool's own option facts, a script named, and the parallel degrees it cannot carry refused."""
+    found = scan(cmd.args, facts(tool))
+    problems, _ = split_options(found, roles, forbidden, ctx, label)
+    if not found.program and not found.missing_value:
+        problems.append(problem(f"the command runs {label} without a script", "name the training script"))
+    if ctx.known:
+        problems += parallel.refused(cmd, ctx.topology.degrees)
+    return problems
