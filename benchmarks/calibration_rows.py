@@ -129,9 +129,11 @@ def _set_a() -> list[PublishedRow]:
         compare = p.get("compare")
         if compare == "not comparable":
             compare = None
+        # the unit the source states: GB (10^9 bytes) where the profiles file says so, else GiB
+        unit = 1e9 / 2**30 if p.get("measured_unit") == "GB" else 1.0
         out.append(PublishedRow(rid, r["source_url"], t.framework, _category(t, gpus, gpu), arch, t, gpu, gpus,
                                 per_node, nodes, ic, net, gbps, compare,
-                                r["measured_peak_gib"] if compare else None,
+                                r["measured_peak_gib"] * unit if compare else None,
                                 None if "tokens_per_second" in p else r.get("measured_tokens_per_s_per_gpu"),
                                 p.get("fit", True)))
     return out

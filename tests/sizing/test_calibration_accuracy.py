@@ -91,9 +91,10 @@ def test_published_memory_within_the_bounds():
     errs = [abs(e) for e in (published_errors(r)[0] for r in PUBLISHED) if e is not None]
     assert len(errs) >= 16   # torchtune's 8B LoRA 4090 row is not comparable (the test below)
     assert max(errs) <= 0.25
-    # issue 21 asks 6 %: 7.7 % reached (docs/sizing.md says which rows). The Qwen v1 single-GPU LoRA rows
-    # compute the loss in fp32 (autocast), read as bf16 before: 8.0 % -> 7.7 %
-    assert statistics.median(errs) <= 0.078
+    # issue 21 asks 6 %: 6.6 % reached (docs/sizing.md says which rows). The Qwen v1 single-GPU LoRA rows
+    # compute the loss in fp32 (autocast), read as bf16 before: 8.0 % -> 7.7 %; torchtitan's FSDP2 fp32
+    # shards and the Qwen rows read in the GB their README states: 7.7 % -> 6.6 %
+    assert statistics.median(errs) <= 0.067
 
 
 def test_torchtune_4090_row_cannot_hold_its_stated_setting():

@@ -190,6 +190,22 @@ def test_zero_stages_shard_states_then_gradients_then_weights(stage, weights, gr
     assert end["optimizer_states"] == pytest.approx(states)
 
 
+def test_fsdp2_keeps_fp32_sharded_parameters_as_the_master_copy():
+    # torchtitan (FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)): the fp32 shards are what the
+    # optimizer steps, with no 16-bit copy beside them: 4 + 8 bytes per parameter sharded, against DeepSpeed's
+    # 2 + 4 + 8; the gradient shards are fp32 (reduced in fp32)
+    titan = phases(spec(precision="bf16-mixed", zero_stage=3, framework="torchtitan"), dp=4)["backward_end"]
+    assert titan["weights"] == pytest.approx(4 * P / 4)
+    assert titan["optimizer_states"] == pytest.approx(8 * P / 4)
+    assert titan["gradients"] == pytest.approx(4 * P / 4)
+    ds = phases(spec(precision="bf16-mixed", zero_stage=3), dp=4)["backward_end"]
+    held = ("weights", "optimizer_states")
+    assert sum(ds[k] for k in held) - sum(titan[k] for k in held) == pytest.approx(2 * P / 4)
+    # pure bf16 training keeps its bf16 shards: nothing changes
+    pure = phases(spec(zero_stage=3, framework="torchtitan"), dp=4)["backward_end"]
+    assert pure["weights"] == pytest.approx(2 * P / 4)
+
+
 def test_ddp_without_zero_adds_a_bucket_copy_of_the_gradients():
     end = phases(spec(), dp=8)["backward_end"]
     assert end["communication_buffers"] == pytest.approx(2 * P)

@@ -79,6 +79,23 @@ def test_sequence_parallel_activations_and_vocab_parallel_logits_split_over_tp()
     assert tp4["logits_and_loss"] == pytest.approx(one["logits_and_loss"] / 4, rel=1e-9)
 
 
+def test_torchtitan_loss_parallel_holds_more_of_its_vocabulary_shard():
+    # DTensor loss_parallel (torchtitan with tp > 1): the decomposed log-softmax holds the bf16 logits, the fp32
+    # input, shifted and exp(shifted) (2 + 12 bytes); its fused backward zeros_like(x), exp(x) and their sum beside
+    # the saved log-probabilities (16): per token and vocabulary entry on the GPU, against 10 and 12
+    t = spec(gradient_checkpointing=False, zero_stage=0, precision="bf16", framework="torchtitan")
+    lay = P.Layout(tp=4)
+    stage = P.stages(L8B.num_layers, lay, 1)[0]
+    tp4 = phase_components(L8B, t, 1, lay=lay, stage=stage)
+    shard = L8B.vocab_size * t.sequence_length / 4
+    assert tp4["forward"]["logits_and_loss"] == pytest.approx(14 * shard, rel=1e-9)
+    assert tp4["backward_start"]["logits_and_loss"] == pytest.approx(16 * shard, rel=1e-9)
+    one = phase_components(L8B, t, 1)  # no tensor parallelism: the aten kernels
+    assert one["backward_start"]["logits_and_loss"] == pytest.approx(12 * 4 * shard, rel=1e-9)
+    megatron = phase_components(L8B, t.model_copy(update={"framework": "megatron"}), 1, lay=lay, stage=stage)
+    assert megatron["backward_start"]["logits_and_loss"] == pytest.approx(2 * shard, rel=1e-9)  # fused
+
+
 def test_context_parallelism_splits_each_sequence():
     t = spec(sequence_length=32768, zero_stage=3, gradient_checkpointing=True)
     dp8 = memory_estimate(L8B, t.model_copy(update={"sequence_length": 4096}), 8)

@@ -65,19 +65,19 @@ AUTOCAST_KV_EXTRA_BYTES = 8
 # measured rows of other stacks marked `fit` (set A's profiles; every second llm-foundry row), each group weighing
 # the same. Effective values of this model, not kernel micro-benchmarks.
 #: Fraction of the dense tensor-core peak that the model's matrix multiplies reach, per GPU generation.
-MATMUL_EFFICIENCY_BY_ARCH = {"hopper": 0.814, "ampere": 0.929}
+MATMUL_EFFICIENCY_BY_ARCH = {"hopper": 0.815, "ampere": 0.931}
 MATMUL_EFFICIENCY = MATMUL_EFFICIENCY_BY_ARCH["hopper"]
 #: Fraction of the dense peak flash attention's QK^T and AV reach (causal FLOPs counted), per generation:
 #: FlashAttention-2 reaches a far smaller share of Hopper's peak than of Ampere's.
-ATTENTION_EFFICIENCY_BY_ARCH = {"hopper": 0.168, "ampere": 0.318}
+ATTENTION_EFFICIENCY_BY_ARCH = {"hopper": 0.169, "ampere": 0.318}
 #: Fraction of HBM bandwidth that the element-wise kernels (norms, casts, activations, rotary,
 #: softmax, LoRA's fp32 casts) reach.
-BANDWIDTH_EFFICIENCY = 0.827
+BANDWIDTH_EFFICIENCY = 0.826
 #: Share of that element-wise traffic left when the stack fuses or compiles those kernels
 #: (torchtitan, llm-foundry, Megatron/NeMo, torchtune).
-FUSED_TRAFFIC = 0.934
+FUSED_TRAFFIC = 0.937
 #: Fixed cost per decoder layer and micro-batch (kernel launches, hooks, Python): seconds.
-LAYER_OVERHEAD_SECONDS = 0.00162
+LAYER_OVERHEAD_SECONDS = 0.00163
 
 # ---- throughput: Transformer Engine (Megatron-LM/NeMo), fitted in the second stage ------------------
 # benchmarks/fit_calibration.py holds the constants above fixed and fits these on the NeMo performance

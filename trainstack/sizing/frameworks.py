@@ -22,6 +22,8 @@ class Framework:
     fused_kernels: bool          # compiled / fused element-wise kernels (norms, rotary, activations)
     source: str
     transformer_engine: bool = False  # Transformer Engine layers: fused attention (cuDNN), norm+linear fusions
+    fsdp_fp32_params: bool = False    # FSDP2 mixed precision: the sharded parameters are the fp32 master copy
+    dtensor_loss_parallel: bool = False  # with tensor parallelism: DTensor loss_parallel (vocabulary-sharded loss)
 
 
 FRAMEWORKS: dict[str, Framework] = {
@@ -33,7 +35,11 @@ FRAMEWORKS: dict[str, Framework] = {
                            "torchtune CEWithChunkedOutputLoss (8 chunks, fp32 per chunk); recipes run with compile"),
     "torchtitan": Framework("full", False, False, False,
                             "torchtitan cross_entropy over pred.float(), pred deleted before backward; compile off "
-                            "by default (training.compile)"),
+                            "by default (training.compile); FSDP2 fully_shard with MixedPrecisionPolicy(param_dtype="
+                            "bfloat16, reduce_dtype=float32) over fp32 parameters (torchtitan v0.2.2 73a0e6979dd1 "
+                            "models/llama3/infra/parallelize.py, config/job_config.py mixed_precision_param/_reduce); "
+                            "loss_parallel() whenever tensor parallelism is on (train.py loss_parallel_enabled)",
+                            fsdp_fp32_params=True, dtensor_loss_parallel=True),
     "megatron": Framework("fused", False, False, True,
                           "Megatron-LM/NeMo fused vocab-parallel cross entropy; Transformer Engine fused kernels",
                           transformer_engine=True),
@@ -118,6 +124,13 @@ LOSS_BYTES = {
     # bf16 logits, the loss and its gradient computed in place
     "fused": {"forward": 2.0, "backward": 2.0},
 }
+#: The same under DTensor's ``loss_parallel`` (tensor parallelism, logits sharded over the vocabulary), per
+#: token x the vocabulary entries one GPU holds. pytorch 02eef6b8b631c5aefb17838edf8ae153aba45860
+#: torch/distributed/tensor/parallel/loss.py: ``_log_softmax`` is decomposed (the fp32 input, ``shifted``
+#: and ``exp(shifted)`` beside the bf16 logits: 2 + 3 x 4) and the fused nll/log-softmax backward allocates
+#: ``zeros_like(x)``, ``exp(x)`` and their sum beside the saved log-probabilities (4 x 4), where the aten
+#: kernels hold 10 and 12 ("full").
+DTENSOR_LOSS_PARALLEL_BYTES = {"forward": 14.0, "backward": 16.0}
 #: Element-wise HBM traffic of the loss per token (x vocab size): upcast, log-softmax and its gradient.
 LOSS_TRAFFIC = {"full": 44.0, "bf16": 22.0, "chunked": 44.0, "fused": 12.0}
 #: The previous step's bf16 logits a loop keeps (HF's `out = model(...)`), per token x vocab.

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..models import Architecture
 from ..profile import LoraSpec, TrainingSpec
 from . import constants as K
-from .frameworks import KEPT_OUTPUT_BYTES, LOSS_BYTES, framework, loss_mode
+from .frameworks import DTENSOR_LOSS_PARALLEL_BYTES, KEPT_OUTPUT_BYTES, LOSS_BYTES, framework, loss_mode
 from .parallel import Layout, Stage, expert_degree, layout_for, micro_batches, shares, stages, tokens_per_gpu
 from .shapes import (
     biggest_linear,
@@ -236,6 +236,14 @@ def layout(arch: Architecture, t: TrainingSpec, dp: int) -> _Layout:
         return _Layout(weights=weights, quant_constants=quant, grad_per_param=ab,
                        state_bytes=_optimizer_bytes(arch, t, ab),
                        adapter_weights=ab * n, residual=residual, linear_input=lin_in, autocast=False)
+    if t.zero_stage >= 3 and mixed and framework(t).fsdp_fp32_params:
+        # FSDP2 mixed precision (pytorch 01d5c2cc8ac53ec6f45d10e2b90f7387df1f1ac4
+        # torch/distributed/fsdp/_fully_shard/_fsdp_api.py MixedPrecisionPolicy): the sharded parameters stay
+        # in fp32 and are the optimizer's ("does not require any extra memory to keep a high-precision copy"),
+        # cast to bf16 only when all-gathered; gradients are reduced in reduce_dtype (fp32) into fp32 shards.
+        return _Layout(weights=4.0 * p, quant_constants=0.0, grad_per_param=4,
+                       state_bytes=_optimizer_bytes(arch, t, 4), adapter_weights=0.0, residual=2,
+                       linear_input=lin_in, autocast=False)
     if t.zero_stage >= 1:
         # DeepSpeed / ZeRO paper layout: 16-bit working weights and gradients; the fp32 master copy
         # (mixed precision) lives with the optimizer states and is sharded with them.
@@ -412,6 +420,8 @@ def phase_components(arch: Architecture, t: TrainingSpec, dp: int, keeps_outputs
     temps = _temporaries(arch, t, lay, stage)
     gc = t.checkpointing == "full"
     loss = LOSS_BYTES[loss_mode(t)]
+    if tp > 1 and loss_mode(t) == "full" and framework(t).dtensor_loss_parallel:
+        loss = DTENSOR_LOSS_PARALLEL_BYTES
     keeps = framework(t).keeps_outputs if keeps_outputs is None else keeps_outputs
     kept = KEPT_OUTPUT_BYTES if keeps else 0.0  # the loop's `out` holds bf16 logits
     VT = V * T if head else 0.0                  # vocabulary-parallel logits: V / tp of them per GPU
