@@ -58,7 +58,8 @@ def test_the_calibrated_setting_needs_no_assumption_label():
     (dict(method="qlora"), "QLoRA"),
     (dict(precision="fp8-mixed"), "FP8"),
     (dict(optimizer="adafactor"), "adafactor"),
-    (dict(zero_stage=3), "ZeRO-3"),
+    (dict(zero_stage=3), "DeepSpeed layout"),
+    (dict(zero_stage=3, framework="torchtitan"), "FSDP2 mixed precision"),
     (dict(method="pretrain"), "pretraining"),
 ])
 def test_what_the_calibration_did_not_confirm_is_labelled(change, words):

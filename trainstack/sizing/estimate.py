@@ -16,8 +16,8 @@ from ..architecture import Architecture
 from ..catalog.models import TRAINING_INTERCONNECTS, GpuModel
 from ..profile import TrainingSpec
 from . import constants as K
-from .frameworks import loss_mode
-from .memory import MemoryEstimate, memory_estimate
+from .frameworks import framework, loss_mode
+from .memory import MIXED, MemoryEstimate, memory_estimate
 from .throughput import ThroughputEstimate, throughput_estimate
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -164,9 +164,13 @@ def assumptions(arch: Architecture, training: TrainingSpec, data_parallel: int =
                    "calculation, not calibrated")
     if t.optimizer != "adamw":
         out.append(f"optimizer {t.optimizer}: state sizes are a hand calculation (calibrated with fused AdamW)")
-    if t.zero_stage >= 1:
+    if t.zero_stage >= 3 and t.adapters is None and t.precision in MIXED and framework(t).fsdp_fp32_params:
+        out.append(f"ZeRO-{t.zero_stage} sharding (FSDP2 mixed precision: fp32 parameter and gradient shards are "
+                   "the master copy, bf16 only while gathered) is a hand calculation, not calibrated")
+    elif t.zero_stage >= 1:
         out.append(f"ZeRO-{t.zero_stage} sharding (DeepSpeed layout: 16-bit weights and gradients, fp32 master "
                    "copy with the optimizer states) is a hand calculation, not calibrated")
+    if t.zero_stage >= 1:
         if data_parallel <= 1:
             out.append(f"zero_stage {t.zero_stage} on one GPU shards nothing: give the GPU count (--gpus)")
     elif data_parallel > 1 and t.adapters is None:
