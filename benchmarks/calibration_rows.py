@@ -85,6 +85,7 @@ class PublishedRow(NamedTuple):
     measured_gib: Optional[float]
     tokens_per_second: Optional[float]
     fit: bool                       # used by benchmarks/fit_calibration.py (else measured only)
+    boundary_gib: Optional[float] = None  # fit-boundary rows: the memory the source's boundary is at (else usable)
 
 
 @functools.lru_cache(maxsize=1)
@@ -133,9 +134,9 @@ def _set_a() -> list[PublishedRow]:
         unit = 1e9 / 2**30 if p.get("measured_unit") == "GB" else 1.0
         out.append(PublishedRow(rid, r["source_url"], t.framework, _category(t, gpus, gpu), arch, t, gpu, gpus,
                                 per_node, nodes, ic, net, gbps, compare,
-                                r["measured_peak_gib"] * unit if compare else None,
+                                (p.get("boundary_gib") or r["measured_peak_gib"] * unit) if compare else None,
                                 None if "tokens_per_second" in p else r.get("measured_tokens_per_s_per_gpu"),
-                                p.get("fit", True)))
+                                p.get("fit", True), p.get("boundary_gib")))
     return out
 
 

@@ -97,7 +97,7 @@ def published_errors(r: PublishedRow) -> tuple[Optional[float], Optional[float],
     elif r.compare == "whole-gpu":
         mem_err, mem_txt = m.required_gib_per_gpu / r.measured_gib - 1, f"{m.required_gib_per_gpu:.1f} required"
     elif r.compare == "fit-boundary":
-        mem_err = m.required_gib_per_gpu / r.gpu.usable_gib - 1
+        mem_err = m.required_gib_per_gpu / (r.boundary_gib or r.gpu.usable_gib) - 1
         mem_txt = f"{m.required_gib_per_gpu:.1f} required at the measured context"
     tps_err, tps_txt = None, ""
     if r.tokens_per_second and r.gpu.bf16_tflops:

@@ -91,10 +91,11 @@ def test_published_memory_within_the_bounds():
     errs = [abs(e) for e in (published_errors(r)[0] for r in PUBLISHED) if e is not None]
     assert len(errs) >= 16   # torchtune's 8B LoRA 4090 row is not comparable (the test below)
     assert max(errs) <= 0.25
-    # issue 21 asks 6 %: 6.6 % reached (docs/sizing.md says which rows). The Qwen v1 single-GPU LoRA rows
-    # compute the loss in fp32 (autocast), read as bf16 before: 8.0 % -> 7.7 %; torchtitan's FSDP2 fp32
-    # shards and the Qwen rows read in the GB their README states: 7.7 % -> 6.6 %
-    assert statistics.median(errs) <= 0.067
+    # issue 21 asks 6 %: 4.7 % (docs/sizing.md, Accuracy, says which rows moved and why). The Qwen v1
+    # single-GPU LoRA rows compute the loss in fp32 (autocast), read as bf16 before: 8.0 % -> 7.7 %; the Qwen
+    # rows read in the GB their README states: -> 6.6 %; Unsloth's boundaries at the VRAM its straight-line
+    # column states: -> 4.7 % (either reading alone: 6.6 %)
+    assert statistics.median(errs) <= 0.06
 
 
 def test_torchtune_4090_row_cannot_hold_its_stated_setting():
