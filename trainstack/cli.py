@@ -9,17 +9,49 @@ never shows a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import importlib
 import importlib.util
 import json
 import sys
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from .errors import EXIT_BAD_INPUT, TrainstackError
 from .outputs import OutputError, guarded_stdout, silence_broken_stdout
 
 COMMANDS = ("validate", "estimate", "resolve", "plan", "diff", "catalog", "schema", "preflight", "node-files", "status",
             "calibrate")
+
+
+#: One-shot computations: they build many short-lived objects and almost no reference cycles,
+#: so the cyclic collector would only rescan live data while they run (measured on a 512-node
+#: plan: 28.3 s -> 23.8 s at peak RSS 509 -> 517 MB; 8 nodes: ~0.3 s of 2.3 s). Commands that
+#: talk to the cloud or wait keep the collector.
+PAUSED_COLLECTOR = frozenset({"validate", "estimate", "resolve", "plan", "diff", "node-files"})
+
+
+@contextlib.contextmanager
+def collector_paused(process_ends: bool = False):
+    """The cyclic garbage collector off for the block (reference counting still frees memory);
+    the block calls the yielded ``resume()`` to turn it back on early. A caller that goes on
+    (tests run commands in-process) gets it back as it was; when the process ends right after
+    (``process_ends``), what the command built is frozen first, so neither the next collection
+    nor the interpreter's exit rescans it all (~0.2 s at 8 nodes)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+
+    def resume() -> None:
+        if was_enabled:
+            gc.enable()
+
+    try:
+        yield resume
+    finally:
+        if was_enabled and not gc.isenabled():
+            if process_ends:
+                gc.freeze()
+            gc.enable()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,8 +89,17 @@ def emit_error(err: TrainstackError, as_json: bool) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = build_parser()
+    """Run one command; ``argv=None`` (the console script, ``python -m trainstack``) reads this
+    process's own command line, and the process ends when it returns."""
+    with collector_paused(process_ends=argv is None) as resume_collector:
+        return _run(argv, resume_collector)
+
+
+def _run(argv: Optional[Sequence[str]], resume_collector: Callable[[], None]) -> int:
+    parser = build_parser()  # importing the commands allocates only what lives on
     args = parser.parse_args(argv)
+    if args.command not in PAUSED_COLLECTOR:
+        resume_collector()
     as_json = bool(getattr(args, "json", False) or getattr(args, "format", None) == "json")
     try:
         with guarded_stdout():
