@@ -253,15 +253,36 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
 
 def redact(obj: Any) -> Any:
     """A deep copy for output: secret-named keys' values and credential-shaped text replaced."""
+    return _redact(obj, {}, {})
+
+
+def _redact(obj: Any, texts: dict[str, str], names: dict[str, bool]) -> Any:
+    """``texts``/``names``: what this document's strings and keys came to, so a string that appears
+    many times (names, types, URNs: a plan document holds each about three times) is scanned once."""
     if isinstance(obj, dict):
-        return {k: (REDACTED if isinstance(k, str) and is_secret_name(k) and isinstance(obj[k], str) and obj[k]
-                    else redact(v)) for k, v in obj.items()}
+        out = {}
+        for k, v in obj.items():
+            secret = False
+            if isinstance(k, str) and isinstance(v, str) and v:
+                secret = names.get(k)
+                if secret is None:
+                    secret = names[k] = is_secret_name(k)
+            out[k] = REDACTED if secret else _redact(v, texts, names)
+        return out
     if isinstance(obj, (list, tuple)):
-        return [redact(v) for v in obj]
+        return [_redact(v, texts, names) for v in obj]
     if isinstance(obj, str):
-        if any(True for _ in SHAPES[9].pattern.finditer(obj)):  # a private key: nothing of it is shown
-            return REDACTED
-        for _, hit in list(_shape_hits(obj, output=True)):
-            obj = obj.replace(hit, REDACTED)
-        return obj
+        done = texts.get(obj)
+        if done is None:
+            done = texts[obj] = redact_text(obj)
+        return done
     return obj
+
+
+def redact_text(text: str) -> str:
+    """``text`` for output: a private key as a whole, other credential shapes where they appear."""
+    if any(True for _ in SHAPES[9].pattern.finditer(text)):  # a private key: nothing of it is shown
+        return REDACTED
+    for _, hit in list(_shape_hits(text, output=True)):
+        text = text.replace(hit, REDACTED)
+    return text
