@@ -12,8 +12,9 @@ coercers, so an unknown value that matters raises the engine's ``UnknownValueErr
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 from trainstack.dlc_job import KIND as DLC_KIND
 

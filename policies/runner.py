@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Iterable, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Iterable, Optional
 
 from google.protobuf import json_format, struct_pb2
 from pulumi_policy import (
@@ -138,13 +139,12 @@ def _urn(r: Mapping[str, Any]) -> str:
     return r.get("urn") or f"urn:pulumi:offline::trainstack::{r['type']}::{r['name']}"
 
 
-def _provider(r: Mapping[str, Any]) -> Optional[PolicyProviderResource]:
-    region = r.get("provider_region")
-    if not region:
-        return None
-    return PolicyProviderResource("pulumi:providers:alicloud", engine_props({"region": region}),
-                                  "urn:pulumi:offline::trainstack::pulumi:providers:alicloud::default",
-                                  "default")
+def _providers(resources: list[dict]) -> dict[str, PolicyProviderResource]:
+    """The provider a policy sees, per region the resources name (one object per region)."""
+    return {region: PolicyProviderResource("pulumi:providers:alicloud", engine_props({"region": region}),
+                                           "urn:pulumi:offline::trainstack::pulumi:providers:alicloud::default",
+                                           "default")
+            for region in {r.get("provider_region") for r in resources} if region}
 
 
 def _opts(r: Mapping[str, Any], parent_urn: Optional[str]) -> PolicyResourceOptions:
@@ -185,28 +185,30 @@ def run_policies(resources: list[dict], config: Optional[dict] = None,
             pass
 
     active = [(p, *settings[p.name]) for p in policies if settings[p.name][0] != EnforcementLevel.DISABLED]
-    for r, urn, parent in zip(resources, urns, parents):
-        props = engine_props(r.get("inputs"))
+    # each resource's props, options and provider are built once: policies only read them
+    props = [engine_props(r.get("inputs")) for r in resources]
+    providers = _providers(resources)
+    for r, urn, parent, p in zip(resources, urns, parents, props):
+        opts, provider = _opts(r, parent), providers.get(r.get("provider_region"))
         for policy, level, cfg in active:
             if isinstance(policy, ResourceValidationPolicy):
-                args = ResourceValidationArgs(r["type"], props, urn, r["name"], _opts(r, parent), _provider(r),
-                                              dict(cfg) or None)
+                args = ResourceValidationArgs(r["type"], p, urn, r["name"], opts, provider, dict(cfg) or None)
                 call(policy, args, level, r["name"])
 
     stack_policies = [(p, level, cfg) for p, level, cfg in active if isinstance(p, StackValidationPolicy)]
     if stack_policies:
-        stack = _stack(resources, urns, parents, by_key)  # built once: policies only read it
+        stack = _stack(resources, urns, parents, by_key, props, providers)
         for policy, level, cfg in stack_policies:
             call(policy, StackValidationArgs(stack, dict(cfg) or None), level, None)
     return verdicts
 
 
-def _stack(resources: list[dict], urns: list[str], parents: list[Optional[str]],
-           by_key: dict[str, str]) -> list[PolicyResource]:
+def _stack(resources: list[dict], urns: list[str], parents: list[Optional[str]], by_key: dict[str, str],
+           props: list[Mapping[str, Any]], providers: dict[str, PolicyProviderResource]) -> list[PolicyResource]:
     """``PolicyResource`` objects linked by parent and dependencies, as the engine links them."""
-    out = [PolicyResource(r["type"], engine_props(r.get("inputs")), urn, r["name"], _opts(r, parent),
-                          _provider(r), None, [], {})
-           for r, urn, parent in zip(resources, urns, parents)]
+    out = [PolicyResource(r["type"], p, urn, r["name"], _opts(r, parent), providers.get(r.get("provider_region")),
+                          None, [], {})
+           for r, urn, parent, p in zip(resources, urns, parents, props)]
     by_urn = {p.urn: p for p in out}
 
     def find(keys: Iterable[str]) -> list[PolicyResource]:
