@@ -10,7 +10,7 @@ from trainstack.catalog import load_catalog
 from trainstack.errors import InfeasibleError, InputError
 from trainstack.launchers import topology_from_plan
 from trainstack.placement import resolve_all
-from trainstack.placement.engine import CP_MIN_TOKENS_PER_RANK, layout_options
+from trainstack.placement.layouts import CP_MIN_TOKENS_PER_RANK, layout_options
 from trainstack.profile import parse_profile
 from trainstack.reasons import ReasonCode
 from trainstack.rules import planned

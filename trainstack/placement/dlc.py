@@ -40,10 +40,8 @@ from ..sizing.parallel import Layout, bubble_fraction, layout_for, micro_batches
 from ..profile import TrainingProfile
 from ..reasons import ReasonCode, reason
 from .ecs import job_plan
-from .engine import (
-    Option, Resolution, can_span_nodes, closest, evaluate, plan_layout, rank_key, ranked, searched_degrees,
-    static_rejection,
-)
+from .engine import Option, Resolution, can_span_nodes, closest, evaluate, rank_key, ranked, static_rejection
+from .layouts import plan_layout, searched_degrees
 from .dlc_pods import (  # noqa: F401  (image_problem, quota_spec_problems: the rule book reads them here)
     DEFAULT_QUOTA_GPU, QuotaNode, dlc_image, image_problem, pod_resources, pod_view, quota_node, quota_spec_problems,
 )
