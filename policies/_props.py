@@ -43,8 +43,14 @@ class Unknown:
         raise UnknownValueError(self.sentinel, list(self.path))
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def plain(value: Any, path: tuple[str, ...] = ()) -> Any:
     """Props as plain dicts/lists; unknown sentinels become :class:`Unknown` (never raises)."""
+    kind = type(value)
+    if kind in _SCALARS:  # most values: no proxy or container checks needed
+        return Unknown(value, path) if kind is str and _is_unknown(value) else value
     if isinstance(value, (_DictProxy, _ListProxy)):
         value = value["__target"]  # reading ``__target`` returns the wrapped object unchecked
     if isinstance(value, Mapping):

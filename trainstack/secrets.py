@@ -29,6 +29,7 @@ from text that is about to be printed (error messages included).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional
@@ -253,36 +254,28 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
 
 def redact(obj: Any) -> Any:
     """A deep copy for output: secret-named keys' values and credential-shaped text replaced."""
-    return _redact(obj, {}, {})
-
-
-def _redact(obj: Any, texts: dict[str, str], names: dict[str, bool]) -> Any:
-    """``texts``/``names``: what this document's strings and keys came to, so a string that appears
-    many times (names, types, URNs: a plan document holds each about three times) is scanned once."""
     if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            secret = False
-            if isinstance(k, str) and isinstance(v, str) and v:
-                secret = names.get(k)
-                if secret is None:
-                    secret = names[k] = is_secret_name(k)
-            out[k] = REDACTED if secret else _redact(v, texts, names)
-        return out
+        return {k: (REDACTED if isinstance(k, str) and isinstance(v, str) and v and _secret_key(k)
+                    else redact(v)) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_redact(v, texts, names) for v in obj]
+        return [redact(v) for v in obj]
     if isinstance(obj, str):
-        done = texts.get(obj)
-        if done is None:
-            done = texts[obj] = redact_text(obj)
-        return done
+        return redact_text(obj)
     return obj
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def redact_text(text: str) -> str:
-    """``text`` for output: a private key as a whole, other credential shapes where they appear."""
+    """``text`` for output: a private key as a whole, other credential shapes where they appear.
+    Cached: a plan document holds each name, type and URN several times, and is redacted again
+    when rendered (a pure function of the text, so the cache changes no answer)."""
     if any(True for _ in SHAPES[9].pattern.finditer(text)):  # a private key: nothing of it is shown
         return REDACTED
     for _, hit in list(_shape_hits(text, output=True)):
         text = text.replace(hit, REDACTED)
     return text
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _secret_key(key: str) -> bool:
+    return is_secret_name(key)
