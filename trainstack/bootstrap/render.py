@@ -157,7 +157,8 @@ class NodeFile:
         return self.content.startswith(("#!/bin/bash", "# shellcheck shell="))
 
 
-def _template(name: str) -> str:
+@functools.lru_cache(maxsize=None)
+def _template(name: str) -> str:  # templates never change within a process (like compact's cache)
     return (TEMPLATES / name).read_text(encoding="utf-8")
 
 
@@ -522,9 +523,14 @@ def _write_file(f: NodeFile) -> dict[str, str]:
     (one line per node); the other plan-specific settings stay readable."""
     entry = {"path": f.path, "permissions": f.permissions}  # owner: cloud-init's default, root:root
     if f.static or f.packed:
-        packed = gzip.compress(f.content.encode("utf-8"), compresslevel=9, mtime=0)
-        return {**entry, "encoding": "gz+b64", "content": base64.b64encode(packed).decode("ascii")}
+        return {**entry, "encoding": "gz+b64", "content": _gz_b64(f.content)}
     return {**entry, "content": f.content}
+
+
+@functools.lru_cache(maxsize=64)
+def _gz_b64(content: str) -> str:
+    """Packed once per process: every node of a cluster carries the same static scripts."""
+    return base64.b64encode(gzip.compress(content.encode("utf-8"), compresslevel=9, mtime=0)).decode("ascii")
 
 
 def render_user_data(plan: Plan, node_rank: int, cpfs_mount_address: Optional[str] = None,
