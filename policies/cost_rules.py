@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+# _base before trainstack: from a bare checkout it puts the checkout's trainstack on sys.path
 if __package__:
     from ._base import GPU_HOURLY_BUDGET, catalog, config_value, level_or_default
     from . import _nodes as N

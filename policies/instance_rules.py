@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+# _base before trainstack: from a bare checkout it puts the checkout's trainstack on sys.path
 if __package__:
     from ._base import METADATA_TOKENS_REQUIRED, NO_SPOT_IN_DEPLOYMENT_SET, level_or_default
     from . import _nodes as N

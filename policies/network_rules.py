@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any, Optional
 
+# _base before trainstack: from a bare checkout it puts the checkout's trainstack on sys.path
 if __package__:
     from ._base import NO_PUBLIC_SSH, level_or_default
     from . import _nodes as N

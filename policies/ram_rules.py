@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+# _base before trainstack: from a bare checkout it puts the checkout's trainstack on sys.path
 if __package__:
     from ._base import NO_WILDCARD_OSS_ACCESS, level_or_default
     from . import _props as P

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional
 
+# _base before trainstack: from a bare checkout it puts the checkout's trainstack on sys.path
 if __package__:
     from ._base import (
         CHECKPOINT_STORAGE_PROTECTED,
