@@ -116,7 +116,9 @@ class Cluster(pulumi.ComponentResource):
         qp = queue_pairs(plan, name, self)
         life = node_lifecycle(plan)
         self.nodes = []
-        for rank, node_name in enumerate(plan.node_names()):
+        names = plan.node_names()
+        for rank in plan.instance_ranks():  # a multi-node self-healing plan: node 0 alone (the pool has the rest)
+            node_name = names[rank]
             ds = self.deployment_sets[layout[rank]].id if layout else None
             node = alicloud.ecs.Instance(
                 f"{name}-node-{rank}",
@@ -132,14 +134,14 @@ class Cluster(pulumi.ComponentResource):
             alicloud.ecs.EcsDiskAttachment(f"{name}-{kind}-disk-{rank}", disk_id=disk.id, instance_id=node.id,
                                            delete_with_instance=False, opts=pulumi.ResourceOptions(parent=node))
             for kind, disks in (("data", storage.data_disks), ("ckpt", storage.checkpoint_disks))
-            for rank, (disk, node) in enumerate(zip(disks, self.nodes))
+            for rank, (disk, node) in zip(plan.instance_ranks(), zip(disks, self.nodes))
         ]
 
         self.role_attachments = [
             alicloud.ecs.RamRoleAttachment(
                 f"{name}-role-{rank}", instance_id=node.id, ram_role_name=self.identity.role.role_name,
                 opts=pulumi.ResourceOptions(parent=node, depends_on=self.identity.ready))
-            for rank, node in enumerate(self.nodes)
+            for rank, node in zip(plan.instance_ranks(), self.nodes)
         ]
         region = plan.region
         self.stop_policy = alicloud.ram.Policy(
@@ -155,7 +157,7 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self.identity))
 
         self.register_outputs({
-            "instance_ids": [n.id for n in self.nodes], "private_ips": ips,
+            "instance_ids": [n.id for n in self.nodes], "private_ips": [ips[r] for r in plan.instance_ranks()],
             "deployment_sets": [d.id for d in self.deployment_sets],
         })
 
@@ -169,7 +171,7 @@ class Cluster(pulumi.ComponentResource):
             instance_name=node_name, host_name=node_name,
             description=f"trainstack {plan.name}: GPU node {rank}",
             instance_type=plan.instance_type, image_id=image_id,
-            instance_charge_type="PostPaid", spot_strategy=plan.spot_strategy,
+            instance_charge_type="PostPaid", spot_strategy=plan.node_spot_strategy(rank),
             vswitch_id=network.vswitch.id, security_groups=[network.security_group.id], private_ip=private_ip,
             internet_max_bandwidth_out=0,
             system_disk_category=st.system_disk_category, system_disk_performance_level=st.system_disk_performance_level,
@@ -179,7 +181,7 @@ class Cluster(pulumi.ComponentResource):
             user_data=user_data,
             tags=node_tags(plan, zone, rank, job_settings_digest), volume_tags=base_tags(plan, zone=zone),
         )
-        if plan.spot_strategy == "SpotWithPriceLimit":
+        if args["spot_strategy"] == "SpotWithPriceLimit":
             if plan.spot_price_limit is None:
                 raise InputError(f"plan {plan.name}: spot without a price limit")
             args.update(spot_price_limit=plan.spot_price_limit, spot_duration=plan.spot_duration_hours,

@@ -66,6 +66,7 @@ class Network(pulumi.ComponentResource):
     vpc: alicloud.vpc.Network
     vswitch: alicloud.vpc.Switch
     eri_vswitch: Optional[alicloud.vpc.Switch]
+    pool_vswitch: Optional[alicloud.vpc.Switch]
     services_vswitch: Optional[alicloud.vpc.Switch]
     security_group: alicloud.ecs.SecurityGroup
     nat_gateway: Optional[alicloud.vpc.NatGateway]
@@ -86,12 +87,17 @@ class Network(pulumi.ComponentResource):
             f"{name}-vswitch", vswitch_name=f"{plan.name}-{zone}", vpc_id=self.vpc.id,
             cidr_block=net.vswitch_cidr, zone_id=zone, tags=tags,
             description="trainstack nodes: fixed primary IPs only", opts=child)
-        self.eri_vswitch = self.services_vswitch = None
+        self.eri_vswitch = self.services_vswitch = self.pool_vswitch = None
         if net.eri_vswitch_cidr:
             self.eri_vswitch = alicloud.vpc.Switch(
                 f"{name}-eri-vswitch", vswitch_name=f"{plan.name}-eri-{zone}", vpc_id=self.vpc.id,
                 cidr_block=net.eri_vswitch_cidr, zone_id=zone, tags=tags,
                 description="trainstack secondary ERIs (addresses allocated at random)", opts=child)
+        if net.pool_vswitch_cidr:
+            self.pool_vswitch = alicloud.vpc.Switch(
+                f"{name}-pool-vswitch", vswitch_name=f"{plan.name}-pool-{zone}", vpc_id=self.vpc.id,
+                cidr_block=net.pool_vswitch_cidr, zone_id=zone, tags=tags,
+                description="trainstack self-healing pool nodes (addresses chosen by ESS)", opts=child)
         if net.services_vswitch_cidr:
             skeep = services_vswitch_lifecycle(plan)
             self.services_vswitch = alicloud.vpc.Switch(
@@ -137,10 +143,17 @@ class Network(pulumi.ComponentResource):
                 snat_table_id=self.nat_gateway.snat_table_ids, source_vswitch_id=self.vswitch.id,
                 snat_ip=self.eip.ip_address,
                 opts=pulumi.ResourceOptions(parent=self.nat_gateway, depends_on=[self.eip_association]))
+            if self.pool_vswitch is not None:  # the pool's nodes install packages too
+                self.pool_snat_entry = alicloud.vpc.SnatEntry(
+                    f"{name}-pool-snat", snat_entry_name=f"{plan.name}-pool-egress",
+                    snat_table_id=self.nat_gateway.snat_table_ids, source_vswitch_id=self.pool_vswitch.id,
+                    snat_ip=self.eip.ip_address,
+                    opts=pulumi.ResourceOptions(parent=self.nat_gateway, depends_on=[self.eip_association]))
 
         self.register_outputs({
             "vpc_id": self.vpc.id, "vswitch_id": self.vswitch.id,
             "services_vswitch_id": self.services_vswitch.id if self.services_vswitch else None,
+            "pool_vswitch_id": self.pool_vswitch.id if self.pool_vswitch else None,
             "security_group_id": self.security_group.id, "zone": zone,
             "internet_egress": net.internet_egress,
         })

@@ -1,11 +1,15 @@
-"""A self-healing spot pool: one ESS scaling group that keeps the plan's single spot node running.
+"""A self-healing spot pool: one ESS scaling group that keeps the plan's spot nodes running.
 
-Built by ``TrainingStack`` instead of ``Cluster`` when the Plan has ``spot_pool`` (profile
-``resources.self_healing``, 1-node spot plans only). What it declares (pulumi-alicloud 4.0.0
-``ess.ScalingGroup`` / ``ess.ScalingConfiguration``; every argument checked against the installed
-source):
+Built by ``TrainingStack`` when the Plan has ``spot_pool`` (profile ``resources.self_healing``):
+instead of ``Cluster`` for a 1-node plan; for a multi-node plan (``spot_pool.anchor``) beside a
+``Cluster`` of node 0 alone (on-demand, fixed IP, the torchrun rendezvous host), the pool holding
+nodes 1.. in the pool vSwitch, all launched from one scaling configuration (rank 1's bootstrap: torchrun
+elastic gives each its rank). What it declares (pulumi-alicloud 4.0.0 ``ess.ScalingGroup`` /
+``ess.ScalingConfiguration``; every argument checked against the installed source and
+terraform-provider-alicloud ace5bcf8 resource_alicloud_ess_scaling_configuration.go):
 
-- ``ess.ScalingGroup``: ``min_size = max_size = desired_capacity = 1`` in the plan's vSwitch,
+- ``ess.ScalingGroup``: ``min_size = max_size = desired_capacity`` = the pool's size in the plan's
+  vSwitch (1 node) or the pool vSwitch (several: ESS picks the addresses, never node 0's),
   ``multi_az_policy="COST_OPTIMIZED"`` (the policy under which ``compensate_with_on_demand`` and
   the on-demand base apply), ``on_demand_base_capacity`` from the plan (0: all spot),
   ``on_demand_percentage_above_base_capacity=0``, ``spot_instance_remedy=True`` (ESS starts a
@@ -18,8 +22,12 @@ source):
   group, no public bandwidth, metadata on (``http_endpoint``; ESS exposes no ``http_tokens``,
   the bootstrap uses IMDSv2 tokens anyway), encrypted ESSD system and data disks, the node RAM
   role by name (``role_name``: attached at launch), the same bootstrap as node 0 of the instance
-  path, and the training-node tags of ``trainstack/tags.py`` (``trainstack:role=training``,
-  ``trainstack:zone``, ``trainstack:gpu-model``, ``trainstack:gpus-per-node``, rank 0, and
+  path (rank 1's for a multi-node pool), eRDMA on the primary ENI of a multi-node eRDMA plan
+  (``network_interfaces``: ``instance_type="Primary"``, ``network_interface_traffic_mode=
+  "HighPerformance"``; ESS has no queue pair number nor network card index, so a pool node gets the
+  type's default queue pairs and one ERI), and the training-node tags of ``trainstack/tags.py``
+  (``trainstack:role=training``, ``trainstack:zone``, ``trainstack:gpu-model``,
+  ``trainstack:gpus-per-node``, rank 0 or ``pool``, and
   ``trainstack:job-settings``: the running node keeps the settings it was launched with, since a
   changed configuration reaches only the next node ESS launches).
   ``active`` + ``enable`` put the group in service; ``force_delete`` lets ``pulumi destroy`` delete
@@ -37,6 +45,7 @@ from typing import Optional, Sequence
 import pulumi
 import pulumi_alicloud as alicloud
 
+from trainstack.bootstrap.render import pool_node_name
 from trainstack.plan import Plan
 
 from .network import Network
@@ -47,7 +56,7 @@ REMOVAL_POLICIES = ["OldestScalingConfiguration", "OldestInstance"]
 
 
 class SpotPool(pulumi.ComponentResource):
-    """The ESS scaling group and its scaling configuration for a 1-node self-healing spot plan."""
+    """The ESS scaling group and its scaling configuration of a self-healing spot plan."""
 
     group: alicloud.ess.ScalingGroup
     configuration: alicloud.ess.ScalingConfiguration
@@ -60,13 +69,15 @@ class SpotPool(pulumi.ComponentResource):
         pool, st = plan.spot_pool, plan.storage
         assert pool is not None and plan.zone is not None, "TrainingStack fills in the zone"
         zone = plan.zone
-        node_name = plan.node_names()[0]
+        node_name = pool_node_name(plan) if pool.anchor else plan.node_names()[0]
+        vswitch = network.pool_vswitch if pool.anchor else network.vswitch
+        assert vswitch is not None, "the rule book gives a multi-node pool its vSwitch"
         child = pulumi.ResourceOptions(parent=self)
 
         self.group = alicloud.ess.ScalingGroup(
             f"{name}-group", scaling_group_name=f"{plan.name[:54]}-spot-pool",
             min_size=pool.min_size, max_size=pool.max_size, desired_capacity=pool.max_size,
-            vswitch_ids=[network.vswitch.id], multi_az_policy=pool.multi_az_policy,
+            vswitch_ids=[vswitch.id], multi_az_policy=pool.multi_az_policy,
             on_demand_base_capacity=pool.on_demand_base, on_demand_percentage_above_base_capacity=0,
             spot_instance_remedy=True, compensate_with_on_demand=pool.compensate_with_on_demand,
             removal_policies=list(REMOVAL_POLICIES), scaling_policy="release", group_deletion_protection=False,
@@ -87,9 +98,13 @@ class SpotPool(pulumi.ComponentResource):
             system_disk_performance_level=st.system_disk_performance_level,
             system_disk_size=st.system_disk_gib, system_disk_encrypted=True, system_disk_name=f"{node_name}-system",
             role_name=role_name, user_data=user_data,
-            tags=node_tags(plan, zone, 0, job_settings_digest),
+            tags=node_tags(plan, zone, "pool" if pool.anchor else 0, job_settings_digest),
             active=True, enable=True, force_delete=True,
         )
+        if pool.anchor and plan.network.rdma == "erdma":
+            args["network_interfaces"] = [alicloud.ess.ScalingConfigurationNetworkInterfaceArgs(
+                instance_type="Primary", network_interface_traffic_mode="HighPerformance",
+                security_group_ids=[network.security_group.id])]
         disk = st.data_disk
         if disk is not None:
             args["data_disks"] = [alicloud.ess.ScalingConfigurationDataDiskArgs(

@@ -1,8 +1,9 @@
 """TrainingStack: the whole training environment for one Plan.
 
 ECS plans: Network + Storage + Image + Cluster, or, when the plan has ``spot_pool`` (profile
-``resources.self_healing`` on a 1-node spot plan), the node role + ``components.spot_pool.SpotPool``
-(an ESS scaling group) instead of the Cluster. DLC plans: Network + Storage (whatever the plan
+``resources.self_healing``), a ``components.spot_pool.SpotPool`` (an ESS scaling group): instead
+of the Cluster on a 1-node plan (with the node role), beside a Cluster of node 0 alone on a
+multi-node plan (the pool's nodes share the Cluster's node role). DLC plans: Network + Storage (whatever the plan
 has; for DLC that is the OSS bucket) + ``components.dlc.DlcTraining``, and no ECS nodes.
 
 When the plan leaves the zone to deploy time, it is looked up once here (plain invoke) and every
@@ -68,7 +69,18 @@ class TrainingStack(pulumi.ComponentResource):
             assert self.storage.bucket is not None
             self.job_settings = JobSettingsObject(f"{name}-job-settings", plan, self.storage.bucket.bucket,
                                                   self.storage.cpfs_mount_address, opts=child)
-        if plan.target == "ecs" and plan.spot_pool is not None:
+        if plan.target == "ecs" and plan.elastic:
+            assert self.job_settings is not None
+            self.image = choose_image(plan, lookups)
+            self.cluster = Cluster(f"{name}-cluster", plan, zone, self.network, self.storage, self.image.image_id,
+                                   self.job_settings, auto_release_time=auto_release_time, opts=child)
+            self.nodes = self.cluster.nodes
+            self.spot_pool = SpotPool(
+                f"{name}-pool", plan, self.network, self.image.image_id, user_data(plan, 1),
+                self.cluster.identity.role.role_name, opts=child,
+                depends_on=[*self.cluster.identity.ready, self.job_settings.object],
+                job_settings_digest=self.job_settings.digest)
+        elif plan.target == "ecs" and plan.spot_pool is not None:
             self.image = choose_image(plan, lookups)
             if check_auto_release_time(auto_release_time):
                 pulumi.log.warn(f"{plan.name}: trainstack:autoReleaseAt does not apply to a self-healing spot pool "
@@ -118,7 +130,7 @@ def stack_outputs(stack: TrainingStack) -> dict[str, Any]:
     """What `pulumi stack output` shows (and the offline preview's ``exports``)."""
     plan = stack.plan
     is_ecs = plan.target == "ecs"
-    fixed_ips = is_ecs and plan.spot_pool is None  # a pool node's IP is chosen by ESS at launch
+    fixed_ips = is_ecs and (plan.spot_pool is None or plan.elastic)  # a pool node's IP is chosen by ESS
     summary = plan.summary()
     out = {
         "target": plan.target,
@@ -126,7 +138,7 @@ def stack_outputs(stack: TrainingStack) -> dict[str, Any]:
         "gpu_model": plan.gpu_model,
         "nodes": plan.nodes,  # ECS nodes, or DLC pods
         "node_names": plan.node_names() if is_ecs else [],
-        "node_private_ips": plan.node_private_ips() if fixed_ips else [],
+        "node_private_ips": [plan.node_private_ips()[r] for r in plan.instance_ranks()] if fixed_ips else [],
         "node_ids": [n.id for n in stack.nodes],
         "zone": stack.zone,
         "image_id": stack.image.image_id if stack.image else None,

@@ -77,8 +77,10 @@ class Storage(pulumi.ComponentResource):
             self._cpfs(name, plan, zone, vpc_id, services_vswitch_id, child)
 
         self.data_disks, self.checkpoint_disks = [], []
-        standalone = plan.target == "ecs" and plan.spot_pool is None  # ESS makes a pool node's disks itself
-        for rank, node in enumerate(plan.node_names() if standalone else []):
+        names = plan.node_names()
+        # plain nodes only: ESS makes a pool node's disks itself (a multi-node pool's node 0 is plain)
+        for rank in plan.instance_ranks() if plan.target == "ecs" else []:
+            node = names[rank]
             if st.data_disk is not None:
                 self.data_disks.append(self._disk(f"{name}-data-disk-{rank}", f"{node}-data", plan, zone, st.data_disk,
                                                   f"dataset cache of node {rank}", child))

@@ -130,6 +130,8 @@ class NetworkPlan(_Frozen):
     vswitch_cidr: str
     eri_vswitch_cidr: Optional[str] = None
     services_vswitch_cidr: Optional[str] = None
+    pool_vswitch_cidr: Optional[str] = Field(
+        None, description="A multi-node self-healing pool's nodes (ESS picks their addresses; never the node vSwitch)")
     rdma: Literal["erdma", "roce", "none"] = "none"
     eri_per_node: int = 0
     queue_pair_number: Optional[int] = Field(
@@ -176,17 +178,36 @@ class ImagePlan(_Frozen):
 
 class SpotPoolPlan(_Frozen):
     """A self-healing spot pool (profile ``resources.self_healing``): one ESS scaling group that
-    keeps ``max_size`` spot nodes running and replaces a reclaimed one. Only for 1-node spot plans:
-    a replacement node gets a new private IP, which a fixed multi-node torchrun cluster cannot take."""
+    keeps ``max_size`` spot nodes running and replaces a reclaimed one (trainstack.layout.spot_pool).
 
-    min_size: int = Field(1, ge=1, le=1)
-    max_size: int = Field(1, ge=1, le=1)
+    1-node plans: the pool holds the node. Multi-node plans (``anchor``): node 0 is a plain
+    on-demand instance at a fixed private IP that hosts torchrun's c10d rendezvous; the pool holds
+    the other ``nodes - 1`` nodes in a vSwitch of their own (ESS picks their IPs), and every node
+    runs torchrun elastic with a fixed world size, so a replacement joins the running job."""
+
+    min_size: int = Field(1, ge=1)
+    max_size: int = Field(1, ge=1)
     on_demand_base: int = Field(0, ge=0, description="On-demand nodes below the spot capacity (0: all spot)")
     compensate_with_on_demand: bool = Field(
         False, description="Start an on-demand node when no spot node can be had (profile spot: allow)")
     multi_az_policy: Literal["COST_OPTIMIZED"] = "COST_OPTIMIZED"
     price_limit: float = Field(gt=0, description="ESS spot price limit, CNY/h (at most 2 decimals, rounded down)")
+    anchor: bool = Field(False, description="Node 0 runs outside the pool, on-demand, at its fixed private IP, "
+                                            "and hosts the rendezvous (multi-node plans)")
+    rendezvous_port: int = Field(29400, ge=1024, le=65535, description="torchrun c10d rendezvous port on node 0")
+    max_restarts: int = Field(0, ge=0, description="torchrun --max-restarts: worker failures each agent survives "
+                                                   "(a replacement joining costs none)")
+    join_timeout_seconds: int = Field(600, ge=60, description="How long the agents wait for a replacement node "
+                                                              "(rendezvous join_timeout)")
     notes: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _sizes(self) -> "SpotPoolPlan":
+        if self.min_size != self.max_size:
+            raise ValueError("a self-healing pool keeps a fixed size (min_size = max_size)")
+        if not self.anchor and self.max_size != 1:
+            raise ValueError("a pool without an anchor node holds a 1-node plan's single node")
+        return self
 
 
 class ImageLookup(_Frozen):
@@ -404,9 +425,9 @@ class Plan(_Frozen):
     parallelism: ParallelismPlan = Field(default_factory=ParallelismPlan)
     dlc: Optional[DlcPlan] = None
     spot_pool: Optional[SpotPoolPlan] = Field(
-        None, description="Self-healing spot pool (ESS) instead of plain instances; 1-node spot plans only")
-    self_healing: bool = Field(False, description="The profile asks for self-healing (resources.self_healing); "
-                                                  "the rule book refuses it on a multi-node plan")
+        None, description="Self-healing spot pool (ESS) instead of plain instances (all of a 1-node plan; "
+                          "nodes 1.. of a multi-node plan, whose node 0 is an on-demand anchor)")
+    self_healing: bool = Field(False, description="The profile asks for self-healing (resources.self_healing)")
     tags: dict[str, str] = Field(default_factory=dict)
     labels: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()
@@ -417,9 +438,27 @@ class Plan(_Frozen):
 
     @model_validator(mode="after")
     def _spot_pool_fits(self) -> "Plan":
-        if self.spot_pool is not None and not (self.target == "ecs" and self.spot and self.nodes == 1):
-            raise ValueError("spot_pool (self-healing) needs a 1-node ECS spot plan")
+        pool = self.spot_pool
+        if pool is not None and not (self.target == "ecs" and self.spot):
+            raise ValueError("spot_pool (self-healing) needs an ECS spot plan")
+        if pool is not None and pool.max_size != (self.nodes - 1 if pool.anchor else self.nodes):
+            raise ValueError(f"spot_pool holds {pool.max_size} node(s) of a {self.nodes}-node plan")
         return self
+
+    @property
+    def elastic(self) -> bool:
+        """A multi-node self-healing plan: torchrun elastic, ranks from the rendezvous on node 0."""
+        return self.spot_pool is not None and self.spot_pool.anchor
+
+    def instance_ranks(self) -> list[int]:
+        """The nodes that are plain ``ecs.Instance``s (the rest are the pool's)."""
+        if self.spot_pool is None:
+            return list(range(self.nodes))
+        return [0] if self.spot_pool.anchor else []
+
+    def node_spot_strategy(self, rank: int) -> str:
+        """A plain node's spot strategy: the plan's, except an anchor node, which is on-demand."""
+        return "NoSpot" if (self.elastic and rank == 0) else self.spot_strategy
 
     @property
     def is_multi_node(self) -> bool:

@@ -249,23 +249,39 @@ def checkpoint_disks_planned(plan: Plan) -> bool:
 
 
 def _spot_pool(plan: Plan) -> list[Optional[Problem]]:
+    """A self-healing pool the plan can run (docs/self-healing.md); the launcher's side (torchrun
+    elastic only) is the launch check's (trainstack.launchers.check_command)."""
     path = "resources.self_healing"
-    if plan.self_healing and plan.target == "ecs" and plan.nodes > 1:
-        return [Problem(path=path, given=True, has_given=True, allowed="false, or resources.max_nodes: 1",
-                        message=f"self-healing replaces a reclaimed node of a 1-node plan only; the chosen plan has "
-                                f"{plan.nodes} nodes, and trainstack cannot yet replace one node of a multi-node "
-                                f"torchrun cluster (its ranks have fixed private IPs) [issue 23]")]
-    if plan.spot_pool is None:
+    pool = plan.spot_pool
+    if pool is None:
         return []
-    if not plan.spot or plan.spot_strategy != "SpotWithPriceLimit" or plan.nodes != 1:
-        return [Problem(path=path, message="a self-healing spot pool needs 1 spot node with a price limit")]
+    if not plan.spot or plan.spot_strategy != "SpotWithPriceLimit":
+        return [Problem(path=path, message="a self-healing spot pool needs spot nodes with a price limit")]
     if checkpoint_disks_planned(plan):
         return [Problem(path=path, message="a self-healing spot pool cannot keep checkpoints on ESSD (a replacement "
                                            "node cannot reach the reclaimed node's disk): use oss or cpfs")]
     if plan.spot_duration_hours not in ESS_SPOT_DURATIONS:
         return [Problem(path=path, message=f"ESS spot protection is 0 or 1 hour, the plan has "
                                            f"{plan.spot_duration_hours}")]
-    return []
+    if not pool.anchor:
+        return []
+    out: list[Optional[Problem]] = []
+    if not pool.compensate_with_on_demand:
+        out.append(Problem(path="resources.spot", given="require", has_given=True,
+                           allowed="allow (with resources.self_healing), or resources.max_nodes: 1",
+                           message=f"a {plan.nodes}-node self-healing plan runs node 0 on-demand (it hosts the "
+                                   "rendezvous every replacement node joins), and spot: require allows no "
+                                   "on-demand node"))
+    if plan.storage.checkpoint != "cpfs":
+        out.append(Problem(path="storage.checkpoint", given=plan.storage.checkpoint, has_given=True,
+                           allowed="cpfs (with resources.self_healing on several nodes)",
+                           message=f"a {plan.nodes}-node self-healing plan needs its checkpoints on CPFS: after a "
+                                   "replacement, torchrun's rendezvous may give a surviving node another rank, so "
+                                   "every rank's checkpoint shard must be readable from every node"))
+    if plan.network.pool_vswitch_cidr is None:
+        out.append(Problem(path=path, message="a multi-node self-healing pool needs its own vSwitch (the node "
+                                              "vSwitch holds fixed IPs only)"))
+    return out
 
 
 def _tags(plan: Plan) -> list[Optional[Problem]]:

@@ -39,9 +39,10 @@ def base_tags(plan: Plan, role: Optional[str] = None, zone: Optional[str] = None
 JOB_SETTINGS = "trainstack:job-settings"
 
 
-def node_tags(plan: Plan, zone: str, rank: int, job_settings_digest: Any = None) -> dict[str, Any]:
+def node_tags(plan: Plan, zone: str, rank: "int | str", job_settings_digest: Any = None) -> dict[str, Any]:
     """Training-node tags; GPU model and count are plain values policies can read at preview.
-    ``job_settings_digest`` (a string or a deploy-time Output) adds the job settings tag."""
+    ``rank``: the node's rank, or ``pool`` (a multi-node self-healing pool's nodes take theirs from
+    the rendezvous). ``job_settings_digest`` (a string or a deploy-time Output) adds the job settings tag."""
     tags: dict[str, Any] = base_tags(plan, role=ROLE_TRAINING, zone=zone)
     tags["trainstack:node-rank"] = str(rank)
     tags["trainstack:gpus-per-node"] = str(plan.gpus_per_node)

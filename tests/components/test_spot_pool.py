@@ -156,11 +156,13 @@ def test_plans_without_spot_pool_create_no_ess_resources(engine, plan):
     assert "scaling_group_id" not in stack.outputs
 
 
-def test_a_spot_pool_needs_a_one_node_spot_plan():
-    with pytest.raises(ValueError, match="1-node ECS spot plan"):
+def test_a_spot_pool_needs_a_spot_plan_and_holds_its_nodes():
+    with pytest.raises(ValueError, match="needs an ECS spot plan"):
         single_gpu_lora_plan(spot_pool=SpotPoolPlan(price_limit=9.0))
-    with pytest.raises(ValueError, match="1-node ECS spot plan"):
+    with pytest.raises(ValueError, match="holds 1 node"):
         spot_pool_plan(nodes=2, total_gpus=8)
+    with pytest.raises(ValueError, match="1-node plan's single node"):
+        SpotPoolPlan(price_limit=9.0, min_size=2, max_size=2)
 
 
 def test_a_pool_refuses_checkpoints_on_essd(engine):
@@ -237,3 +239,71 @@ def test_the_offline_plan_draws_the_pool_in_the_topology(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "ESS spot pool qwen-7b-heal-pool-config · 1 x ecs.gn7e-c16g1.16xlarge · spot ≤ 138.96 CNY/h" in out
     assert "self-healing: an ESS scaling group keeps 1 spot node running" in out
+
+
+# --- multi-node self-healing (issue 23): node 0 on-demand at its fixed IP, the pool the other nodes --------
+
+def elastic_plan(nodes=3):
+    """The 70B sample on ``nodes`` eRDMA nodes, spot allowed, self-healing (CPFS checkpoints)."""
+    return multi_node_erdma_plan(nodes, profile={"resources": {"spot": "allow", "self_healing": True}})
+
+
+def user_data_text(inputs):
+    return base64.b64decode(inputs["userData"]).decode()
+
+
+def test_a_multi_node_plan_is_node_0_on_demand_plus_a_pool_of_the_others(engine):
+    plan = elastic_plan()
+    engine.declare(plan)
+    [node] = engine.of_type(INSTANCE)
+    assert node.inputs["spotStrategy"] == "NoSpot" and "spotPriceLimit" not in node.inputs
+    assert node.inputs["privateIp"] == plan.node_private_ips()[0] and node.inputs["httpTokens"] == "required"
+    g = engine.one(GROUP).inputs
+    assert (g["minSize"], g["maxSize"], g["desiredCapacity"]) == (2, 2, 2)
+    assert g["vswitchIds"] == [f"switch-{plan.name}-network-pool-vswitch"]  # never the fixed-IP vSwitch
+    assert g["compensateWithOnDemand"] is True and g["spotInstanceRemedy"] is True
+    [pool_vswitch] = [s for s in engine.of_type("vpc/switch:Switch") if s.name.endswith("-pool-vswitch")]
+    assert pool_vswitch.inputs["cidrBlock"] == plan.network.pool_vswitch_cidr
+    c = engine.one(CONFIG).inputs
+    assert c["spotStrategy"] == "SpotWithPriceLimit" and c["instanceType"] == plan.instance_type
+    assert c["networkInterfaces"] == [{"instanceType": "Primary", "networkInterfaceTrafficMode": "HighPerformance",
+                                       "securityGroupIds": [f"securitygroup-{plan.name}-network-sg"]}]
+    assert c["tags"]["trainstack:node-rank"] == "pool"
+
+
+def test_the_anchor_and_the_pool_boot_the_elastic_files(engine):
+    plan = elastic_plan()
+    engine.declare(plan)
+    anchor = user_data_text(engine.one(INSTANCE).inputs)
+    pool = user_data_text(engine.one(CONFIG).inputs)
+    deployed = engine.result.plan  # with the stack bucket's deploy-time name
+    assert anchor == render_user_data(deployed, 0) and pool == render_user_data(deployed, 1)
+    assert "STATUS_PER_INSTANCE=1" in pool and "STATUS_PER_INSTANCE" not in anchor
+    assert "STOP_ON=never" in pool and "STOP_ON=never" not in anchor  # node 0 stops billing at the end
+
+
+def test_only_node_0_may_be_stopped_and_the_pool_reports_under_its_own_prefix(engine):
+    plan = elastic_plan()
+    engine.declare(plan)
+    stop = json.loads(engine.value(engine.result.cluster.stop_policy.policy_document))
+    [statement] = stop["Statement"]
+    assert len(statement["Resource"]) == 1  # the anchor alone: a pool node never stops itself
+    status = next(p for p in engine.of_type("ram/policy:Policy") if p.name.endswith("identity-status"))
+    resources = json.loads(status.inputs["policyDocument"])["Statement"][0]["Resource"]
+    assert any(r.endswith(f"/status/{plan.name}-pool/*") for r in resources)
+    assert any(r.endswith(f"/status/{plan.name}-node-0/*") for r in resources)
+
+
+def test_a_later_up_that_grows_the_cluster_keeps_node_0_and_resizes_the_pool(engine_factory):
+    """Day two: 3 -> 4 nodes changes the pool's size in place; node 0, its IP and the vSwitches stay."""
+    before = engine_factory()
+    before.declare(elastic_plan(3))
+    after = engine_factory()
+    after.declare(elastic_plan(4))
+    node_0 = [e.one(INSTANCE).inputs for e in (before, after)]
+    # the job settings digest (tag) follows the new node count; user data is ignored after creation
+    assert [{k: v for k, v in n.items() if k not in ("userData", "tags")} for n in node_0] == [
+        {k: v for k, v in node_0[0].items() if k not in ("userData", "tags")}] * 2
+    assert after.one(GROUP).inputs["maxSize"] == 3
+    for s in before.of_type("vpc/switch:Switch"):
+        assert after.by_urn(s.urn).inputs["cidrBlock"] == s.inputs["cidrBlock"]

@@ -1,4 +1,5 @@
-"""resources.self_healing: validated in the profile, applied by the resolver only to 1-node spot plans."""
+"""resources.self_healing: validated in the profile; a 1-node spot plan gets a pool of its node, a
+multi-node one an on-demand node 0 (the rendezvous) and a pool of the others (issue 23)."""
 
 from __future__ import annotations
 
@@ -102,26 +103,79 @@ def test_without_the_flag_nothing_changes():
         update={"spot_pool": None, "self_healing": False, "labels": plan.labels})
 
 
-def test_multi_node_self_healing_is_an_exit_2_error_never_silently_ignored(tmp_path, capsys):
-    """Issue 23 item 3: one lost node of a multi-node cluster is not replaced yet, so the rule book
-    refuses the plan (validate, resolve and plan alike) instead of planning plain instances."""
-    from trainstack.rules import check_plan
+def multi(spot="allow", **changes):
+    out = doc(MULTI_NODE_70B, spot=spot)
+    for key, value in changes.items():
+        out.setdefault(key, {}).update(value)
+    return out
 
-    plan = resolve(parse_profile(MULTI_NODE_70B))  # the engine's choice, before the rule book
-    assert plan.spot and plan.nodes > 1 and plan.spot_pool is None and plan.self_healing
-    with pytest.raises(InputError) as err:
-        check_plan(plan)
-    [problem] = err.value.problems
-    assert problem.path == "resources.self_healing" and f"{plan.nodes} nodes" in problem.message
+
+def refused_alike(tmp_path, capsys, document, path):
+    """validate and plan both exit 2 with the same one-line message at ``path``; returns it."""
     f = tmp_path / "heal.yaml"
-    f.write_text(yaml.safe_dump(MULTI_NODE_70B), encoding="utf-8")
+    f.write_text(yaml.safe_dump(document), encoding="utf-8")
     messages = []
     for command in (["validate", str(f)], ["plan", str(f)]):
         assert main(command) == 2
         err_text = capsys.readouterr().err
-        assert "resources.self_healing" in err_text
-        messages.append(next(line for line in err_text.splitlines() if "resources.self_healing" in line))
+        messages.append(next(line for line in err_text.splitlines() if path in line))
     assert messages[0] == messages[1]
+    return messages[0]
+
+
+def test_a_multi_node_plan_gets_an_on_demand_anchor_and_a_pool_of_the_others():
+    from trainstack.rules import check_plan
+
+    plan = resolve(parse_profile(multi()))
+    check_plan(plan)
+    pool = plan.spot_pool
+    assert plan.nodes == 3 and plan.elastic and pool.anchor
+    assert (pool.min_size, pool.max_size) == (2, 2) and pool.compensate_with_on_demand
+    assert plan.instance_ranks() == [0] and plan.node_spot_strategy(0) == "NoSpot"
+    assert plan.node_spot_strategy(1) == "SpotWithPriceLimit"
+    assert plan.network.pool_vswitch_cidr not in (None, plan.network.vswitch_cidr)
+    # priced as it runs: node 0 at the on-demand price, the pool's nodes at the spot price
+    on_demand, spot = plan.estimate.on_demand_hourly_cny / 3, plan.estimate.spot_hourly_cny / 3
+    assert plan.hourly_cost_cny == pytest.approx(on_demand + 2 * spot, abs=0.01)
+    assert any("node 0 runs on-demand" in label for label in plan.labels)
+
+
+def test_the_pool_vswitch_moves_no_other_vswitch():
+    plain = resolve(parse_profile(doc(MULTI_NODE_70B, spot="allow", self_healing=False)))
+    healing = resolve(parse_profile(multi()))
+    for field in ("vswitch_cidr", "eri_vswitch_cidr", "services_vswitch_cidr"):
+        assert getattr(plain.network, field) == getattr(healing.network, field)
+
+
+def test_multi_node_self_healing_under_spot_require_is_an_exit_2_error(tmp_path, capsys):
+    """Item 3: never silently ignored. Node 0 must be on-demand, which spot: require forbids."""
+    line = refused_alike(tmp_path, capsys, multi(spot="require"), "resources.spot")
+    assert "node 0 on-demand" in line and "allow" in line
+
+
+def test_multi_node_self_healing_needs_checkpoints_on_cpfs(tmp_path, capsys):
+    line = refused_alike(tmp_path, capsys, multi(storage={"checkpoint": "oss"}), "storage.checkpoint")
+    assert "another rank" in line and "cpfs" in line
+
+
+@pytest.mark.parametrize("command", ["deepspeed train.py", "accelerate launch train.py"])
+def test_multi_node_self_healing_needs_a_torchrun_launch(tmp_path, capsys, command):
+    line = refused_alike(tmp_path, capsys, multi(job={"command": command}), "job.command")
+    assert "resources.self_healing" in line and "torchrun" in line
+
+
+@pytest.mark.parametrize("option", ["--rdzv-conf timeout=9", "--rdzv-id other", "--node-rank 0",
+                                    "--master-addr 10.0.0.10"])
+def test_torchrun_options_the_rendezvous_owns_are_refused(tmp_path, capsys, option):
+    refused_alike(tmp_path, capsys, multi(job={"command": f"torchrun {option} train.py"}), "job.command")
+
+
+def test_a_users_max_restarts_is_kept():
+    from trainstack.bootstrap import render_files
+
+    plan = resolve(parse_profile(multi(job={"command": "torchrun --max-restarts 3 train.py"})))
+    [job_env] = [f.content for f in render_files(plan, 1, cpfs_mount_address="x.cpfs.aliyuncs.com") if f.name == "job.env"]
+    assert "--max-restarts 3" in job_env and "--max-restarts 10" not in job_env
 
 
 def test_an_on_demand_choice_gets_no_pool_and_says_why():

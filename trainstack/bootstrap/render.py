@@ -205,18 +205,25 @@ class _Node:
         storage = plan.storage
         if storage.oss is None:
             raise ValueError("an ECS plan needs its stack bucket (the job settings channel lives there)")
-        if plan.spot_pool is not None:
+        self.pool_node = plan.spot_pool is not None and not (plan.elastic and rank == 0)
+        if self.pool_node:
             # a self-healing pool node is replaced by ESS with a new private IP, and ESS health checks
-            # replace a stopped node: the 1-node job rendezvous on loopback, and the node is never
-            # stopped at job end (it runs until `pulumi destroy`; docs/provisioning.md)
+            # replace a stopped node: it is never stopped at job end (it runs until `pulumi destroy`;
+            # docs/self-healing.md). A 1-node job rendezvous on loopback; a multi-node one through
+            # torchrun elastic on node 0 (the anchor, a plain node outside the pool).
             opts = replace(opts, stop_on="never", poweroff_fallback=False)
         self.plan, self.rank, self.opts = plan, rank, opts
         self.code = classify_code_uri(plan.job.code_uri)
         self.cpfs = cpfs_source(cpfs_address) if storage.cpfs and cpfs_address else None
-        self.ips = [POOL_NODE_ADDRESS] if plan.spot_pool is not None else plan.node_private_ips()
+        if plan.elastic:  # only node 0's address is known: ESS picks the others' (the hostfile names node 0)
+            self.ips = plan.node_private_ips()[:1]
+        else:
+            self.ips = [POOL_NODE_ADDRESS] if plan.spot_pool is not None else plan.node_private_ips()
         self.nproc = _nproc_per_node(plan)
         self.oss_checkpoints = storage.checkpoint == "oss"
-        self.node_name = plan.node_names()[rank]
+        # every pool node of a multi-node plan has the same files (rank 1's): one name, one status prefix
+        # per instance (the launch script appends the instance id)
+        self.node_name = pool_node_name(plan) if (plan.elastic and rank > 0) else plan.node_names()[rank]
         self.status_uri = status_uri(plan, self.node_name)
         self.topology = topology_from_plan(plan, opts.master_port, opts.rdzv_timeout_seconds, hosts=tuple(self.ips))
 
@@ -297,6 +304,8 @@ class _Node:
         if p.network.mtu != 1500:
             pairs.append(("MTU", p.network.mtu))
         pairs += [("OSS_VENV", OSS_VENV), ("OSS_SDK_SPEC", o.oss_sdk_spec)]
+        if p.elastic and self.rank > 0:  # pool nodes share these files: each instance reports under its own id
+            pairs.append(("STATUS_PER_INSTANCE", 1))
         return pairs + self.status_env_pairs()
 
     def status_env_pairs(self) -> list[tuple[str, object]]:
@@ -338,6 +347,7 @@ class _Node:
             oss_uri = f"oss://{s.oss.bucket}/{prefix.lstrip('/')}"
         return [
             ("NNODES", p.nodes), ("NPROC_PER_NODE", self.nproc), ("MASTER_ADDR", self.ips[0]),
+            *([("ELASTIC", 1)] if p.elastic else []),
             ("LAUNCHER", self.plan_launcher()),
             ("CHECKPOINT_KIND", s.checkpoint), ("CHECKPOINT_DIR", s.checkpoint_path), ("OSS_CHECKPOINT_URI", oss_uri),
             ("CODE_KIND", self.code.kind), ("CODE_URI", self.code.uri), ("CODE_REF", self.code.ref),
@@ -448,6 +458,12 @@ class _Node:
         return [["systemctl", "daemon-reload"],
                 ["systemctl", "enable", "trainstack-setup.service", *started],
                 ["systemctl", "start", "--no-block", *started]]
+
+
+def pool_node_name(plan: Plan) -> str:
+    """The name every pool node of a multi-node self-healing plan shares (ESS launches them all from
+    one scaling configuration)."""
+    return f"{plan.name}-pool"
 
 
 def check_job(plan: Plan, options: Optional[BootstrapOptions] = None) -> list[Problem]:

@@ -31,6 +31,7 @@ def register(sub) -> None:
 
 def _plan(args):
     from ..preview.planner import resolve_config
+    from ..stack_config import trusted_profile
     from ..preview.sources import find_project, stack_config
 
     if bool(args.profile) == bool(args.stack):
@@ -44,6 +45,8 @@ def _plan(args):
         if not path.is_file():
             raise InputError(f"{args.profile}: no such profile file")
         config = dict(project.defaults, **{f"{project.name}:profile": str(path.resolve())})
+        with trusted_profile(path):  # a profile named on the command line may live anywhere (as for `plan`)
+            return resolve_config(config, project)
     return resolve_config(config, project)
 
 

@@ -24,6 +24,8 @@ __all__ = ["Degrees", "FIELD", "Launch", "LaunchError", "RESERVED_ENV", "RESERVE
 
 _TOOLS = {"torchrun": torchrun, "python": torchrun, "tune": torchrun, "accelerate": accelerate,
           "deepspeed": deepspeed, "llamafactory": environment, "swift": environment, "script": environment}
+#: the tools a multi-node self-healing plan can launch (torchrun elastic)
+ELASTIC_TOOLS = ("torchrun", "python")
 #: names a job may not set: the topology every launcher reads and torch.distributed's own
 RESERVED_ENV = frozenset(TOPOLOGY_ENV + DISTRIBUTED_ENV)
 #: torchrun reads every option also from PET_<OPTION> (e.g. PET_NNODES)
@@ -52,6 +54,13 @@ def check_command(command: str, topology: Optional[Topology]) -> list[Problem]:
     is not known, so only the rules that need no plan)."""
     parsed, problems = _parsed(command)
     if parsed is None:
+        return problems
+    if topology is not None and topology.elastic is not None and parsed.tool not in ELASTIC_TOOLS:
+        problems.append(problem(
+            f"resources.self_healing on a {topology.nnodes}-node plan replaces a lost node through torchrun's elastic "
+            f"rendezvous, and {' '.join(parsed.head) or parsed.tool} is not launched by torchrun",
+            "launch with torchrun (or python script.py), or set resources.self_healing: false (or "
+            "resources.max_nodes: 1)"))
         return problems
     return problems + _TOOLS[parsed.tool].check(parsed, Context(topology))
 

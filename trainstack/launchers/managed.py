@@ -48,6 +48,9 @@ def _agrees(role: str, opt: Option, ctx: Context) -> tuple[bool, str]:
     if role == "world":
         return _int(v) == t.world_size, (f"the plan runs {t.world_size} process(es) in all "
                                          f"({t.nnodes} node(s) x {t.nproc_per_node})")
+    if t.elastic is not None and role in ("node_rank", "master_addr", "master_port", "rdzv_backend", "endpoint",
+                                          "standalone"):
+        return _agrees_elastic(role, opt, t)
     if role == "node_rank":
         return t.nnodes == 1 and _int(v) == 0, f"each of the plan's {t.nnodes} node(s) gets its own rank"
     if role == "master_addr":
@@ -67,6 +70,18 @@ def _agrees(role: str, opt: Option, ctx: Context) -> tuple[bool, str]:
     if role == "standalone":
         return t.nnodes == 1, f"--standalone is a single-node rendezvous; the plan runs {t.nnodes} nodes"
     raise AssertionError(role)
+
+
+def _agrees_elastic(role: str, opt: Option, t) -> tuple[bool, str]:
+    """A self-healing plan's torchrun elastic: ranks from the c10d rendezvous on node 0."""
+    endpoint = t.rendezvous_endpoint
+    if role == "rdzv_backend":
+        return str(opt.value) == "c10d", f"a self-healing plan uses torchrun's c10d rendezvous on node 0 ({endpoint})"
+    if role == "endpoint":
+        return str(opt.value) == endpoint, f"the rendezvous is {endpoint} (node 0)"
+    if role == "node_rank":
+        return False, "on a self-healing plan node ranks come from the rendezvous (a replacement takes any rank)"
+    return False, f"a self-healing plan rendezvous through c10d at {endpoint}, not a master address and port"
 
 
 def split_options(found: Scan, roles: dict[str, str], forbidden: dict[str, Forbidden], ctx: Context,

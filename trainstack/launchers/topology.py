@@ -60,6 +60,19 @@ class Degrees:
 
 
 @dataclass(frozen=True)
+class Elastic:
+    """torchrun elastic (a multi-node self-healing plan, trainstack.layout.spot_pool): every node joins
+    a c10d rendezvous hosted by node 0 at its fixed address, with a fixed world size; node ranks come
+    from the rendezvous, each node names its own address at run time (``local_addr``)."""
+
+    port: int
+    run_id: str
+    max_restarts: int
+    join_timeout_seconds: int
+    local_addr: str = "TRAINSTACK_LOCAL_ADDR"  # the launch script sets it from the metadata service
+
+
+@dataclass(frozen=True)
 class Topology:
     """Nodes x processes per node, where node 0 listens, and on which platform."""
 
@@ -70,12 +83,20 @@ class Topology:
     master_port: int = DEFAULT_MASTER_PORT
     rdzv_timeout_seconds: int = 1800
     degrees: Degrees = field(default=Degrees())
+    elastic: Optional[Elastic] = None  # ECS only: then ``hosts`` names node 0 alone
 
     def __post_init__(self) -> None:
         if self.nnodes < 1 or self.nproc_per_node < 1:
             raise ValueError("a topology needs at least one node and one process per node")
-        if self.platform == "ecs" and len(self.hosts) != self.nnodes:
+        if self.elastic is not None and (self.platform != "ecs" or len(self.hosts) != 1):
+            raise ValueError("an elastic topology is an ECS one that names node 0's address alone")
+        if self.platform == "ecs" and self.elastic is None and len(self.hosts) != self.nnodes:
             raise ValueError(f"an ECS topology names every node's address ({self.nnodes}), got {len(self.hosts)}")
+
+    @property
+    def rendezvous_endpoint(self) -> Optional[str]:
+        """node0:port of the c10d rendezvous (elastic topologies)."""
+        return f"{self.hosts[0]}:{self.elastic.port}" if self.elastic else None
 
     @property
     def world_size(self) -> int:
@@ -103,6 +124,14 @@ class Topology:
 def topology_from_plan(plan, master_port: int = DEFAULT_MASTER_PORT, rdzv_timeout_seconds: int = 1800,
                        hosts: Optional[tuple[str, ...]] = None) -> Topology:
     """The topology of a resolved Plan (``hosts``: the ECS node addresses, if not the plan's)."""
+    pool = getattr(plan, "spot_pool", None)
+    if plan.target == "ecs" and pool is not None and pool.anchor:
+        nproc = plan.job.nproc_per_node if "nproc_per_node" in plan.job.model_fields_set else plan.gpus_per_node
+        return Topology(nnodes=plan.nodes, nproc_per_node=nproc, platform="ecs", hosts=(plan.node_private_ips()[0],),
+                        master_port=master_port, rdzv_timeout_seconds=rdzv_timeout_seconds,
+                        degrees=degrees_of(plan),
+                        elastic=Elastic(port=pool.rendezvous_port, run_id=plan.name, max_restarts=pool.max_restarts,
+                                        join_timeout_seconds=pool.join_timeout_seconds))
     degrees = degrees_of(plan)
     if plan.target == "dlc":
         pods = plan.dlc.pod_count if plan.dlc else plan.nodes

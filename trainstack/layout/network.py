@@ -8,7 +8,9 @@ Address plan (day two: a replaced node must get its fixed IP back, and nothing e
 * the **services vSwitch** (``services_vswitch_cidr``) carries CPFS, its protocol service (up to 32
   random addresses, data/service_limits.yaml cpfs.protocol_service.vswitch_addresses) and the NAT
   gateway (one random address, vpc.nat_gateway.vswitch_addresses). A retained CPFS then pins the
-  services vSwitch, never the cluster's.
+  services vSwitch, never the cluster's;
+* the **pool vSwitch** (``pool_vswitch_cidr``, multi-node self-healing plans) carries the ESS
+  pool's nodes, whose addresses ESS picks: a replacement can never take node 0's fixed IP.
 
 Every block derives from the VPC CIDR and fixed preferred sizes only (never from the node count), so
 adding a node or a service never moves a vSwitch (``cidr_block`` is ForceNew).
@@ -44,7 +46,7 @@ VSWITCH_MASK_MAX = int(_LIMITS.number("vpc.vswitch.mask_max"))
 #: whole maximum and blocks the others: ecs.eri.queue_pairs_shared_per_instance).
 MAX_ERIS_PER_NODE = 2
 #: Preferred sizes: the node and ERI vSwitches a /20 (4,092 addresses), the services vSwitch a /24.
-NODE_PREFIX, ERI_PREFIX, SERVICES_PREFIX = 20, 20, 24
+NODE_PREFIX, ERI_PREFIX, SERVICES_PREFIX, POOL_PREFIX = 20, 20, 24, 20
 #: Addresses the services vSwitch must offer at least: protocol service + NAT + the file system's own.
 SERVICES_MIN_ADDRESSES = PROTOCOL_SERVICE_ADDRESSES + NAT_ADDRESSES + 8
 
@@ -137,8 +139,13 @@ def plan_network(profile: TrainingProfile, inst: Optional[ResolvedInstance], nod
     if services or n.internet_egress:
         taken = [node_cidr] + ([eri_cidr] if eri_cidr else [])
         services_cidr = _block(n.vpc_cidr, taken, SERVICES_PREFIX, SERVICES_MIN_ADDRESSES, "services")
+    pool_cidr = None
+    if profile.resources.self_healing and spot and nodes > 1:  # taken last: adding it moves no other block
+        taken = [c for c in (node_cidr, eri_cidr, services_cidr) if c]
+        pool_cidr = _block(n.vpc_cidr, taken, POOL_PREFIX, profile.resources.max_nodes * 2, "self-healing pool")
     return NetworkPlan(
         vpc_cidr=n.vpc_cidr, vswitch_cidr=node_cidr, eri_vswitch_cidr=eri_cidr, services_vswitch_cidr=services_cidr,
+        pool_vswitch_cidr=pool_cidr,
         rdma=rdma, eri_per_node=eri, queue_pair_number=qp, queue_pair_number_max=qp_max, jumbo_frames=jumbo,
         deployment_set=dset, deployment_set_groups=groups, mtu=mtu_for(rdma, jumbo),
         internet_egress=n.internet_egress, ssh_cidrs=tuple(profile.access.ssh_cidrs),

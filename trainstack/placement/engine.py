@@ -213,8 +213,7 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option, sized: 
     if hours is not None and spot:
         hours *= SPOT_RESTART_ALLOWANCE
     quote = option.quote or catalog.quote(profile.region, inst.name)
-    unit = quote.spot_cny_per_hour if spot else quote.on_demand_cny_per_hour
-    hourly = round(unit * (gpus if quote.per == "GPU" else nodes), 4) if unit is not None else None
+    hourly = hourly_price(quote, inst.gpu_count, nodes, spot, anchor_nodes(profile, option.target, nodes, spot))
     total = round(hourly * hours, 2) if (hourly is not None and hours is not None) else None
     labels = option.labels + calibrated + sized.labels + quote.labels + (quote.spot_labels if spot else ())
     why = option.blocked or sized.layout_why or rule_broken(profile, gpu.name, gpu.usable_gib, gpus, spot, quote,
@@ -233,6 +232,29 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option, sized: 
         memory_margin_gib=margin, tokens_per_second=None if tps is None else round(tps, 1),
         layout=pick.plan_layout, labels=tuple(dict.fromkeys(labels)), feasible=why is None,
         reason=why.message if why else None, reason_code=why.code if why else None)
+
+
+def anchor_nodes(profile: TrainingProfile, target: str, nodes: int, spot: bool) -> int:
+    """On-demand nodes of a spot plan: a multi-node self-healing plan keeps node 0 on-demand (it hosts
+    the rendezvous a replacement joins; trainstack.layout.spot_pool)."""
+    return 1 if (spot and nodes > 1 and target == "ecs" and profile.resources.self_healing) else 0
+
+
+def hourly_price(quote: PriceQuote, gpus_per_node: int, nodes: int, spot: bool, on_demand_nodes: int = 0
+                 ) -> Optional[float]:
+    """The instances' price per hour (None: a price is unknown); ``on_demand_nodes`` of a spot plan pay
+    the on-demand price."""
+    def times(unit: float, n: int) -> float:
+        return unit * (gpus_per_node * n if quote.per == "GPU" else n)
+
+    unit = quote.spot_cny_per_hour if spot else quote.on_demand_cny_per_hour
+    if unit is None:
+        return None
+    if not (spot and on_demand_nodes):
+        return round(times(unit, nodes), 4)
+    if quote.on_demand_cny_per_hour is None:
+        return None
+    return round(times(unit, nodes - on_demand_nodes) + times(quote.on_demand_cny_per_hour, on_demand_nodes), 4)
 
 
 def rule_broken(profile: TrainingProfile, gpu_name: str, usable_gib: float, gpus: int, spot: bool,

@@ -11,7 +11,9 @@
 # 12 node setup failed, 13 checkpoint restore from OSS failed, 14 a job secret could not be
 # read from KMS (the trainer never started), 15 stopped by the budget guard (max_total_cost or
 # deadline_hours, see trainstack-heartbeat.service), 16 the job settings could not be read or did
-# not match their tag, 17 CPFS could not be mounted, 124 max runtime reached.
+# not match their tag, 17 CPFS could not be mounted, 18 no private IP (torchrun elastic needs it),
+# 124 max runtime reached. ELASTIC=1 (a multi-node self-healing plan): torchrun elastic, ranks from
+# the rendezvous on node 0, a node-local NCCL check (a replacement joins a running job).
 # job.env (the job's environment, launch command and secret names) is sourced only in the
 # subshells that start the NCCL check and the trainer: nothing in it can change this script.
 set -uo pipefail # not -e: every way out must pass through finish (checkpoint upload, stop)
@@ -38,6 +40,9 @@ GUARD_MARKER=$RUN/guard-stop
 EXIT_GUARD=15
 EXIT_SETTINGS=16
 EXIT_CPFS=17
+EXIT_ADDRESS=18
+ELASTIC=0
+TRAINSTACK_LOCAL_ADDR=""
 if [ -d "$VENV/bin" ]; then PATH=$VENV/bin:$PATH; fi
 export PATH
 CHECKPOINT_KIND="" # settings.env sets the job's settings (load_settings)
@@ -68,7 +73,9 @@ load_settings() {
     TRAINSTACK_CHECKPOINT_SIGNAL=$CHECKPOINT_SIGNAL TRAINSTACK_HOSTFILE=$ETC/hostfile \
     TRAINSTACK_PROGRESS_FILE=$PROGRESS_FILE
   TORCHRUN=(torchrun --nnodes "$NNODES" --nproc-per-node "$NPROC_PER_NODE" --node-rank "$NODE_RANK"
-    --master-addr "$MASTER_ADDR" --rdzv-conf "timeout=$RDZV_TIMEOUT_SECONDS")
+    --master-addr "$MASTER_ADDR" --rdzv-conf "timeout=$RDZV_TIMEOUT_SECONDS" --master-port "$((MASTER_PORT + 1))")
+  [ "$ELASTIC" = 1 ] && TORCHRUN=(torchrun --standalone --nnodes 1 --nproc-per-node "$NPROC_PER_NODE")
+  return 0
 }
 
 # CPFS over NFS from the job settings (a changed export is mounted again: no job runs yet)
@@ -130,6 +137,9 @@ exec_heartbeat() {
     # shellcheck source=/dev/null
     . "$ETC/settings.env"
     export NNODES NODE_HOURLY_CNY PRICE_SOURCE MAX_TOTAL_COST_CNY DEADLINE_HOURS
+  fi
+  if [ "${STATUS_PER_INSTANCE:-0}" = 1 ] && [ -n "${STATUS_URI:-}" ]; then # pool nodes share node.env
+    STATUS_URI=${STATUS_URI%/}/$(agent meta meta-data/instance-id)/ || exit 1
   fi
   export TRAINSTACK_STATE=$STATE TRAINSTACK_RUN=$RUN TRAINSTACK_LIB=$LIB TRAINSTACK_PROGRESS_FILE=$PROGRESS_FILE
   exec "${TRAINSTACK_OSS_PYTHON:-$OSS_VENV/bin/python}" "$HEARTBEAT_PROGRAM" "$@"
@@ -270,12 +280,14 @@ restore_checkpoints() {
 }
 
 nccl_check() {
-  local world=$((NNODES * NPROC_PER_NODE)) out=$RUN/nccl-check.log st
+  local nodes=$NNODES out=$RUN/nccl-check.log st world
+  [ "$ELASTIC" = 1 ] && nodes=1
+  world=$((nodes * NPROC_PER_NODE))
   if [ "$world" -le 1 ]; then
     log "one GPU: NCCL check skipped"
     return 0
   fi
-  log "NCCL all-reduce check across $world GPUs on $NNODES node(s)"
+  log "NCCL all-reduce check across $world GPUs on $nodes node(s)"
   if ! fetch_program "$LIB/nccl_check.py" "${NCCL_CHECK_URI:-}" "${NCCL_CHECK_SHA256:-}"; then
     log "FATAL: cannot fetch the NCCL check ${NCCL_CHECK_URI:-}"
     return 1
@@ -284,14 +296,14 @@ nccl_check() {
     load_job_env # the job's NCCL settings apply to the check too
     NCCL_DEBUG=INFO TRAINSTACK_NCCL_CHECK_TIMEOUT=$NCCL_CHECK_TIMEOUT_SECONDS \
       exec timeout "$((RDZV_TIMEOUT_SECONDS + NCCL_CHECK_TIMEOUT_SECONDS))" \
-      "${TORCHRUN[@]}" --master-port "$((MASTER_PORT + 1))" "$LIB/nccl_check.py"
+      "${TORCHRUN[@]}" "$LIB/nccl_check.py"
   ) 2>&1 | tee "$out"
   st=${PIPESTATUS[0]}
   if [ "$st" -ne 0 ]; then
     log "FATAL: NCCL all-reduce check failed (exit $st, 124 = timed out): the GPU fabric between the nodes is broken; see $out"
     return 1
   fi
-  if [ "$NNODES" -gt 1 ] && [ "$RDMA" != none ] && [ "$REQUIRE_RDMA" = 1 ] && ! grep -q 'NET/IB : Using' "$out"; then
+  if [ "$nodes" -gt 1 ] && [ "$RDMA" != none ] && [ "$REQUIRE_RDMA" = 1 ] && ! grep -q 'NET/IB : Using' "$out"; then
     log "FATAL: NCCL fell back to TCP instead of $RDMA (no 'NET/IB : Using' line in $out)"
     return 1
   fi
@@ -335,13 +347,13 @@ run_trainer() {
   local pid st rc=0 watchdog=""
   cd "$WORKDIR" || return 1
   # its arguments are not logged: they may hold tokens (they are in $ETC/job.env, mode 0600)
-  log "starting the trainer with $LAUNCHER (node $NODE_RANK of $NNODES)"
+  log "starting the trainer with $LAUNCHER (node ${TRAINSTACK_LOCAL_ADDR:-$NODE_RANK} of $NNODES)"
   # the launcher inherits an ignored checkpoint signal (it would die of it); the ranks install a
   # handler. Every process of the job carries TRAINSTACK_TRAINER_PID, so the agent finds them all.
   (
     trap '' "$CHECKPOINT_SIGNAL"
     load_job_env
-    export TRAINSTACK_TRAINER_PID=$BASHPID
+    export TRAINSTACK_TRAINER_PID=$BASHPID TRAINSTACK_LOCAL_ADDR
     if [ "${#JOB_SECRETS[@]}" -gt 0 ]; then
       exec python3 "$LIB/trainstack_agent.py" exec --region "$REGION" "${JOB_SECRETS[@]/#/--secret=}" -- "${LAUNCH_ARGV[@]}"
     fi
@@ -398,6 +410,9 @@ main() {
   rm -f "$RUN/deadline-reached" "$GUARD_MARKER" "$STATE/stop-reason.json"
   fetch_code || { log "FATAL: cannot fetch job.code_uri $CODE_URI_SHOWN"; finish 11; }
   restore_checkpoints || { log "FATAL: cannot restore checkpoints from $OSS_CHECKPOINT_URI"; finish 13; }
+  if [ "$ELASTIC" = 1 ]; then
+    TRAINSTACK_LOCAL_ADDR=$(agent meta meta-data/private-ipv4) || { log "FATAL: no private IP from the metadata service"; finish "$EXIT_ADDRESS"; }
+  fi
   nccl_check || finish 10
   if [ -e "$GUARD_MARKER" ]; then
     log "budget guard: $(cat "$GUARD_MARKER"): not starting the trainer"

@@ -1,0 +1,301 @@
+"""Issue 23: one reclaimed spot node of a 3-node self-healing job is replaced, and nodes 0 and 2 are
+never touched. Everything on the nodes is what trainstack renders (trainstack-launch, the spot
+watcher, the agent, the job settings channel) run for real in bash/python; around them a fake
+cloud: per-instance metadata services (tokens required) and an ESS scaling group that keeps the
+pool at its size, launching a replacement from the one scaling configuration (rank 1's files).
+
+``torchrun`` is a stand-in for its elastic agent, built on the behaviour documented in torch 2.13
+(trainstack/layout/spot_pool.py): members keep a heartbeat in the rendezvous store on node 0; a
+round completes with exactly ``--nnodes N:N`` live members, ranks in the sorted order of their
+addresses; a member that stops beating fails the survivors' workers (a restart counted against
+``--max-restarts``), and they wait for a full group again. The real agent is run on loopback by
+``make test-launch`` (tests/launch/test_elastic_real.py).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from conftest import FakeCloud, publish_settings, wait_for, write_rendered
+from fake_oss import DirStore, oss_python_wrapper
+from plan_factory import hand_edited, multi_node_erdma_plan
+
+from trainstack.bootstrap import BootstrapOptions
+from trainstack.bootstrap.heartbeat import NCCL_CHECK, NCCL_CHECK_KEY, PROGRAM_KEY, program_text
+from trainstack.bootstrap.render import CHANNEL_FILES, pool_node_name
+
+FAST = BootstrapOptions(checkpoint_grace_seconds=1, kill_after_seconds=1, poweroff_fallback=False)
+STEPS = 80
+CPFS = "cpfs-x.cn-shenzhen.cpfs.aliyuncs.com"
+
+ELASTIC_AGENT = r'''
+import json, os, signal, sys, threading, time
+argv = sys.argv[1:]
+def opt(name, default=None):
+    return argv[argv.index(name) + 1] if name in argv else default
+def record(event, **data):
+    with open(os.environ["FAKE_LOG"], "a") as fh:
+        fh.write(json.dumps(dict(event=event, node=os.environ["FAKE_NODE"], **data)) + "\n")
+if any(a.endswith("nccl_check.py") for a in argv):
+    record("nccl_check", argv=argv)
+    sys.exit(0)
+nnodes = int(opt("--nnodes").split(":")[1])
+addr, restarts_left = opt("--local-addr"), int(opt("--max-restarts", "0"))
+conf = dict(kv.split("=", 1) for kv in opt("--rdzv-conf", "").split(",") if kv)
+store = os.path.join(os.environ["FAKE_RDZV_ROOT"], opt("--rdzv-endpoint"), opt("--rdzv-id"))
+ckpt = os.environ["TRAINSTACK_CHECKPOINT_DIR"]
+if conf.get("is_host") == "true":
+    os.makedirs(store, exist_ok=True)  # node 0 hosts the store
+record("start", argv=argv, pid=os.getpid())
+signal.signal(signal.SIGUSR1, lambda *_: record("checkpoint_signal"))
+def beat():
+    while True:
+        if os.path.isdir(store):
+            with open(os.path.join(store, addr + ".tmp"), "w") as fh:
+                fh.write(str(time.time()))
+            os.replace(os.path.join(store, addr + ".tmp"), os.path.join(store, addr))
+        time.sleep(0.05)
+threading.Thread(target=beat, daemon=True).start()
+def live():
+    now = time.time()
+    out = []
+    for name in os.listdir(store) if os.path.isdir(store) else []:
+        if name.endswith(".tmp"):
+            continue
+        try:
+            if now - float(open(os.path.join(store, name)).read() or 0) < 0.5:
+                out.append(name)
+        except (OSError, ValueError):
+            pass
+    return sorted(out)
+def latest():
+    steps = [int(n.split("-")[1]) for n in os.listdir(ckpt) if n.startswith("step-")]
+    return max(steps, default=0)
+while True:
+    while len(live()) != nnodes:  # the rendezvous: wait for a full group
+        time.sleep(0.02)
+    members = live()
+    step = latest() + 1
+    rank = members.index(addr)
+    record("round", members=members, rank=rank, resume_step=step)
+    failed = False
+    while step <= int(os.environ["FAKE_STEPS"]):
+        time.sleep(0.03)
+        if live() != members:  # a member stopped beating: this worker group fails
+            failed = True
+            break
+        if rank == 0:
+            open(os.path.join(ckpt, "step-%d" % step), "w").close()
+        step += 1
+    if not failed:
+        record("done", step=step - 1)
+        time.sleep(0.6)  # the exit barrier: the others finish their last step
+        sys.exit(0)
+    if restarts_left == 0:
+        record("gave_up")
+        sys.exit(1)
+    restarts_left -= 1
+    record("restart", left=restarts_left)
+'''
+
+
+@dataclass
+class Instance:
+    id: str
+    ip: str
+    kind: str  # anchor | pool
+    cloud: FakeCloud
+    root: Path
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def launch(self) -> subprocess.Popen:
+        return self.processes[0]
+
+
+class FakeEss:
+    """Node 0 as a plain instance; the pool an ESS group of ``size`` that replaces a reclaimed node."""
+
+    def __init__(self, plan, tmp: Path, bin_dir: Path, oss_python: Path) -> None:
+        self.plan, self.tmp, self.bin, self.oss_python = plan, tmp, bin_dir, oss_python
+        self.size = plan.spot_pool.max_size
+        self.pool_ips = (str(ip) for ip in list(ipaddress.ip_network(plan.network.pool_vswitch_cidr).hosts())[3:])
+        self.instances: dict[str, Instance] = {}
+        self.released: list[Instance] = []
+        self.launched = 0
+        self.logs: list = []
+
+    def start(self) -> None:
+        self._boot("anchor", self.plan.node_private_ips()[0])
+        while sum(i.kind == "pool" for i in self.instances.values()) < self.size:
+            self._boot("pool", next(self.pool_ips))
+
+    def _boot(self, kind: str, ip: str) -> Instance:
+        self.launched += 1
+        iid = f"i-{kind}-{self.launched}"
+        cloud = FakeCloud()
+        cloud.routes["meta-data/instance-id"] = [(200, iid)]
+        cloud.routes["meta-data/private-ipv4"] = [(200, ip)]
+        cloud.thread.start()
+        root = self.tmp / iid
+        node = root / "etc"
+        rank = 0 if kind == "anchor" else 1  # every pool node boots the scaling configuration's files
+        files = write_rendered(self.plan, node, rank, options=FAST, cpfs_mount_address=CPFS)
+        for name in CHANNEL_FILES:  # these come from the job settings channel at job start
+            (node / name).unlink(missing_ok=True)
+        publish_settings(self.plan, cloud, self.tmp / "oss", options=FAST, cpfs_mount_address=CPFS)
+        env = dict(os.environ, PATH=f"{self.bin}:{os.environ['PATH']}", FAKE_NODE=iid, FAKE_LOG=str(self.tmp / "log"),
+                   FAKE_STEPS=str(STEPS), FAKE_RDZV_ROOT=str(self.tmp / "rendezvous"),
+                   FAKE_CPFS_MOUNT=self.plan.storage.cpfs.mount_path,
+                   TRAINSTACK_ETC=str(node), TRAINSTACK_LIB=str(node), TRAINSTACK_STATE=str(root / "state"),
+                   TRAINSTACK_RUN=str(root / "run"), TRAINSTACK_WORKDIR=str(root / "work"),
+                   TRAINSTACK_METADATA_URL=cloud.url, TRAINSTACK_ECS_ENDPOINT=cloud.url,
+                   TRAINSTACK_KMS_ENDPOINT=cloud.url, TRAINSTACK_RETRY_SECONDS="0",
+                   TRAINSTACK_SETTINGS_ATTEMPTS="2", TRAINSTACK_RAM_ROLE_WAIT_SECONDS="0",
+                   TRAINSTACK_OSS_PYTHON=str(self.oss_python), FAKE_OSS_ROOT=str(self.tmp / "oss"),
+                   FAKE_OSS_LOG=str(self.tmp / "oss.log"), TRAINSTACK_SPOT_POLL_SECONDS="0.05",
+                   TRAINSTACK_SPOT_MARKER=str(root / "run" / "spot-termination-time"),
+                   TRAINSTACK_TRAINER_PIDFILE=str(root / "run" / "trainer.pid"), TRAINSTACK_CHECKPOINT_SIGNAL="USR1")
+        (root / "run").mkdir(parents=True)
+        out = open(root / "launch.log", "w")
+        self.logs.append(out)
+        inst = Instance(iid, ip, kind, cloud, root)
+        # what the node's systemd starts: trainstack-job.service and the spot watcher
+        inst.processes.append(subprocess.Popen(["bash", str(files["trainstack-launch.sh"])], env=env, stdout=out,
+                                               stderr=subprocess.STDOUT, start_new_session=True))
+        inst.processes.append(subprocess.Popen([sys.executable, str(files["spot-watcher.py"])], env=env, stdout=out,
+                                               stderr=subprocess.STDOUT, start_new_session=True))
+        self.instances[iid] = inst
+        return inst
+
+    def interrupt(self, inst: Instance, notice_seconds: float = 0.5) -> Instance:
+        """Alibaba's notice (metadata termination-time), the release after the notice window (SIGKILL of
+        everything on the instance), then ESS's replacement (spot_instance_remedy; it boots after the
+        reclaimed node is gone, as a GPU node's boot outlasts the 5-minute notice)."""
+        inst.cloud.routes["meta-data/instance/spot/termination-time"] = [(200, "2026-12-01T10:05:00Z")]
+        wait_for(lambda: (inst.root / "run" / "spot-termination-time").exists(), 10, "the spot watcher's marker")
+        wait_for(lambda: any(e["event"] == "checkpoint_signal" and e["node"] == inst.id for e in events(self.tmp)),
+                 10, "the checkpoint signal reaching the trainer")
+        import time
+
+        time.sleep(notice_seconds)
+        for p in inst.processes:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        inst.cloud.server.shutdown()
+        inst.cloud.server.server_close()
+        del self.instances[inst.id]
+        self.released.append(inst)
+        return self._boot("pool", next(self.pool_ips))
+
+    def close(self) -> None:
+        for inst in self.instances.values():
+            for p in inst.processes:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+            inst.cloud.server.shutdown()
+            inst.cloud.server.server_close()
+        for out in self.logs:
+            out.close()
+
+
+def events(tmp: Path) -> list[dict]:
+    log = tmp / "log"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def elastic_plan(tmp: Path):
+    plan = multi_node_erdma_plan(3, profile={"resources": {"spot": "allow", "self_healing": True},
+                                             "job": {"command": "torchrun train.py --resume latest"}})
+    cpfs = tmp / "cpfs"
+    storage = plan.storage.model_copy(update={
+        "checkpoint_path": str(cpfs / "checkpoints"),
+        "cpfs": plan.storage.cpfs.model_copy(update={"mount_path": str(cpfs)})})
+    return hand_edited(plan, storage=storage, job=plan.job.model_copy(update={"code_uri": None}))
+
+
+@pytest.fixture
+def ess(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "torchrun").write_text(f"#!{sys.executable}\n{ELASTIC_AGENT}")
+    (bin_dir / "systemctl").write_text("#!/bin/bash\nexit 0\n")
+    # CPFS is "mounted" (a shared directory): mountpoint answers yes for it alone, findmnt names the export
+    (bin_dir / "mountpoint").write_text('#!/bin/bash\n[ "${!#}" = "$FAKE_CPFS_MOUNT" ]\n')
+    (bin_dir / "findmnt").write_text(f'#!/bin/bash\necho "{CPFS}:/share"\n')
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    plan = elastic_plan(tmp_path)
+    (tmp_path / "cpfs" / "checkpoints").mkdir(parents=True)
+    store = DirStore(tmp_path / "oss")
+    store.write(plan.storage.oss.bucket, PROGRAM_KEY, program_text().encode())  # what `pulumi up` uploads
+    store.write(plan.storage.oss.bucket, NCCL_CHECK_KEY, program_text(NCCL_CHECK).encode())
+    cloud = FakeEss(plan, tmp_path, bin_dir, oss_python_wrapper(bin_dir / "oss-python"))
+    cloud.store = store
+    try:
+        yield cloud
+    finally:
+        cloud.close()
+
+
+def test_a_reclaimed_pool_node_is_replaced_and_the_others_are_never_touched(ess, tmp_path):
+    ess.start()
+    anchor, node_1, node_2 = ess.instances.values()
+    wait_for(lambda: len({e["node"] for e in events(tmp_path) if e["event"] == "round"}) == 3, 60,
+             "the first rendezvous round of 3 nodes")
+    wait_for(lambda: len(os.listdir(tmp_path / "cpfs" / "checkpoints")) >= 10, 60, "10 checkpoints")
+
+    replacement = ess.interrupt(node_1)
+
+    for inst in (anchor, node_2, replacement):
+        assert inst.launch.wait(timeout=90) == 0, (inst.root / "launch.log").read_text()[-3000:]
+    log = events(tmp_path)
+    by_node = {i: [e for e in log if e["node"] == i] for i in (anchor.id, node_1.id, node_2.id, replacement.id)}
+
+    # nodes 0 and 2: the same instances, one launch each (their agents restarted the workers themselves)
+    assert set(ess.instances) == {anchor.id, node_2.id, replacement.id} and ess.released == [node_1]
+    for inst in (anchor, node_2):
+        kinds = [e["event"] for e in by_node[inst.id]]
+        assert kinds.count("start") == 1 and kinds.count("restart") == 1 and kinds[-1] == "done", kinds
+    # node 1 got the notice as a checkpoint signal and was released before finishing
+    assert "checkpoint_signal" in [e["event"] for e in by_node[node_1.id]]
+    assert "done" not in [e["event"] for e in by_node[node_1.id]]
+    assert not (node_1.root / "state" / "job-finished").exists()
+
+    # the replacement: a new instance and address, the pool's files, the same launch line
+    assert replacement.ip not in (anchor.ip, node_1.ip, node_2.ip)
+    start = {i: next(e["argv"] for e in by_node[i] if e["event"] == "start") for i in by_node}
+    local = lambda argv: argv[argv.index("--local-addr") + 1]  # noqa: E731
+    assert [local(start[i.id]) for i in (anchor, node_1, node_2, replacement)] == [
+        anchor.ip, node_1.ip, node_2.ip, replacement.ip]
+    without_addr = lambda argv: [w for k, w in enumerate(argv) if k == 0 or argv[k - 1] != "--local-addr"]  # noqa
+    assert without_addr(start[replacement.id]) == without_addr(start[node_1.id])
+    assert start[anchor.id][start[anchor.id].index("--rdzv-endpoint") + 1] == f"{anchor.ip}:29400"
+    assert "join_timeout=3600,is_host=true" in start[anchor.id]
+    assert "join_timeout=3600,is_host=false" in start[replacement.id]
+
+    # training resumed from the latest checkpoint, with the replacement in the group, to the end
+    last = [e for e in log if e["event"] == "round" and e["node"] == anchor.id][-1]
+    assert last["members"] == sorted([anchor.ip, node_2.ip, replacement.ip])
+    first_resume = [e for e in log if e["event"] == "round" and e["node"] == anchor.id][0]["resume_step"]
+    assert first_resume == 1 and last["resume_step"] > 10
+    assert len(os.listdir(tmp_path / "cpfs" / "checkpoints")) == STEPS  # each step checkpointed once, none lost
+
+    # node 0 stops billing at the end; a pool node never does (ESS would replace it)
+    assert [c["Action"] for c in anchor.cloud.ecs_calls] == ["StopInstance"]
+    assert not node_2.cloud.ecs_calls and not replacement.cloud.ecs_calls
+    # each pool instance reports under its own id; node 0 under its name
+    keys = ess.store.keys(ess.plan.storage.oss.bucket)
+    pool = pool_node_name(ess.plan)
+    for inst in (node_2, replacement):
+        assert f"status/{pool}/{inst.id}/heartbeat.json" in keys
+    assert f"status/{ess.plan.node_names()[0]}/heartbeat.json" in keys
