@@ -470,6 +470,11 @@ class Plan(_Frozen):
     def node_names(self) -> list[str]:
         return [f"{self.name}-node-{i}" for i in range(self.nodes)]
 
+    def pool_node_name(self) -> str:
+        """The name every pool node of a multi-node self-healing plan shares (ESS launches them all from
+        one scaling configuration; each reports its heartbeat under its instance id)."""
+        return f"{self.name}-pool"
+
     def summary(self) -> dict[str, object]:
         """The few numbers a reviewer reads first (exports, PR comments)."""
         return {

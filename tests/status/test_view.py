@@ -118,3 +118,22 @@ def test_a_dlc_job_is_read_through_the_dlc_api():
     done = job.model_copy(update={"status": "Succeeded"})
     assert is_terminal(view("qwen-7b-dlc", dlc=done)[1])
     assert view("qwen-7b-dlc")[1].job.state == "not-deployed"
+
+
+def test_a_self_healing_cluster_lists_node_0_and_each_pool_instance():
+    """Issue 23: the pool's nodes share one name (one scaling configuration) and report under their
+    instance ids; a replaced node shows as a new instance, a slot nobody fills as missing."""
+    changes = {"resources": {"spot": "allow", "self_healing": True, "gpus": 24}}
+    plan = resolved("llama3-70b-full", changes)
+    assert plan.elastic and plan.nodes == 3
+    node_0 = beat("llama3-70b-full-node-0.json")
+    pool = plan.pool_node_name()
+    pooled = [beat("llama3-70b-full-node-1.json").model_copy(update={"node": pool, "instance_id": iid})
+              for iid in ("i-wz9pool-b", "i-wz9pool-a")]
+    instances = [running(plan, 0), InstanceObservation(instance_id="i-wz9pool-a", name=pool, status="Running",
+                                                        spot=True, instance_type=plan.instance_type)]
+    _, v = view("llama3-70b-full", [node_0, *pooled], instances, changes=changes)
+    assert [n.name for n in v.nodes] == [plan.node_names()[0], f"{pool}/i-wz9pool-a", f"{pool}/i-wz9pool-b"]
+    assert [n.state for n in v.nodes] == ["Running", "Running", "missing"]
+    _, lone = view("llama3-70b-full", [node_0], [running(plan, 0)], changes=changes)
+    assert [n.name for n in lone.nodes] == [plan.node_names()[0], f"{pool}/(none)", f"{pool}/(none)"]

@@ -461,9 +461,7 @@ class _Node:
 
 
 def pool_node_name(plan: Plan) -> str:
-    """The name every pool node of a multi-node self-healing plan shares (ESS launches them all from
-    one scaling configuration)."""
-    return f"{plan.name}-pool"
+    return plan.pool_node_name()
 
 
 def check_job(plan: Plan, options: Optional[BootstrapOptions] = None) -> list[Problem]:

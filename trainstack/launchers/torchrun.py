@@ -30,6 +30,12 @@ ROLES = {"--nnodes": "nnodes", "--nproc-per-node": "nproc", "--node-rank": "node
          "--master-addr": "master_addr", "--master-port": "master_port", "--rdzv-backend": "rdzv_backend",
          "--rdzv-endpoint": "endpoint", "--standalone": "standalone"}
 FORBIDDEN: dict[str, Forbidden] = {}
+#: torch 2.13 (git cf30153c) dynamic_rendezvous.py ``next_rendezvous``: with the agents' TCP store shared
+#: (the default), an agent that is rank 0 again in a later round keeps its first round's bootstrap
+#: info and never publishes that round's master address, while a node joining for the first time
+#: waits for it: a replacement node hangs and node 0 fails after 60 s (seen in make test-launch,
+#: tests/launch/test_elastic_real.py). The documented opt-out rebuilds it every round.
+ELASTIC_ENV = (("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", lit("1")),)
 #: torchrun options trainstack sets itself for torchrun elastic (a multi-node self-healing plan)
 ELASTIC_OWN = ("--rdzv-id", "--rdzv-conf", "--local-addr")
 def _label(cmd: Command) -> str:
@@ -92,7 +98,7 @@ def render(cmd: Command, ctx: Context, rank: Optional[int]) -> Launch:
         argv += _elastic_words(topo, rank, has_restarts=bool(found.find("--max-restarts")))
         program = parallel.program_with_degrees(cmd, found.program, topo.degrees)
         argv += [lit(w) for w in option_words(kept)] + [lit(w) for w in program]
-        return Launch(tool=cmd.tool, argv=tuple(argv))
+        return Launch(tool=cmd.tool, argv=tuple(argv), env=ELASTIC_ENV)
     argv += [lit("--nnodes"), node.nnodes, lit("--nproc-per-node"), node.nproc_per_node,
              lit("--node-rank"), node.node_rank]
     if cmd.tool == "tune":

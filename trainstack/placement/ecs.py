@@ -115,6 +115,10 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
     labels.append("costs are GPU instances only: disks, CPFS, OSS, NAT and traffic are billed on top")
     labels += list(storage.notes)
     labels += pool_labels
+    if spot_pool is not None and spot_pool.anchor and network.rdma == "erdma":
+        labels.append(f"self-healing: a pool node gets eRDMA on its primary ENI only, with the type's default queue "
+                      f"pairs (an ESS scaling configuration sets neither a network card nor queue pairs); node 0 "
+                      f"gets the plan's {network.eri_per_node} ERI(s)")
     return Plan(
         name=profile.name, region=profile.region, zone=best.zone, target="ecs", instance_type=inst.name,
         gpu_model=best.gpu_model, nodes=best.nodes, gpus_per_node=best.gpus_per_node, total_gpus=gpus,

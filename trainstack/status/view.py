@@ -178,6 +178,25 @@ def _node_instance(instances: Sequence[InstanceObservation], name: str, rank: in
     return max(found, key=lambda i: i.created_at or 0) if found else None
 
 
+def _ecs_nodes(plan: Plan, beats: Sequence[Heartbeat], instances: Sequence[InstanceObservation]
+               ) -> list[tuple[int, str, Optional[Heartbeat], Optional[InstanceObservation]]]:
+    """(rank, name, heartbeat, instance) of each node. A multi-node self-healing plan's pool nodes share
+    one name and take their ranks from the rendezvous: they are listed by instance (``NAME-pool/i-...``),
+    numbered 1.. in instance-id order, and a slot no instance reports is shown missing."""
+    names = plan.node_names()
+    by_name = {b.node: b for b in beats}
+    if not plan.elastic:
+        return [(r, n, by_name.get(n), _node_instance(instances, n, r)) for r, n in enumerate(names)]
+    rows = [(0, names[0], by_name.get(names[0]), _node_instance(instances, names[0], 0))]
+    pool = plan.pool_node_name()
+    pool_beats = {b.instance_id: b for b in beats if b.node == pool and b.instance_id}
+    pool_instances = {i.instance_id: i for i in instances if i.name == pool}
+    for k, iid in enumerate(sorted(set(pool_beats) | set(pool_instances)), start=1):
+        rows.append((k, f"{pool}/{iid}", pool_beats.get(iid), pool_instances.get(iid)))
+    rows += [(k, f"{pool}/(none)", None, None) for k in range(len(rows), plan.nodes)]
+    return rows
+
+
 def _job_state(plan: Plan, beats: Sequence[Heartbeat], instances: Sequence[InstanceObservation],
                dlc: Optional[DlcJobObservation]) -> JobState:
     if plan.target == "dlc":
@@ -200,7 +219,8 @@ def build_view(profile: TrainingProfile, plan: Plan, prediction: Prediction, *,
     """The view at ``now`` (epoch seconds) from what was observed."""
     now = time.time() if now is None else now
     labels: list[str] = []
-    mine = {b.node: b for b in heartbeats if b.stack == plan.name}
+    beats = [b for b in heartbeats if b.stack == plan.name]
+    mine = {b.node: b for b in beats}
     if foreign := sorted({b.node for b in heartbeats if b.stack != plan.name}):
         labels.append(f"ignored heartbeats of another stack: {', '.join(foreign)}")
     node_hourly = None if plan.hourly_cost_cny is None else plan.hourly_cost_cny / plan.nodes
@@ -209,8 +229,7 @@ def build_view(profile: TrainingProfile, plan: Plan, prediction: Prediction, *,
     spend_parts: list[float] = []
     basis: str = "none"
     if plan.target == "ecs":
-        for rank, name in enumerate(plan.node_names()):
-            beat, inst = mine.get(name), _node_instance(instances, name, rank)
+        for rank, name, beat, inst in _ecs_nodes(plan, beats, instances):
             age = None if beat is None else max(0.0, now - beat.written_at)
             spent = beat.billing.spent_cny if beat is not None else None
             if spent is None and beat is None and inst is not None and inst.status == "Running" and inst.started_at \
@@ -245,7 +264,6 @@ def build_view(profile: TrainingProfile, plan: Plan, prediction: Prediction, *,
                       "price of its spec as a proxy for PAI-DLC's price")
     spent = round(sum(spend_parts), 2) if spend_parts else None
 
-    beats = list(mine.values())
     state = _job_state(plan, beats, instances, dlc)
     lead = mine.get(plan.node_names()[0]) if plan.target == "ecs" else None
     lead = lead or (max(beats, key=lambda b: b.progress.tokens or -1) if beats else None)
