@@ -39,3 +39,25 @@ def test_nothing_is_overwritten_and_a_dlc_plan_writes_the_pods_command(tmp_path,
     assert '--node-rank "${RANK:-0}"' in (dlc / "pai-dlc/user-command.sh").read_text()
     assert cli.main(["node-files", "--stack", "llama3-8b-lora", "--rank", "5", "--out", str(tmp_path / "x")]) == 2
     assert "nodes 0..0" in capsys.readouterr().err
+
+
+def test_a_self_healing_pool_node_gets_the_pools_files_whatever_rank_is_asked(tmp_path, capsys):
+    """Issue 23: nodes 1.. of a multi-node self-healing plan boot one scaling configuration's files."""
+    from pathlib import Path
+
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    profile = yaml.safe_load((repo / "stacks/profiles/llama3-70b-full.yaml").read_text())
+    profile["resources"].update(spot="allow", self_healing=True, gpus=24)
+    f = tmp_path / "heal.yaml"
+    f.write_text(yaml.safe_dump(profile))
+    outs = []
+    for rank in (1, 2):
+        out = tmp_path / f"rank{rank}"
+        assert cli.main(["node-files", str(f), "--rank", str(rank), "--out", str(out)]) == 0
+        assert "self-healing pool node" in capsys.readouterr().out
+        outs.append({p.relative_to(out): p.read_text() for p in out.rglob("*") if p.is_file()})
+    assert outs[0] == outs[1]
+    job = outs[0][Path("etc/trainstack/job.env")]
+    assert "--rdzv-backend c10d" in job and "is_host=false" in job and "--node-rank" not in job

@@ -91,11 +91,14 @@ def run(args) -> int:
     if not 0 <= args.rank < plan.nodes:
         raise InputError(f"--rank {args.rank}: the plan has nodes 0..{plan.nodes - 1}")
     cpfs = args.cpfs_mount_address or (CPFS_PLACEHOLDER if plan.storage.cpfs else None)
-    files = render_files(plan, args.rank, cpfs_mount_address=cpfs)  # refuses before anything is written
-    user_data = render_user_data(plan, args.rank, cpfs_mount_address=cpfs)
+    rank = min(args.rank, 1) if plan.elastic else args.rank  # every pool node boots rank 1's files
+    files = render_files(plan, rank, cpfs_mount_address=cpfs)  # refuses before anything is written
+    user_data = render_user_data(plan, rank, cpfs_mount_address=cpfs)
     out = _out_dir(args.out)
     for f in files:
         _write(out, f.path, f.content, int(f.permissions, 8))
     _write(out, "user-data.yaml", user_data, 0o600)
-    print(f"{plan.name} node {args.rank} of {plan.nodes}: {len(files)} files and user-data.yaml in {out}")
+    what = (f"a self-healing pool node (nodes 1..{plan.nodes - 1} boot the same files; the rendezvous gives the rank)"
+            if plan.elastic and rank else f"node {args.rank} of {plan.nodes}")
+    print(f"{plan.name} {what}: {len(files)} files and user-data.yaml in {out}")
     return 0

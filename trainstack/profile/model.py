@@ -131,8 +131,10 @@ class ResourcesSpec(_Strict):
         3.0, ge=0, le=50, description="GPU memory (share of usable) a plan must leave free after the estimate's "
                                       "required memory; below it a GPU does not fit")
     self_healing: bool = Field(
-        False, description="Spot only: run the node in an ESS scaling group that replaces a reclaimed spot "
-                           "node (1-node plans; checkpoints on oss or cpfs)")
+        False, description="Spot only: an ESS scaling group replaces a reclaimed spot node (checkpoints on oss or "
+                           "cpfs). Several nodes: node 0 runs on-demand and hosts torchrun's elastic rendezvous, the "
+                           "others are spot in the group; needs spot: allow, checkpoints on cpfs and a torchrun launch "
+                           "(docs/self-healing.md)")
     spot_price_limit: Optional[float] = Field(
         None, gt=0, le=100_000, description="Spot only: the most to pay per node, CNY/h (default: the on-demand "
                                             "price, kept after creation; a stated limit is managed and changing it "
