@@ -22,10 +22,9 @@ terraform-provider-alicloud ace5bcf8 resource_alicloud_ess_scaling_configuration
   group, no public bandwidth, metadata on (``http_endpoint``; ESS exposes no ``http_tokens``,
   the bootstrap uses IMDSv2 tokens anyway), encrypted ESSD system and data disks, the node RAM
   role by name (``role_name``: attached at launch), the same bootstrap as node 0 of the instance
-  path (rank 1's for a multi-node pool), eRDMA on the primary ENI of a multi-node eRDMA plan
-  (``network_interfaces``: ``instance_type="Primary"``, ``network_interface_traffic_mode=
-  "HighPerformance"``; ESS has no queue pair number nor network card index, so a pool node gets the
-  type's default queue pairs and one ERI), and the training-node tags of ``trainstack/tags.py``
+  path (rank 1's for a multi-node pool), no ``network_interfaces`` (ESS refuses them next to the
+  security groups the provider requires at create, so a multi-node self-healing plan talks TCP:
+  trainstack.layout.network), and the training-node tags of ``trainstack/tags.py``
   (``trainstack:role=training``, ``trainstack:zone``, ``trainstack:gpu-model``,
   ``trainstack:gpus-per-node``, rank 0 or ``pool``, and
   ``trainstack:job-settings``: the running node keeps the settings it was launched with, since a
@@ -101,10 +100,7 @@ class SpotPool(pulumi.ComponentResource):
             tags=node_tags(plan, zone, "pool" if pool.anchor else 0, job_settings_digest),
             active=True, enable=True, force_delete=True,
         )
-        if pool.anchor and plan.network.rdma == "erdma":
-            args["network_interfaces"] = [alicloud.ess.ScalingConfigurationNetworkInterfaceArgs(
-                instance_type="Primary", network_interface_traffic_mode="HighPerformance",
-                security_group_ids=[network.security_group.id])]
+
         disk = st.data_disk
         if disk is not None:
             args["data_disks"] = [alicloud.ess.ScalingConfigurationDataDiskArgs(

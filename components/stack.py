@@ -75,8 +75,9 @@ class TrainingStack(pulumi.ComponentResource):
             self.cluster = Cluster(f"{name}-cluster", plan, zone, self.network, self.storage, self.image.image_id,
                                    self.job_settings, auto_release_time=auto_release_time, opts=child)
             self.nodes = self.cluster.nodes
+            # its own name: a 1-node pool grown to several nodes gets a new group, never the old one's node
             self.spot_pool = SpotPool(
-                f"{name}-pool", plan, self.network, self.image.image_id, user_data(plan, 1),
+                f"{name}-elastic-pool", plan, self.network, self.image.image_id, user_data(plan, 1),
                 self.cluster.identity.role.role_name, opts=child,
                 depends_on=[*self.cluster.identity.ready, self.job_settings.object],
                 job_settings_digest=self.job_settings.digest)

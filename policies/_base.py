@@ -37,6 +37,7 @@ CHECKPOINT_STORAGE_PROTECTED = "checkpoint-storage-protected"
 REQUIRED_TAGS = "required-tags"
 NO_WILDCARD_OSS_ACCESS = "no-wildcard-oss-access"
 METADATA_TOKENS_REQUIRED = "metadata-tokens-required"
+SELF_HEALING_OVER_TCP = "self-healing-over-tcp"
 
 #: Each policy's level when the policy config does not set one.
 DEFAULT_ENFORCEMENT: dict[str, EnforcementLevel] = {
@@ -54,6 +55,9 @@ DEFAULT_ENFORCEMENT: dict[str, EnforcementLevel] = {
     # advisory: the ESS scaling configuration of self-healing spot pools cannot require tokens
     # (docs/policies.md "Metadata tokens"); set it mandatory to refuse such pools
     METADATA_TOKENS_REQUIRED: ADVISORY,
+    # advisory: a multi-node self-healing cluster (an ESS pool) talks TCP, since ESS pool nodes cannot get
+    # eRDMA through pulumi-alicloud 4.0 (docs/self-healing.md); set it mandatory to refuse such clusters
+    SELF_HEALING_OVER_TCP: ADVISORY,
 }
 
 

@@ -12,6 +12,7 @@ if __package__:
         KNOWN_INSTANCE_TYPE,
         MULTI_NODE_REQUIRES_RDMA,
         NO_PCIE_MULTI_GPU_TRAINING,
+        SELF_HEALING_OVER_TCP,
         catalog,
         config_value,
         level_or_default,
@@ -23,6 +24,7 @@ else:  # run by Pulumi from inside policies/
         KNOWN_INSTANCE_TYPE,
         MULTI_NODE_REQUIRES_RDMA,
         NO_PCIE_MULTI_GPU_TRAINING,
+        SELF_HEALING_OVER_TCP,
         catalog,
         config_value,
         level_or_default,
@@ -97,6 +99,7 @@ def multi_node_requires_rdma(level: Optional[EnforcementLevel] = None) -> StackV
         total = sum(1 if n.count is None else n.count for n in nodes)
         if total <= 1:
             return
+        pooled = _self_healing(nodes)
         for n in nodes:
             if n.kind == "dlc" and n.rdma_enabled is not True:
                 report(f"{n.name}: DLC job with {n.count} pods (of {total} training nodes) runs without RDMA: "
@@ -112,7 +115,7 @@ def multi_node_requires_rdma(level: Optional[EnforcementLevel] = None) -> StackV
                     use = f"use {', '.join(alts)}" if alts else "use an eRDMA/RoCE type"
                     report(f"{n.name}: {t} {what}; {total} training nodes need RDMA between nodes: "
                            f"{use}, or train on one node", n.urn or None)
-                elif r.rdma == "erdma" and n.kind != "dlc" and not n.high_performance:
+                elif r.rdma == "erdma" and n.kind != "dlc" and not n.high_performance and not pooled:
                     how = ("EcsInstanceSet cannot configure eRDMA: declare ecs.Instance nodes with "
                            if n.kind == "instance-set" else "set ")
                     report(f"{n.name}: {t} supports eRDMA but no HighPerformance interface is configured; "
@@ -141,6 +144,37 @@ def multi_node_requires_rdma(level: Optional[EnforcementLevel] = None) -> StackV
         enforcement_level=level_or_default(MULTI_NODE_REQUIRES_RDMA, level),
     )
 
+
+
+# ---- 13. self-healing-over-tcp ----------------------------------------------------------------
+def _self_healing(nodes) -> bool:
+    """A multi-node self-healing cluster: an ESS pool among several training nodes (trainstack's node 0
+    plus its pool). Its eRDMA types run without HighPerformance interfaces by necessity, which
+    self-healing-over-tcp reports instead (an RDMA-class type and one zone are still required here)."""
+    return any(n.kind == "ess" for n in nodes)
+
+
+def self_healing_over_tcp(level: Optional[EnforcementLevel] = None) -> StackValidationPolicy:
+    def validate(args: StackValidationArgs, report: ReportViolation) -> None:
+        nodes = [n for n in N.stack_nodes(args.resources) if n.training and n.count != 0]
+        if sum(1 if n.count is None else n.count for n in nodes) <= 1 or not _self_healing(nodes):
+            return
+        cat = catalog()
+        for n in nodes:
+            slow = [t for t in n.instance_types if cat.knows(t) and cat.instance(t).rdma == "erdma"]
+            if slow and n.kind != "dlc" and not n.high_performance:
+                report(f"{n.name}: a self-healing cluster's nodes talk TCP, not eRDMA ({', '.join(slow)}): an ESS "
+                       "pool node cannot get a HighPerformance interface through pulumi-alicloud 4.0, and NCCL needs "
+                       "one transport on every rank; the plan is sized for TCP. Accept it for self-healing, or set "
+                       "this policy mandatory to refuse such clusters", n.urn or None)
+
+    return StackValidationPolicy(
+        name=SELF_HEALING_OVER_TCP,
+        description="Checks whether a multi-node self-healing cluster (an ESS pool of training nodes) runs its "
+                    "eRDMA types over TCP.",
+        validate=validate,
+        enforcement_level=level_or_default(SELF_HEALING_OVER_TCP, level),
+    )
 
 # ---- 7. known-instance-type -------------------------------------------------------------------
 def _family(name: str) -> str:

@@ -29,10 +29,12 @@ if __package__:
         ADVISORY, CHECKPOINT_STORAGE_PROTECTED, DEFAULT_ENFORCEMENT, ESSD_MINIMUM_SIZE, GPU_HOURLY_BUDGET,
         KNOWN_INSTANCE_TYPE, MANDATORY, METADATA_TOKENS_REQUIRED, MULTI_NODE_REQUIRES_RDMA, NO_PCIE_MULTI_GPU_TRAINING,
         NO_PUBLIC_SSH, NO_SPOT_IN_DEPLOYMENT_SET, NO_WILDCARD_OSS_ACCESS, REQUIRED_TAGS,
-        SPOT_REQUIRES_CHECKPOINT_STORAGE, catalog,
+        SPOT_REQUIRES_CHECKPOINT_STORAGE, SELF_HEALING_OVER_TCP, catalog,
     )
     from .cost_rules import BudgetUnverified, gpu_hourly_budget  # noqa: F401
-    from .gpu_rules import RDMA_KINDS, known_instance_type, multi_node_requires_rdma, no_pcie_multi_gpu_training  # noqa: F401
+    from .gpu_rules import (  # noqa: F401
+        RDMA_KINDS, known_instance_type, multi_node_requires_rdma, no_pcie_multi_gpu_training, self_healing_over_tcp,
+    )
     from .instance_rules import metadata_tokens_required, no_spot_in_deployment_set
     from .network_rules import no_public_ssh
     from .ram_rules import (  # noqa: F401
@@ -45,11 +47,11 @@ else:  # run by Pulumi from inside policies/
         ADVISORY, CHECKPOINT_STORAGE_PROTECTED, DEFAULT_ENFORCEMENT, ESSD_MINIMUM_SIZE, GPU_HOURLY_BUDGET,
         KNOWN_INSTANCE_TYPE, MANDATORY, METADATA_TOKENS_REQUIRED, MULTI_NODE_REQUIRES_RDMA, NO_PCIE_MULTI_GPU_TRAINING,
         NO_PUBLIC_SSH, NO_SPOT_IN_DEPLOYMENT_SET, NO_WILDCARD_OSS_ACCESS, REQUIRED_TAGS,
-        SPOT_REQUIRES_CHECKPOINT_STORAGE, catalog,
+        SPOT_REQUIRES_CHECKPOINT_STORAGE, SELF_HEALING_OVER_TCP, catalog,
     )
     from cost_rules import BudgetUnverified, gpu_hourly_budget  # type: ignore[no-redef]  # noqa: F401
     from gpu_rules import (  # type: ignore[no-redef]  # noqa: F401
-        RDMA_KINDS, known_instance_type, multi_node_requires_rdma, no_pcie_multi_gpu_training,
+        RDMA_KINDS, known_instance_type, multi_node_requires_rdma, no_pcie_multi_gpu_training, self_healing_over_tcp,
     )
     from instance_rules import metadata_tokens_required, no_spot_in_deployment_set  # type: ignore[no-redef]
     from network_rules import no_public_ssh  # type: ignore[no-redef]
@@ -75,6 +77,7 @@ FACTORIES: list[Callable[..., Any]] = [
     required_tags,
     no_wildcard_oss_access,
     metadata_tokens_required,
+    self_healing_over_tcp,
 ]
 
 ALL_POLICIES: list[Any] = [factory() for factory in FACTORIES]

@@ -254,6 +254,10 @@ def _spot_pool(plan: Plan) -> list[Optional[Problem]]:
     path = "resources.self_healing"
     pool = plan.spot_pool
     if pool is None:
+        if plan.self_healing and plan.target == "ecs" and plan.spot and plan.nodes > 1:  # never silently ignored
+            return [Problem(path="resources.spot_price_limit", message=(
+                f"a {plan.nodes}-node self-healing plan needs a spot price limit for its ESS pool, and there is "
+                "none (no stated limit, and no on-demand price to default to)"), allowed="a price in CNY/h")]
         return []
     if not plan.spot or plan.spot_strategy != "SpotWithPriceLimit":
         return [Problem(path=path, message="a self-healing spot pool needs spot nodes with a price limit")]

@@ -213,9 +213,12 @@ def events(tmp: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
+PROFILE_CHANGES = {"resources": {"spot": "allow", "self_healing": True, "max_hourly_cost": 600},
+                   "job": {"command": "torchrun train.py --resume latest"}}
+
+
 def elastic_plan(tmp: Path):
-    plan = multi_node_erdma_plan(3, profile={"resources": {"spot": "allow", "self_healing": True},
-                                             "job": {"command": "torchrun train.py --resume latest"}})
+    plan = multi_node_erdma_plan(3, profile=PROFILE_CHANGES)
     cpfs = tmp / "cpfs"
     storage = plan.storage.model_copy(update={
         "checkpoint_path": str(cpfs / "checkpoints"),
@@ -299,3 +302,36 @@ def test_a_reclaimed_pool_node_is_replaced_and_the_others_are_never_touched(ess,
     for inst in (node_2, replacement):
         assert f"status/{pool}/{inst.id}/heartbeat.json" in keys
     assert f"status/{ess.plan.node_names()[0]}/heartbeat.json" in keys
+    # ... and `trainstack status` reads them all back (the reader and the view production uses)
+    view = status_view(ess)
+    assert [n.name for n in view.nodes] == [ess.plan.node_names()[0]] + sorted(
+        f"{pool}/{i.id}" for i in (node_2, replacement))
+    assert all(n.heartbeat_at for n in view.nodes) and view.job.state == "finished"
+
+
+class StoreReader:
+    """The fake store through the reader interface `trainstack status` uses (trainstack.cloud.oss)."""
+
+    def __init__(self, store: DirStore) -> None:
+        self.store = store
+
+    def list_keys(self, bucket: str, prefix: str) -> list[str]:
+        return [key for key, _, _ in self.store.list(bucket, prefix, record=False)]
+
+    def get_bytes(self, bucket: str, key: str) -> bytes:
+        return self.store.read(bucket, key)
+
+
+def status_view(ess):
+    from plan_factory import merged, profile_for
+
+    from trainstack.bootstrap.heartbeat import status_prefix
+    from trainstack.cloud.oss import read_heartbeats
+    from trainstack.status import build_view, parse_heartbeat, prediction_for
+
+    plan = ess.plan
+    raw = read_heartbeats(StoreReader(ess.store), plan.storage.oss.bucket, status_prefix(plan), (plan.pool_node_name(),))
+    beats = [parse_heartbeat(data, key) for key, data in raw.items()]
+    profile = profile_for("llama3-70b-full", merged(
+        {"resources": {"gpus": 24, "max_nodes": 8, "deadline_hours": None}}, PROFILE_CHANGES))
+    return build_view(profile, plan, prediction_for(profile, plan), heartbeats=beats)

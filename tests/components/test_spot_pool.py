@@ -245,7 +245,8 @@ def test_the_offline_plan_draws_the_pool_in_the_topology(tmp_path, capsys):
 
 def elastic_plan(nodes=3):
     """The 70B sample on ``nodes`` eRDMA nodes, spot allowed, self-healing (CPFS checkpoints)."""
-    return multi_node_erdma_plan(nodes, profile={"resources": {"spot": "allow", "self_healing": True}})
+    return multi_node_erdma_plan(nodes, profile={"resources": {"spot": "allow", "self_healing": True,
+                                                               "max_hourly_cost": 200 * nodes}})
 
 
 def user_data_text(inputs):
@@ -266,8 +267,9 @@ def test_a_multi_node_plan_is_node_0_on_demand_plus_a_pool_of_the_others(engine)
     assert pool_vswitch.inputs["cidrBlock"] == plan.network.pool_vswitch_cidr
     c = engine.one(CONFIG).inputs
     assert c["spotStrategy"] == "SpotWithPriceLimit" and c["instanceType"] == plan.instance_type
-    assert c["networkInterfaces"] == [{"instanceType": "Primary", "networkInterfaceTrafficMode": "HighPerformance",
-                                       "securityGroupIds": [f"securitygroup-{plan.name}-network-sg"]}]
+    # ESS refuses network_interfaces next to the security groups the provider needs at create: TCP everywhere
+    assert "networkInterfaces" not in c and c["securityGroupIds"] == [f"securitygroup-{plan.name}-network-sg"]
+    assert node.inputs["networkInterfaceTrafficMode"] == "Standard" and "networkInterfaces" not in node.inputs
     assert c["tags"]["trainstack:node-rank"] == "pool"
 
 

@@ -40,9 +40,11 @@ def test_every_policy_is_kebab_case_checks_whether_and_has_its_default_level():
         assert p.description.startswith("Checks whether "), p.name
         assert p.enforcement_level == DEFAULT_ENFORCEMENT[p.name]
     advisory = {n for n, lv in DEFAULT_ENFORCEMENT.items() if lv == EnforcementLevel.ADVISORY}
-    assert advisory == {"checkpoint-storage-protected", "required-tags", "metadata-tokens-required"}
+    assert advisory == {"checkpoint-storage-protected", "required-tags", "metadata-tokens-required",
+                        "self-healing-over-tcp"}
     stack = {p.name for p in ALL_POLICIES if isinstance(p, StackValidationPolicy)}
-    assert stack == {"multi-node-requires-rdma", "spot-requires-checkpoint-storage", "gpu-hourly-budget"}
+    assert stack == {"multi-node-requires-rdma", "spot-requires-checkpoint-storage", "gpu-hourly-budget",
+                     "self-healing-over-tcp"}
     assert all(isinstance(p, ResourceValidationPolicy) for p in ALL_POLICIES if p.name not in stack)
 
 
@@ -163,6 +165,29 @@ def test_scaling_group_size_counts_as_nodes():
                   "tags": {"trainstack:role": "training", "trainstack:zone": "cn-shenzhen-f"}},
                  depends={"scalingGroupId": [group]})
     one(stack_violations("multi-node-requires-rdma", [group, config]), "asg-cfg", "4 training nodes")
+
+
+def _healing_cluster(instance_type):
+    """trainstack's multi-node self-healing shape: node 0 plus an ESS pool of 2 (no HighPerformance)."""
+    group = res(SCALING_GROUP, "pool", {"minSize": 2, "maxSize": 2})
+    config = res(SCALING_CONFIGURATION, "pool-cfg",
+                 {"scalingGroupId": UNKNOWN, "instanceType": instance_type,
+                  "tags": {"trainstack:role": "training", "trainstack:zone": "cn-shenzhen-f"}},
+                 depends={"scalingGroupId": [group]})
+    return _nodes(instance_type, 1) + [group, config]
+
+
+def test_a_self_healing_cluster_over_tcp_is_advisory_not_blocked():
+    """Issue 23: ESS pool nodes cannot get eRDMA through pulumi-alicloud 4.0, so the cluster talks TCP;
+    self-healing-over-tcp reports it (advisory), multi-node-requires-rdma does not block it."""
+    resources = _healing_cluster(ERDMA_8)
+    assert stack_violations("multi-node-requires-rdma", resources) == []
+    msgs = stack_violations("self-healing-over-tcp", resources)
+    assert len(msgs) == 2 and all("talk TCP, not eRDMA" in m for m in msgs)
+    # an RDMA-class type and one zone are still required, and plain clusters are not reported
+    blocked = stack_violations("multi-node-requires-rdma", _healing_cluster(NVLINK_8))
+    assert len(blocked) == 2 and all("has no RDMA" in m for m in blocked)
+    assert stack_violations("self-healing-over-tcp", _nodes(ERDMA_8)) == []
 
 
 def test_dlc_job_with_several_pods_needs_rdma_enabled_and_an_rdma_spec():

@@ -123,7 +123,7 @@ def test_a_dlc_job_is_read_through_the_dlc_api():
 def test_a_self_healing_cluster_lists_node_0_and_each_pool_instance():
     """Issue 23: the pool's nodes share one name (one scaling configuration) and report under their
     instance ids; a replaced node shows as a new instance, a slot nobody fills as missing."""
-    changes = {"resources": {"spot": "allow", "self_healing": True, "gpus": 24}}
+    changes = {"resources": {"spot": "allow", "self_healing": True, "gpus": 24, "max_hourly_cost": 600}}
     plan = resolved("llama3-70b-full", changes)
     assert plan.elastic and plan.nodes == 3
     node_0 = beat("llama3-70b-full-node-0.json")

@@ -25,7 +25,8 @@ MULTI_NODE_70B = {
     "name": "heal-70b", "region": "cn-shenzhen", "model": {"preset": "llama-3-70b"},
     "training": {"method": "full", "precision": "bf16-mixed", "micro_batch_size": 1, "sequence_length": 4096,
                  "gradient_checkpointing": True, "zero_stage": 3, "tokens": 2.0e8},
-    "resources": {"target": "ecs", "gpu_models": ["A100-80G"], "spot": "require", "self_healing": True},
+    "resources": {"target": "ecs", "gpu_models": ["A100-80G"], "spot": "require", "self_healing": True,
+                  "max_hourly_cost": 600},
     "storage": {"dataset_gib": 2000, "checkpoint": "cpfs"},
 }
 
@@ -143,8 +144,11 @@ def test_a_multi_node_plan_gets_an_on_demand_anchor_and_a_pool_of_the_others():
 def test_the_pool_vswitch_moves_no_other_vswitch():
     plain = resolve(parse_profile(doc(MULTI_NODE_70B, spot="allow", self_healing=False)))
     healing = resolve(parse_profile(multi()))
-    for field in ("vswitch_cidr", "eri_vswitch_cidr", "services_vswitch_cidr"):
+    for field in ("vswitch_cidr", "services_vswitch_cidr"):  # CPFS's vSwitch never moves
         assert getattr(plain.network, field) == getattr(healing.network, field)
+    # no ERIs without eRDMA, but their block stays free, and the pool takes one of its own
+    assert plain.network.eri_vswitch_cidr and healing.network.eri_vswitch_cidr is None
+    assert healing.network.pool_vswitch_cidr not in (plain.network.eri_vswitch_cidr, plain.network.services_vswitch_cidr)
 
 
 def test_multi_node_self_healing_under_spot_require_is_an_exit_2_error(tmp_path, capsys):
@@ -183,3 +187,25 @@ def test_an_on_demand_choice_gets_no_pool_and_says_why():
     plan = resolve(parse_profile(doc(spot="allow", objective="time")))
     assert not plan.spot and plan.spot_pool is None
     assert any(lab.startswith("self-healing not applied: the chosen plan is on-demand") for lab in plan.labels)
+
+
+def test_the_rendezvous_id_follows_what_the_job_runs_not_its_budget():
+    """Nodes launched with other job settings never join the running group (docs/self-healing.md)."""
+    from trainstack.launchers.topology import elastic_run_id
+
+    base = resolve(parse_profile(multi()))
+    changed_command = resolve(parse_profile(multi(job={"command": "torchrun train.py --lr 2e-5"})))
+    bigger_budget = resolve(parse_profile(doc(MULTI_NODE_70B, spot="allow", max_total_cost=99_000)))
+    ids = [elastic_run_id(p) for p in (base, changed_command, bigger_budget)]
+    assert ids[0].startswith(base.name + "-") and ids[0] != ids[1] and ids[0] == ids[2]
+
+
+def test_a_self_healing_plan_talks_tcp_and_is_priced_and_timed_for_it():
+    """ESS pool nodes cannot get eRDMA through pulumi-alicloud 4.0, so no node uses it, and the
+    estimate is the TCP one (slower than the same nodes on eRDMA)."""
+    healing = resolve(parse_profile(multi()))
+    plain = resolve(parse_profile(doc(MULTI_NODE_70B, spot="allow", self_healing=False, max_hourly_cost=None)))
+    assert healing.network.rdma == "none" and healing.network.eri_per_node == 0
+    assert plain.network.rdma == "erdma" and plain.nodes == healing.nodes
+    assert healing.estimate.tokens_per_second < plain.estimate.tokens_per_second
+    assert any("NCCL talks TCP" in label for label in healing.labels)

@@ -84,8 +84,17 @@ class OssReader:
         return self._call("GetObject", get, f"oss://{bucket}/{key}")
 
 
-def read_heartbeats(reader: Any, bucket: str, prefix: str) -> dict[str, bytes]:
-    """``{key: bytes}`` of every node heartbeat under ``prefix`` (``status/``)."""
-    keys = [k for k in reader.list_keys(bucket, prefix)
-            if k.endswith("/" + HEARTBEAT_OBJECT) and k.count("/") == prefix.count("/") + 1]
+def read_heartbeats(reader: Any, bucket: str, prefix: str, pooled: tuple[str, ...] = ()) -> dict[str, bytes]:
+    """``{key: bytes}`` of every node heartbeat under ``prefix`` (``status/``): ``<node>/heartbeat.json``,
+    and ``<pool>/<instance id>/heartbeat.json`` for each name in ``pooled`` (a multi-node self-healing
+    plan's pool nodes share one name and report under their instance ids)."""
+    depth = prefix.count("/")
+
+    def wanted(key: str) -> bool:
+        if not key.endswith("/" + HEARTBEAT_OBJECT):
+            return False
+        parts = key[len(prefix):].split("/")
+        return key.count("/") == depth + 1 or (len(parts) == 3 and parts[0] in pooled)
+
+    keys = [k for k in reader.list_keys(bucket, prefix) if wanted(k)]
     return {key: reader.get_bytes(bucket, key) for key in sorted(keys)}

@@ -98,7 +98,8 @@ def read_heartbeats(plan, cloud: Cloud, observed: Observed) -> None:
     if not has_status(plan):
         return
     bucket = plan.storage.oss.bucket
-    for key, data in read_objects(cloud.oss(plan.region), bucket, status_prefix(plan)).items():
+    pooled = (plan.pool_node_name(),) if plan.elastic else ()
+    for key, data in read_objects(cloud.oss(plan.region), bucket, status_prefix(plan), pooled).items():
         try:
             observed.heartbeats.append(parse_heartbeat(data, f"oss://{bucket}/{key}"))
         except HeartbeatError as exc:

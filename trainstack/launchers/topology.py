@@ -10,6 +10,8 @@ maps them explicitly onto node count and node rank.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Literal, Optional
 
@@ -130,7 +132,8 @@ def topology_from_plan(plan, master_port: int = DEFAULT_MASTER_PORT, rdzv_timeou
         return Topology(nnodes=plan.nodes, nproc_per_node=nproc, platform="ecs", hosts=(plan.node_private_ips()[0],),
                         master_port=master_port, rdzv_timeout_seconds=rdzv_timeout_seconds,
                         degrees=degrees_of(plan),
-                        elastic=Elastic(port=pool.rendezvous_port, run_id=plan.name, max_restarts=pool.max_restarts,
+                        elastic=Elastic(port=pool.rendezvous_port, run_id=elastic_run_id(plan),
+                                        max_restarts=pool.max_restarts,
                                         join_timeout_seconds=pool.join_timeout_seconds))
     degrees = degrees_of(plan)
     if plan.target == "dlc":
@@ -142,6 +145,16 @@ def topology_from_plan(plan, master_port: int = DEFAULT_MASTER_PORT, rdzv_timeou
     return Topology(nnodes=plan.nodes, nproc_per_node=nproc, platform="ecs",
                     hosts=tuple(hosts if hosts is not None else plan.node_private_ips()),
                     master_port=master_port, rdzv_timeout_seconds=rdzv_timeout_seconds, degrees=degrees)
+
+
+def elastic_run_id(plan) -> str:
+    """The rendezvous id of a self-healing plan: its name and a digest of what the job runs (command,
+    code, env, layout, node count; not the budget guard's limits). A changed job reaches only the pool
+    nodes ESS launches next (a running one keeps the settings it was launched with), so nodes with
+    other settings must never join the running group and mix two configurations: they wait for their own."""
+    job = plan.job.model_dump(mode="json", exclude={"max_total_cost_cny", "deadline_hours", "max_runtime_hours"})
+    text = json.dumps({"job": job, "nodes": plan.nodes, "gpus_per_node": plan.gpus_per_node}, sort_keys=True)
+    return f"{plan.name}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 def degrees_of(plan) -> Degrees:

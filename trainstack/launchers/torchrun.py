@@ -62,10 +62,7 @@ def check(cmd: Command, ctx: Context) -> list[Problem]:
 
 
 def _elastic_problems(cmd: Command, found) -> list[Problem]:
-    if cmd.tool == "tune":
-        return [problem("resources.self_healing on several nodes runs torchrun elastic, and `tune run` is not "
-                        "checked with it", "launch the recipe's script with torchrun, or set resources.self_healing: "
-                        "false")]
+    """(``tune run`` and the other launchers never get here: check_command refuses them first.)"""
     return [problem(f"torchrun {opt.canonical} is set by trainstack on a self-healing plan (the c10d rendezvous "
                     "on node 0, this node's address, node 0 hosting the store)",
                     f"remove {opt.canonical}", opt.given) for opt in found.options if opt.canonical in ELASTIC_OWN]

@@ -45,6 +45,15 @@ VSWITCH_MASK_MAX = int(_LIMITS.number("vpc.vswitch.mask_max"))
 #: source the facts are read from, so they could not get one (an ERI without it takes the type's
 #: whole maximum and blocks the others: ecs.eri.queue_pairs_shared_per_instance).
 MAX_ERIS_PER_NODE = 2
+#: A multi-node self-healing plan talks TCP: an ESS pool node could get eRDMA only through the scaling
+#: configuration's ``network_interfaces``, which ESS refuses next to SecurityGroupId(s) ("If you use both
+#: methods at the same time, the call fails": CreateScalingConfiguration / ModifyScalingConfiguration,
+#: https://www.alibabacloud.com/help/doc-detail/459376.html), while terraform-provider-alicloud (ace5bcf8,
+#: resource_alicloud_ess_scaling_configuration.go Create) refuses to create one without them; and an
+#: ESS launch template in pulumi-alicloud 4.0 has no traffic mode. Node 0 goes without it too: NCCL
+#: needs one transport on every rank.
+POOL_WITHOUT_RDMA = ("self-healing: no {rdma} on any node (an ESS pool node cannot get it through pulumi-alicloud "
+                     "4.0): NCCL talks TCP over the VPC ({gbps} Gbit/s per node), and the estimate uses that bandwidth")
 #: Preferred sizes: the node and ERI vSwitches a /20 (4,092 addresses), the services vSwitch a /24.
 NODE_PREFIX, ERI_PREFIX, SERVICES_PREFIX, POOL_PREFIX = 20, 20, 24, 20
 #: Addresses the services vSwitch must offer at least: protocol service + NAT + the file system's own.
@@ -96,8 +105,11 @@ def plan_network(profile: TrainingProfile, inst: Optional[ResolvedInstance], nod
     rdma, eri, jumbo, env = "none", 0, False, {}
     qp_max = qp = None
     dset, groups = None, 0
+    healing = profile.resources.self_healing and spot and nodes > 1
     if inst is not None and nodes > 1:
-        rdma = inst.rdma if inst.rdma in TRAINING_RDMA else "none"
+        rdma = inst.rdma if inst.rdma in TRAINING_RDMA and not healing else "none"
+        if healing and inst.rdma in TRAINING_RDMA:
+            notes.append(POOL_WITHOUT_RDMA.format(rdma=inst.rdma, gbps=inst.type.network_bandwidth_gbps or "?"))
         if rdma == "erdma":
             eri = max(1, inst.type.eri_count or 1)
             if eri > MAX_ERIS_PER_NODE:
@@ -134,14 +146,21 @@ def plan_network(profile: TrainingProfile, inst: Optional[ResolvedInstance], nod
                          "offline; nodes share one zone and vSwitch")
     node_cidr = n.vswitch_cidr or default_vswitch_cidr(n.vpc_cidr)
     eri_cidr = services_cidr = None
-    if eri >= 2:
-        eri_cidr = _block(n.vpc_cidr, [node_cidr], ERI_PREFIX, profile.resources.max_nodes * (eri - 1), "ERI")
+    # the ERI block is kept free on a self-healing plan too (no ERIs there), so turning healing on or off
+    # moves neither the services vSwitch (CPFS) nor the pool's
+    block_eri = eri
+    if healing and inst is not None and inst.rdma == "erdma":
+        block_eri = min(max(1, inst.type.eri_count or 1), MAX_ERIS_PER_NODE)
+    eri_block = None
+    if block_eri >= 2:
+        eri_block = _block(n.vpc_cidr, [node_cidr], ERI_PREFIX, profile.resources.max_nodes * (block_eri - 1), "ERI")
+        eri_cidr = eri_block if eri >= 2 else None
     if services or n.internet_egress:
-        taken = [node_cidr] + ([eri_cidr] if eri_cidr else [])
+        taken = [node_cidr] + ([eri_block] if eri_block else [])
         services_cidr = _block(n.vpc_cidr, taken, SERVICES_PREFIX, SERVICES_MIN_ADDRESSES, "services")
     pool_cidr = None
-    if profile.resources.self_healing and spot and nodes > 1:  # taken last: adding it moves no other block
-        taken = [c for c in (node_cidr, eri_cidr, services_cidr) if c]
+    if healing:  # taken last: adding it moves no other block
+        taken = [c for c in (node_cidr, eri_block, services_cidr) if c]
         pool_cidr = _block(n.vpc_cidr, taken, POOL_PREFIX, profile.resources.max_nodes * 2, "self-healing pool")
     return NetworkPlan(
         vpc_cidr=n.vpc_cidr, vswitch_cidr=node_cidr, eri_vswitch_cidr=eri_cidr, services_vswitch_cidr=services_cidr,

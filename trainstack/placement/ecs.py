@@ -20,7 +20,8 @@ from ..reasons import Reason, ReasonCode, reason
 from .prices import provenance
 from .engine import (
     SPOT_RESTART_ALLOWANCE, LayoutPick, Option, Resolution, choose_layout, closest, evaluate, family_rejection,
-    layout_options, node_counts, plan_layout, ranked, size, static_rejection, unverified_labels, zone_for,
+    anchor_nodes, layout_options, node_counts, node_network, plan_layout, ranked, size, static_rejection,
+    unverified_labels, zone_for,
 )
 
 ALTERNATIVES_SHOWN = 8
@@ -115,10 +116,7 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
     labels.append("costs are GPU instances only: disks, CPFS, OSS, NAT and traffic are billed on top")
     labels += list(storage.notes)
     labels += pool_labels
-    if spot_pool is not None and spot_pool.anchor and network.rdma == "erdma":
-        labels.append(f"self-healing: a pool node gets eRDMA on its primary ENI only, with the type's default queue "
-                      f"pairs (an ESS scaling configuration sets neither a network card nor queue pairs); node 0 "
-                      f"gets the plan's {network.eri_per_node} ERI(s)")
+    labels += [n for n in network.notes if n.startswith("self-healing:")]
     return Plan(
         name=profile.name, region=profile.region, zone=best.zone, target="ecs", instance_type=inst.name,
         gpu_model=best.gpu_model, nodes=best.nodes, gpus_per_node=best.gpus_per_node, total_gpus=gpus,
@@ -159,9 +157,9 @@ def candidate_layout(profile: TrainingProfile, inst, c: Candidate) -> LayoutPick
     """The layout search of candidate ``c`` again (a cache hit: the same call evaluate made)."""
     layouts, _ = layout_options(profile, inst, c.nodes)
     gpu = inst.gpu
+    network, bandwidth = node_network(inst, c.nodes, tcp=anchor_nodes(profile, c.target, c.nodes, c.spot) > 0)
     return choose_layout(profile.architecture, profile.training, gpu, inst.gpu_count, c.nodes, inst.interconnect,
-                         inst.rdma if c.nodes > 1 else "none",
-                         inst.type.rdma_bandwidth_gbps or inst.type.network_bandwidth_gbps, layouts,
+                         network, bandwidth, layouts,
                          sizing.min_margin_gib(gpu.usable_gib, profile.resources.memory_margin_percent / 100.0))
 
 

@@ -173,16 +173,25 @@ class Sized:
     labels: tuple[str, ...]
 
 
-def size(profile: TrainingProfile, inst: ResolvedInstance, nodes: int, arch=None) -> Sized:
+def node_network(inst: ResolvedInstance, nodes: int, tcp: bool = False) -> tuple[str, Optional[float]]:
+    """(RDMA kind, Gbit/s) the nodes talk over; ``tcp``: a multi-node self-healing plan, whose pool nodes
+    cannot get eRDMA (trainstack.layout.network), so every node uses the VPC network."""
+    if nodes < 2:
+        return "none", inst.type.rdma_bandwidth_gbps or inst.type.network_bandwidth_gbps
+    if tcp:
+        return "none", inst.type.network_bandwidth_gbps
+    return inst.rdma, inst.type.rdma_bandwidth_gbps or inst.type.network_bandwidth_gbps
+
+
+def size(profile: TrainingProfile, inst: ResolvedInstance, nodes: int, arch=None, tcp: bool = False) -> Sized:
     """Memory and speed of ``nodes`` x ``inst`` with the best parallel layout (engine's layout search)."""
     t, r = profile.training, profile.resources
     gpu = inst.gpu
     assert gpu is not None, "static_rejection refuses types without a known GPU"
     arch = arch or profile.architecture
     layouts, layout_why = layout_options(profile, inst, nodes, arch)
-    pick = choose_layout(arch, t, gpu, inst.gpu_count, nodes, inst.interconnect,
-                         inst.rdma if nodes > 1 else "none",
-                         inst.type.rdma_bandwidth_gbps or inst.type.network_bandwidth_gbps, layouts,
+    network, bandwidth = node_network(inst, nodes, tcp)
+    pick = choose_layout(arch, t, gpu, inst.gpu_count, nodes, inst.interconnect, network, bandwidth, layouts,
                          sizing.min_margin_gib(gpu.usable_gib, r.memory_margin_percent / 100.0))
     labels = _sizing_labels(arch, t, nodes * inst.gpu_count, pick.throughput.labels)
     return Sized(pick, layout_why, labels)
@@ -202,7 +211,8 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option, sized: 
     gpus = nodes * inst.gpu_count
     gpu = inst.gpu
     assert gpu is not None, "static_rejection refuses types without a known GPU"
-    sized = sized or size(profile, inst, nodes, arch)
+    healing = anchor_nodes(profile, option.target, nodes, spot) > 0
+    sized = size(profile, inst, nodes, arch, tcp=True) if healing else (sized or size(profile, inst, nodes, arch))
     pick = sized.pick
     mem, thr = pick.memory, pick.throughput
     # a local measurement of this workload on this GPU, if `trainstack calibrate` recorded one (labelled)
@@ -213,7 +223,7 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option, sized: 
     if hours is not None and spot:
         hours *= SPOT_RESTART_ALLOWANCE
     quote = option.quote or catalog.quote(profile.region, inst.name)
-    hourly = hourly_price(quote, inst.gpu_count, nodes, spot, anchor_nodes(profile, option.target, nodes, spot))
+    hourly = hourly_price(quote, inst.gpu_count, nodes, spot, 1 if healing else 0)
     total = round(hourly * hours, 2) if (hourly is not None and hours is not None) else None
     labels = option.labels + calibrated + sized.labels + quote.labels + (quote.spot_labels if spot else ())
     why = option.blocked or sized.layout_why or rule_broken(profile, gpu.name, gpu.usable_gib, gpus, spot, quote,
@@ -236,7 +246,7 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option, sized: 
 
 def anchor_nodes(profile: TrainingProfile, target: str, nodes: int, spot: bool) -> int:
     """On-demand nodes of a spot plan: a multi-node self-healing plan keeps node 0 on-demand (it hosts
-    the rendezvous a replacement joins; trainstack.layout.spot_pool)."""
+    the rendezvous a replacement joins; trainstack.layout.spot_pool), and its nodes talk TCP."""
     return 1 if (spot and nodes > 1 and target == "ecs" and profile.resources.self_healing) else 0
 
 

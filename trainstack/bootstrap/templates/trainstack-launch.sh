@@ -411,7 +411,8 @@ main() {
   fetch_code || { log "FATAL: cannot fetch job.code_uri $CODE_URI_SHOWN"; finish 11; }
   restore_checkpoints || { log "FATAL: cannot restore checkpoints from $OSS_CHECKPOINT_URI"; finish 13; }
   if [ "$ELASTIC" = 1 ]; then
-    TRAINSTACK_LOCAL_ADDR=$(agent meta meta-data/private-ipv4) || { log "FATAL: no private IP from the metadata service"; finish "$EXIT_ADDRESS"; }
+    TRAINSTACK_LOCAL_ADDR=$(agent meta meta-data/private-ipv4) && [ -n "$TRAINSTACK_LOCAL_ADDR" ] \
+      || { log "FATAL: no private IP from the metadata service"; finish "$EXIT_ADDRESS"; }
   fi
   nccl_check || finish 10
   if [ -e "$GUARD_MARKER" ]; then
