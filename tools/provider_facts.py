@@ -106,7 +106,7 @@ class Effect:
     """
 
     arguments: tuple[str, ...]  # Terraform names; ("*",): every argument
-    effect: str  # restart | stop | wipe | detach | next_instance_only
+    effect: str  # restart | stop | wipe | detach | resize | next_instance_only
     why: str
     anchors: tuple[tuple[str, ...], ...]
     when: str = "update"
@@ -162,6 +162,15 @@ EFFECTS: dict[str, tuple[Effect, ...]] = {
                "settings (a running self-healing node is not touched; its replacement gets the new ones)",
                (("modifyEssScalingConfiguration", r'action := "ModifyScalingConfiguration"'),),
                docs=("https://www.alibabacloud.com/help/en/auto-scaling/latest/modify-a-scaling-configuration",)),
+    ),
+    "alicloud:ess/scalingGroup:ScalingGroup": (
+        Effect(("min_size", "max_size", "desired_capacity"), "resize",
+               "ModifyScalingGroup with another size: ESS removes running instances when the group shrinks (by its "
+               "RemovalPolicies) and launches new ones when it grows; a self-healing job's torchrun rendezvous keeps "
+               "its size, so an added node joins only the next job (docs/self-healing.md)",
+               (("resourceAliyunEssScalingGroupUpdate", r'action := "ModifyScalingGroup"', r'd\.HasChange\("min_size"\)'),),
+               docs=("https://www.alibabacloud.com/help/en/auto-scaling/developer-reference/"
+                     "api-ess-2022-02-22-modifyscalinggroup",)),
     ),
     "alicloud:ecs/ecsDiskAttachment:EcsDiskAttachment": (
         Effect(("disk_id", "instance_id"), "detach",

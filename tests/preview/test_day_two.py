@@ -246,3 +246,21 @@ def test_upgrading_trainstack_touches_no_running_gpu_node(name):
     assert touched(d) == []
     assert not [c for c in d["resources"]["changed"] if c["replace"]]
     assert d["unknown"] == []
+
+
+# ---- a self-healing cluster (issue 23): resizing the pool is called out, never silent ----------
+
+def test_growing_a_self_healing_cluster_resizes_its_pool_in_place_and_says_so():
+    """3 -> 4 nodes: node 0 and the vSwitches stay; the ESS group's size changes in place, and the diff
+    marks it disruptive (a shrink would release running nodes; an added node joins only the next job)."""
+    def grow(p):
+        p["resources"].update(gpus=32, max_hourly_cost=800)
+
+    d = day_two("llama3-70b-spot-heal", grow)
+    assert (nodes(d, "base"), nodes(d)) == (3, 4)
+    assert not [c for c in d["resources"]["changed"] if c["replace"]] and not d["resources"]["removed"]
+    [group] = changed(d, "alicloud:ess/scalingGroup:ScalingGroup")
+    assert group["disruptive"] and {c["path"] for c in group["changes"]} == {"minSize", "maxSize", "desiredCapacity"}
+    assert all(c["effect"] == "resize" for c in group["changes"])
+    [node_0] = changed(d, INSTANCE)
+    assert not node_0["disruptive"] and {c["path"] for c in node_0["changes"]} == {"tags.trainstack:job-settings"}

@@ -63,7 +63,7 @@ class Effect(_Frozen):
     """A hand-checked effect on a running node, with the provider lines it comes from."""
 
     arguments: tuple[str, ...]
-    effect: Literal["restart", "stop", "wipe", "detach", "next_instance_only"]
+    effect: Literal["restart", "stop", "wipe", "detach", "resize", "next_instance_only"]
     when: Literal["update", "replace"]
     why: str
     sources: tuple[str, ...]

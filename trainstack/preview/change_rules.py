@@ -45,7 +45,7 @@ WHEN = {"now": "now", "replace": "when the resource is replaced",
         "disk_grown": "now (ResizeDisk online); the filesystem grows at the next job start",
         "new_nodes_only": "only on nodes created later", "never": "never (stored only)", "unknown": "unknown"}
 #: Effects that interrupt a running node (``next_instance_only`` does not: it is worth saying, not alarming).
-DISRUPTIVE_EFFECTS = frozenset({"restart", "stop", "wipe", "detach"})
+DISRUPTIVE_EFFECTS = frozenset({"restart", "stop", "wipe", "detach", "resize"})
 Action = Literal["replace", "update", "no-api-call", "unknown"]
 
 
@@ -197,4 +197,5 @@ def ignored_takes_effect(entry: dict) -> str:
 def effect_label(e: Effect) -> str:
     return {"restart": "stops and restarts the running node", "stop": "stops the running node",
             "wipe": "wipes the node's system disk", "detach": "detaches it from the running node",
+            "resize": "removes running nodes when the group shrinks; added nodes join only the next job",
             "next_instance_only": "reaches only nodes created later"}[e.effect]

@@ -136,7 +136,8 @@ def _grouped(rows: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str,
 #: ``(36984 bytes, sha256:bc62…)``: a shortened long input (values.shorten)
 DIGEST = re.compile(r"^\((\d+) bytes, sha256:[0-9a-f]+\)$")
 EFFECTS = {"restart": "stops and restarts the running node", "stop": "stops the running node",
-           "wipe": "wipes the node's system disk", "detach": "detaches it from the running node"}
+           "wipe": "wipes the node's system disk", "detach": "detaches it from the running node",
+           "resize": "resizes the pool of running nodes (a shrink releases some)"}
 
 
 def _brief_value(v: Any) -> Any:
