@@ -180,11 +180,9 @@ def status_policy_document(plan: Plan) -> Optional[dict]:
              "Condition": {"StringLike": {"oss:Prefix": [f"{p}*" for p in prefixes]}}},
         ]}
 
-    from trainstack.bootstrap.render import pool_node_name
-
     names = plan.node_names()
     if plan.elastic:  # node 0, and the pool's nodes, each under its instance id (trainstack-launch)
-        names = [names[0], pool_node_name(plan)]
+        names = [names[0], plan.pool_node_name()]
     each = document([status_prefix(plan, n) for n in names])
     if len(json.dumps(each)) <= service_limits().number("ram.policy.document.max_characters"):
         return each

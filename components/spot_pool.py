@@ -44,7 +44,6 @@ from typing import Optional, Sequence
 import pulumi
 import pulumi_alicloud as alicloud
 
-from trainstack.bootstrap.render import pool_node_name
 from trainstack.plan import Plan
 
 from .network import Network
@@ -68,7 +67,7 @@ class SpotPool(pulumi.ComponentResource):
         pool, st = plan.spot_pool, plan.storage
         assert pool is not None and plan.zone is not None, "TrainingStack fills in the zone"
         zone = plan.zone
-        node_name = pool_node_name(plan) if pool.anchor else plan.node_names()[0]
+        node_name = plan.pool_node_name() if pool.anchor else plan.node_names()[0]
         vswitch = network.pool_vswitch if pool.anchor else network.vswitch
         assert vswitch is not None, "the rule book gives a multi-node pool its vSwitch"
         child = pulumi.ResourceOptions(parent=self)

@@ -30,7 +30,7 @@ from plan_factory import hand_edited, multi_node_erdma_plan
 
 from trainstack.bootstrap import BootstrapOptions
 from trainstack.bootstrap.heartbeat import NCCL_CHECK, NCCL_CHECK_KEY, PROGRAM_KEY, program_text
-from trainstack.bootstrap.render import CHANNEL_FILES, pool_node_name
+from trainstack.bootstrap.render import CHANNEL_FILES
 
 FAST = BootstrapOptions(checkpoint_grace_seconds=1, kill_after_seconds=1, poweroff_fallback=False)
 STEPS = 80
@@ -298,7 +298,7 @@ def test_a_reclaimed_pool_node_is_replaced_and_the_others_are_never_touched(ess,
     assert not node_2.cloud.ecs_calls and not replacement.cloud.ecs_calls
     # each pool instance reports under its own id; node 0 under its name
     keys = ess.store.keys(ess.plan.storage.oss.bucket)
-    pool = pool_node_name(ess.plan)
+    pool = ess.plan.pool_node_name()
     for inst in (node_2, replacement):
         assert f"status/{pool}/{inst.id}/heartbeat.json" in keys
     assert f"status/{ess.plan.node_names()[0]}/heartbeat.json" in keys

@@ -163,7 +163,7 @@ class _Node:
         self.oss_checkpoints = storage.checkpoint == "oss"
         # every pool node of a multi-node plan has the same files (rank 1's): one name, one status prefix
         # per instance (the launch script appends the instance id)
-        self.node_name = pool_node_name(plan) if (plan.elastic and rank > 0) else plan.node_names()[rank]
+        self.node_name = plan.pool_node_name() if (plan.elastic and rank > 0) else plan.node_names()[rank]
         self.status_uri = status_uri(plan, self.node_name)
         self.topology = topology_from_plan(plan, opts.master_port, opts.rdzv_timeout_seconds, hosts=tuple(self.ips))
 
@@ -398,10 +398,6 @@ class _Node:
         return [["systemctl", "daemon-reload"],
                 ["systemctl", "enable", "trainstack-setup.service", *started],
                 ["systemctl", "start", "--no-block", *started]]
-
-
-def pool_node_name(plan: Plan) -> str:
-    return plan.pool_node_name()
 
 
 def check_job(plan: Plan, options: Optional[BootstrapOptions] = None) -> list[Problem]:

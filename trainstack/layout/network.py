@@ -29,6 +29,7 @@ from ..catalog.models import TRAINING_RDMA, ResolvedInstance
 from ..errors import InputError
 from ..plan import DEPLOYMENT_SET_MAX, NetworkPlan, Plan
 from ..profile import TrainingProfile
+from .spot_pool import heals_multi_node
 
 _LIMITS = service_limits()
 #: NCCL over eRDMA as PAI-DLC configures it on eRDMA types (data/service_limits.yaml, [PAI-ERDMA]).
@@ -105,11 +106,11 @@ def plan_network(profile: TrainingProfile, inst: Optional[ResolvedInstance], nod
     rdma, eri, jumbo, env = "none", 0, False, {}
     qp_max = qp = None
     dset, groups = None, 0
-    healing = profile.resources.self_healing and spot and nodes > 1
+    healing = heals_multi_node(profile, nodes, spot)
     if inst is not None and nodes > 1:
         rdma = inst.rdma if inst.rdma in TRAINING_RDMA and not healing else "none"
-        if healing and inst.rdma in TRAINING_RDMA:
-            notes.append(POOL_WITHOUT_RDMA.format(rdma=inst.rdma, gbps=inst.type.network_bandwidth_gbps or "?"))
+        if tcp_note := pool_tcp_note(profile, inst, nodes, spot):
+            notes.append(tcp_note)
         if rdma == "erdma":
             eri = max(1, inst.type.eri_count or 1)
             if eri > MAX_ERIS_PER_NODE:
@@ -169,6 +170,14 @@ def plan_network(profile: TrainingProfile, inst: Optional[ResolvedInstance], nod
         deployment_set=dset, deployment_set_groups=groups, mtu=mtu_for(rdma, jumbo),
         internet_egress=n.internet_egress, ssh_cidrs=tuple(profile.access.ssh_cidrs),
         key_pair=profile.access.key_pair, nccl_env=env, notes=tuple(notes))
+
+
+def pool_tcp_note(profile: TrainingProfile, inst: Optional[ResolvedInstance], nodes: int, spot: bool
+                  ) -> Optional[str]:
+    """Why a multi-node self-healing plan has no RDMA its type offers (None: nothing given up)."""
+    if inst is None or not heals_multi_node(profile, nodes, spot) or inst.rdma not in TRAINING_RDMA:
+        return None
+    return POOL_WITHOUT_RDMA.format(rdma=inst.rdma, gbps=inst.type.network_bandwidth_gbps or "?")
 
 
 def _block(vpc: str, taken: list[str], prefix: int, need: int, what: str) -> str:

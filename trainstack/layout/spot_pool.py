@@ -37,6 +37,12 @@ JOIN_TIMEOUT_SECONDS = 3600
 MAX_RESTARTS = 10
 
 
+def heals_multi_node(profile: TrainingProfile, nodes: int, spot: bool) -> bool:
+    """A multi-node self-healing ECS plan: node 0 on-demand (the anchor), the rest in the pool, TCP between
+    them (trainstack.layout.network). The one test the network layout, pricing and the pool share."""
+    return bool(profile.resources.self_healing and spot and nodes > 1 and profile.resources.target != "dlc")
+
+
 def plan_spot_pool(profile: TrainingProfile, nodes: int, spot: bool,
                    price_limit: Optional[float]) -> tuple[Optional[SpotPoolPlan], list[str]]:
     """The self-healing spot pool (``resources.self_healing``) and the labels that explain it.

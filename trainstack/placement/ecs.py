@@ -13,6 +13,7 @@ from .. import sizing
 from .. import calibration_overlay
 from ..catalog import Catalog, load_catalog
 from ..layout import plan_image, plan_network, plan_spot_pool, plan_storage
+from ..layout.network import pool_tcp_note
 from ..plan import Candidate, EstimateSummary, JobPlan, ParallelismPlan, Plan, Rejection, spot_price_limit
 from ..sizing.parallel import Layout, bubble_fraction, layout_for, micro_batches
 from ..profile import TrainingProfile
@@ -116,7 +117,8 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
     labels.append("costs are GPU instances only: disks, CPFS, OSS, NAT and traffic are billed on top")
     labels += list(storage.notes)
     labels += pool_labels
-    labels += [n for n in network.notes if n.startswith("self-healing:")]
+    if tcp_note := pool_tcp_note(profile, inst, best.nodes, best.spot):
+        labels.append(tcp_note)
     return Plan(
         name=profile.name, region=profile.region, zone=best.zone, target="ecs", instance_type=inst.name,
         gpu_model=best.gpu_model, nodes=best.nodes, gpus_per_node=best.gpus_per_node, total_gpus=gpus,

@@ -29,6 +29,7 @@ from ..catalog import TRAINING_RDMA, Catalog, PriceQuote, ResolvedInstance
 from ..plan import Candidate, Plan, Rejection
 from .. import calibration_overlay
 from ..profile import TrainingProfile
+from ..layout.spot_pool import heals_multi_node
 from ..reasons import Reason, ReasonCode, reason
 from .layouts import (  # noqa: F401  (the ECS strategy reads the layout search from here too)
     LayoutPick, choose_layout, layout_options, plan_layout,
@@ -247,7 +248,7 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option, sized: 
 def anchor_nodes(profile: TrainingProfile, target: str, nodes: int, spot: bool) -> int:
     """On-demand nodes of a spot plan: a multi-node self-healing plan keeps node 0 on-demand (it hosts
     the rendezvous a replacement joins; trainstack.layout.spot_pool), and its nodes talk TCP."""
-    return 1 if (spot and nodes > 1 and target == "ecs" and profile.resources.self_healing) else 0
+    return 1 if target == "ecs" and heals_multi_node(profile, nodes, spot) else 0
 
 
 def hourly_price(quote: PriceQuote, gpus_per_node: int, nodes: int, spot: bool, on_demand_nodes: int = 0
