@@ -27,7 +27,7 @@ from __future__ import annotations
 import pathlib
 import statistics
 import sys
-from typing import Callable, Iterable, NamedTuple, Optional
+from typing import Iterable, NamedTuple, Optional
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 

@@ -18,7 +18,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trainstack import sizing  # noqa: E402
 from trainstack.catalog import load_catalog  # noqa: E402
 from trainstack.profile import parse_profile  # noqa: E402
 from trainstack.placement.layouts import layout_options  # noqa: E402

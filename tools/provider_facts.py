@@ -646,7 +646,6 @@ def resources_map(pkg: GoPackage) -> dict[str, str]:
 def describe(pkg: GoPackage, reader: SchemaReader, token: str, tf_type: str, func: str,
              pulumi_text: Optional[str]) -> dict[str, Any]:
     fn, res = reader.resource(func)
-    text = fn.file.text
     sf, sb = reader.schema_map(fn.file, *res["Schema"])
     args = reader.args(sf, sb)
     handlers = {k: res[k][0].rstrip(",").strip() for k in ("Create", "Read", "Update", "Delete",

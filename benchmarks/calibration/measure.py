@@ -14,7 +14,6 @@ rows). Changes: HELDOUT cases (shapes and settings the constants were never fitt
 the unchanged overall peak, to see which phase holds it.
 """
 import json
-import os
 import subprocess
 import sys
 import time

@@ -18,7 +18,7 @@ from Tea.exceptions import UnretryableException
 import components.dlc as dlc
 from components.dlc import DlcJobProvider, DlcTraining
 from trainstack.cloud.dlc import DlcApiError
-from plan_factory import ERDMA_NCCL, dlc_plan, dlc_quota_plan
+from plan_factory import dlc_plan, dlc_quota_plan
 from trainstack import dlc_job as j
 from trainstack.cloud import dlc_request as r
 from trainstack.errors import EXIT_CLOUD_API, CloudApiError, InputError

@@ -6,7 +6,6 @@ process joins one group with the plan's world size and ranks, and one all-reduce
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -42,7 +41,7 @@ def two_node_plan(command: str, tmp_path: Path):
 @pytest.mark.parametrize("tool", sorted(PARSERS))
 def test_the_documented_option_files_match_the_tools_parsers(tool):
     text = (DATA / f"{tool}.yaml").read_text(encoding="utf-8")
-    assert yaml.safe_load(text) == documented_options(tool), f"rerun tests/launch/tool_parsers.py --write"
+    assert yaml.safe_load(text) == documented_options(tool), "rerun tests/launch/tool_parsers.py --write"
 
 
 def words(command: str, rank: int = 1) -> list[str]:

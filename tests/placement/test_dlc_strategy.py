@@ -13,7 +13,7 @@ import pytest
 from trainstack.catalog import loader
 from trainstack.datafile import load_data_yaml
 from trainstack.cli import main
-from trainstack.errors import InfeasibleError, InputError
+from trainstack.errors import InfeasibleError
 from trainstack.placement import resolve, resolve_all
 from trainstack.profile import load_profile, parse_profile
 from trainstack.reasons import ReasonCode

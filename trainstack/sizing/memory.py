@@ -348,7 +348,7 @@ def phase_components(arch: Architecture, t: TrainingSpec, dp: int, keeps_outputs
         stage = stages(arch.num_layers, lay, micro_batches(t, lay))[0]
     blay = layout(arch, t, lay.shard)
     sh = shares(arch, stage)
-    L, V, h = arch.num_layers, arch.vocab_size, arch.hidden_size
+    L, V = arch.num_layers, arch.vocab_size
     tp = stage.tp
     T = tokens_per_gpu(t, stage) / tp          # sequence parallelism: every activation is split over tp
     A = stage.act_layers                       # layers' activations of one micro-batch alive at once

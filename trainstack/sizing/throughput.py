@@ -336,7 +336,6 @@ def _throughput(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: in
     if bandwidth is None:
         bandwidth = 4800.0 * linear_peak / 989.0
         labels.append(f"memory bandwidth of {gpu.name} unknown: assumed in proportion to its TFLOPS")
-    eff, att_eff = matmul_efficiency(gpu), attention_efficiency(gpu)
     if gpu.architecture not in K.MATMUL_EFFICIENCY_BY_ARCH:
         labels.append(f"{gpu.name} ({gpu.architecture}): no calibration for its generation; the Hopper matmul "
                       "efficiency is used (assumption)")
