@@ -203,6 +203,41 @@ def test_the_paths_a_page_names_exist(page):
     assert missing == []
 
 
+PY_FILES = {p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*.py") if ".venv" not in p.parts}
+
+
+def _module_exists(span: str) -> bool:
+    """`engine.py`, `placement/engine.py` or `trainstack.cloud.ecs`: a file or module of this checkout."""
+    if span.endswith(".py"):
+        return any(f == span or f.endswith("/" + span) for f in PY_FILES)
+    parts = span.split(".")
+    return any((ROOT / Path(*parts[:n])).with_suffix(".py").exists() or (ROOT / Path(*parts[:n]) / "__init__.py").exists()
+               for n in range(len(parts), 0, -1) if n >= 2 or len(parts) == 1)
+
+
+@pytest.mark.parametrize("page", [README, *PAGES], ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_modules_a_page_names_exist(page):
+    dotted = [s for s in CODE_SPAN.findall(text(page)) if re.fullmatch(r"(trainstack|components|policies)(\.\w+)+", s)]
+    assert [s for s in dotted if not _module_exists(s)] == []
+
+
+def test_the_files_the_design_names_exist():
+    """Module names in DESIGN.md (`engine.py`, `placement/engine.py`), other projects' style anchors aside."""
+    design = text(DOCS / "DESIGN.md").split("\n## Style anchors", 1)[0]
+    named = [s for s in CODE_SPAN.findall(design) if re.fullmatch(r"[\w/]+\.py", s)]
+    assert len(named) > 50 and [s for s in named if not _module_exists(s)] == []
+
+
+def test_the_design_places_every_module():
+    """Every package and module of trainstack/, components/ and policies/ appears in DESIGN.md."""
+    md = text(DOCS / "DESIGN.md")
+    design = " ".join(CODE_SPAN.findall(md) + re.findall(r"```.*?```", md, flags=re.S))  # code, not prose
+    modules = [p for d in ("trainstack", "components", "policies") for p in (ROOT / d).iterdir()
+               if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").exists()]
+    names = {p.stem if p.suffix == ".py" else p.name for p in modules} - {"__main__"}
+    assert sorted(n for n in names if not re.search(rf"\b{re.escape(n)}\b", design)) == []
+
+
 # ---- the profile reference covers what the code accepts ---------------------------------------
 
 def _schema_fields() -> set[str]:
