@@ -28,55 +28,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from ..models import Architecture
+from ..parallel_degrees import DEGREE_FIELDS, Layout, layout_problems  # noqa: F401 - the layout's rules, kept importable here
 
-if TYPE_CHECKING:  # annotations only: the profile validator calls into this module (no import circle)
+if TYPE_CHECKING:
     from ..profile import TrainingSpec
-
-#: Degrees a layout has, by the profile field that sets them.
-DEGREE_FIELDS = {"tensor": "tensor_parallel", "pipeline": "pipeline_parallel", "context": "context_parallel",
-                 "expert": "expert_parallel"}
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How ``world`` GPUs split one job. ``vp``: model chunks per pipeline rank (interleaved 1F1B)."""
-
-    tp: int = 1
-    pp: int = 1
-    cp: int = 1
-    dp: int = 1
-    ep: int = 1
-    vp: int = 1
-
-    @property
-    def world(self) -> int:
-        return self.tp * self.pp * self.cp * self.dp
-
-    @property
-    def model_parallel(self) -> int:
-        """GPUs one model replica is spread over (tensor x pipeline x context)."""
-        return self.tp * self.pp * self.cp
-
-    @property
-    def shard(self) -> int:
-        """Ranks holding the same weights: what ZeRO/FSDP shards over and gradients are reduced over."""
-        return self.dp * self.cp
-
-    @property
-    def trivial(self) -> bool:
-        return self.tp == self.pp == self.cp == 1
-
-    @property
-    def label(self) -> str:
-        parts = [f"TP {self.tp}"] if self.tp > 1 else []
-        if self.pp > 1:
-            parts.append(f"PP {self.pp}" + (f" (x{self.vp} virtual)" if self.vp > 1 else ""))
-        if self.cp > 1:
-            parts.append(f"CP {self.cp}")
-        if self.ep > 1:
-            parts.append(f"EP {self.ep}")
-        parts.append(f"DP {self.dp}")
-        return " x ".join(parts)
 
 
 def layout_for(t: TrainingSpec, gpus: int) -> Layout:
@@ -273,43 +228,3 @@ def placement(lay: Layout, per_node: int) -> dict[str, tuple[int, int]]:
     return {"tp": span(lay.tp, 1, per_node), "cp": span(lay.cp, lay.tp, per_node),
             "reduce": span(lay.shard, lay.tp, per_node),
             "pp": span(lay.pp, lay.tp * lay.cp * lay.dp, per_node)}
-
-
-# ---- rules ---------------------------------------------------------------------------------------
-
-def layout_problems(arch: Architecture, lay: Layout, sequence_length: int,
-                    gpus: Optional[int] = None, even_stages: bool = True) -> list[tuple[str, str]]:
-    """(degree field, why) for every way ``lay`` cannot run: Megatron-LM core_v0.14.0's own checks
-    (transformer_config.py: heads and query groups divisible by tp; arguments.py: world size
-    divisible by tp x pp x cp, layers by pp and layers per stage by the virtual stages, sequence by
-    2 x cp). ``even_stages`` False (torchtitan, which splits layers unevenly) only needs a layer per
-    (virtual) stage."""
-    out: list[tuple[str, str]] = []
-    full = lay
-    if lay.pp > 1 and not even_stages:
-        if lay.pp * lay.vp > arch.num_layers:
-            out.append(("pipeline_parallel", f"pipeline_parallel {lay.pp} x virtual_pipeline_stages {lay.vp} stages "
-                                             f"need at least one of the model's {arch.num_layers} layers each"))
-        lay = Layout(tp=lay.tp, cp=lay.cp, dp=lay.dp, ep=lay.ep)
-    if lay.tp > 1:
-        for what, n in (("attention heads", arch.num_attention_heads), ("key/value heads", arch.num_kv_heads)):
-            if n % lay.tp:
-                out.append(("tensor_parallel", f"tensor_parallel {lay.tp} must divide the model's {n} {what} "
-                                               "(each GPU computes whole heads)"))
-                break
-    if lay.pp > 1:
-        if arch.num_layers % lay.pp:
-            out.append(("pipeline_parallel", f"pipeline_parallel {lay.pp} must divide the model's {arch.num_layers} "
-                                             "layers (equal stages)"))
-        elif (arch.num_layers // lay.pp) % lay.vp:
-            out.append(("virtual_pipeline_stages", f"virtual_pipeline_stages {lay.vp} must divide the "
-                                                   f"{arch.num_layers // lay.pp} layers of each pipeline stage"))
-    if lay.cp > 1 and sequence_length % (2 * lay.cp):
-        out.append(("context_parallel", f"context_parallel {lay.cp} needs a sequence_length divisible by 2 x "
-                                        f"{lay.cp} = {2 * lay.cp} (load-balanced causal chunks); it is "
-                                        f"{sequence_length}"))
-    if gpus is not None and gpus % full.model_parallel:
-        out.append(("tensor_parallel" if full.tp > 1 else "pipeline_parallel" if full.pp > 1 else "context_parallel",
-                    f"tensor_parallel {full.tp} x pipeline_parallel {full.pp} x context_parallel {full.cp} = "
-                    f"{full.model_parallel} must divide the world size ({gpus} GPUs)"))
-    return out
