@@ -17,7 +17,7 @@ Rows: the 12 H200 calibration rows and the published rows marked ``fit`` (set A'
 every second llm-foundry row); each group (H200, published set A, llm-foundry per GPU) weighs the
 same in total. The H200 held-out rows and the other published rows are never fitted on.
 
-Memory. The allocator model (memory.reserved_bytes) is fitted as the tightest upper envelope of
+Memory. The allocator model (allocator.reserved_bytes) is fitted as the tightest upper envelope of
 the 20 H200 rows' peak_reserved: every prediction at or above the measurement, the largest
 overshoot as small as possible. Leave-one-out is printed for both.
 """
@@ -36,7 +36,7 @@ from benchmarks.calibration_rows import (  # noqa: E402
 )
 from trainstack.catalog.models import GpuModel  # noqa: E402
 from trainstack.sizing import constants as K  # noqa: E402
-from trainstack.sizing import memory as memory_mod  # noqa: E402
+from trainstack.sizing import allocator, param_bytes, phases  # noqa: E402
 from trainstack.sizing import throughput as thr  # noqa: E402
 
 H200 = GpuModel(name="H200", architecture="hopper", memory_gb=141, usable_gib=139.8, memory_bandwidth_gbs=4800,
@@ -280,17 +280,17 @@ class ReservedCase(NamedTuple):
 
 def reserved_case(row: Row) -> ReservedCase:
     t = row.training
-    phases = memory_mod.phase_components(row.arch, t, 1, keeps_outputs=True)
-    name = max(phases, key=lambda p: sum(phases[p].values()))
-    at = phases[name]
-    static = sum(at.get(k, 0.0) for k in memory_mod.STATIC)
+    alive = phases.phase_components(row.arch, t, 1, keeps_outputs=True)
+    name = max(alive, key=lambda p: sum(alive[p].values()))
+    at = alive[name]
+    static = sum(at.get(k, 0.0) for k in allocator.STATIC)
     reusable = at.get("gradients", 0.0) + at.get("optimizer_states", 0.0)
     if t.checkpointing == "none":
         reusable += at.get("activations", 0.0)
     residue = max(0.0, 2.0 * row.arch.params - reusable) if harness_casts_on_gpu(row) else 0.0
-    copies = 2.0 * row.arch.matmul_params if memory_mod.layout(row.arch, t, 1).autocast else 0.0
+    copies = 2.0 * row.arch.matmul_params if param_bytes.param_bytes(row.arch, t, 1).autocast else 0.0
     return ReservedCase(row.id, t.checkpointing == "full", static, sum(at.values()) - static,
-                        memory_mod._one_layer(row.arch, t, 1), copies, residue, row.reserved_gib * K.GIB)
+                        allocator.recomputed_layer_bytes(row.arch, t, 1), copies, residue, row.reserved_gib * K.GIB)
 
 
 def reserved_predict(c: ReservedCase, k: dict[str, float]) -> float:

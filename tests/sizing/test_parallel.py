@@ -10,7 +10,7 @@ from trainstack.profile import TrainingSpec
 from trainstack.sizing import constants as K
 from trainstack.sizing import memory_estimate, throughput_estimate
 from trainstack.sizing import parallel as P
-from trainstack.sizing.memory import phase_components
+from trainstack.sizing.phases import phase_components
 
 from test_throughput import H200
 

@@ -18,7 +18,8 @@ from .estimate import (
     gpu_hour_price,
     min_margin_gib,
 )
-from .memory import MemoryEstimate, memory_estimate, trainable_params
+from .memory import MemoryEstimate, memory_estimate
+from .param_bytes import trainable_params
 from .throughput import ThroughputEstimate, flops_per_token, throughput_estimate
 
 __all__ = [

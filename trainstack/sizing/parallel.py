@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from ..models import Architecture
 from ..parallel_degrees import DEGREE_FIELDS, Layout, layout_problems  # noqa: F401 - the layout's rules, kept importable here

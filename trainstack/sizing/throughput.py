@@ -28,7 +28,7 @@ from ..profile import TrainingSpec
 from . import constants as K
 from .frameworks import LOSS_TRAFFIC, fused_kernels, loss_mode, transformer_engine
 from . import parallel as P
-from .memory import MIXED, adapter_bytes, layout, trainable_params
+from .param_bytes import MIXED, adapter_bytes, param_bytes, trainable_params
 from .parallel import (
     Layout, Stage, bubble_fraction, bubble_micro_batches, expert_degree, layout_for, micro_batches, placement,
     ring_seconds, shares, span, stages, tokens_per_gpu,
@@ -140,7 +140,7 @@ def recompute_share(t: TrainingSpec) -> dict[str, float]:
 def elementwise_bytes_per_token(arch: Architecture, t: TrainingSpec, stage: Optional[Stage] = None) -> float:
     """Bytes moved per token by memory-bound kernels (forward x 3 for forward + backward); on a
     pipeline ``stage`` its layers (and the loss on the last), per GPU of its tensor-parallel group."""
-    lay = layout(arch, t, 1)
+    lay = param_bytes(arch, t, 1)
     h, V, L = arch.hidden_size, arch.vocab_size, arch.num_layers
     a = lay.residual
     cast_in = 6 if a == 2 else 0                      # RMSNorm's upcast and downcast of a 16-bit input
@@ -169,7 +169,7 @@ def elementwise_bytes_per_token(arch: Architecture, t: TrainingSpec, stage: Opti
 def per_step_bytes(arch: Architecture, t: TrainingSpec, stage: Optional[Stage] = None) -> float:
     """Traffic paid once per micro-batch: autocast weight casts and NF4 unpacking; and once per
     optimizer step: the optimizer's reads and writes (see :func:`optimizer_bytes`)."""
-    lay = layout(arch, t, 1)
+    lay = param_bytes(arch, t, 1)
     sh = shares(arch, stage) if stage is not None else None
     body = total_matmul_params(arch) * (sh.matmul if sh else 1.0)
     head = head_params(arch) / (stage.tp if stage else 1) if (stage is None or stage.last) else 0.0
@@ -185,7 +185,7 @@ def per_step_bytes(arch: Architecture, t: TrainingSpec, stage: Optional[Stage] =
 def optimizer_bytes(arch: Architecture, t: TrainingSpec, stage: Optional[Stage] = None) -> float:
     """The optimizer step's traffic: weights, gradients and states read and written once (the
     stage's share of them on one GPU)."""
-    lay = layout(arch, t, 1)
+    lay = param_bytes(arch, t, 1)
     n = trainable_params(arch, t)
     if stage is not None:
         sh = shares(arch, stage)
@@ -469,7 +469,7 @@ def _comm_seconds(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: 
     lay = lay or layout_for(t, gpus)
     if stage is None:
         stage = stages(arch.num_layers, lay, micro_batches(t, lay))[-1]
-    blay = layout(arch, t, gpus)
+    blay = param_bytes(arch, t, gpus)
     bus, node_bw, labels = _links(gpu, interconnect, network, network_gbps, nodes)
     labels.insert(0, "multi-GPU speed uses a ring all-reduce model of gradient sync (not calibrated)")
     sh = shares(arch, stage)
