@@ -2,11 +2,11 @@
 
 usage: python benchmarks/fit_calibration.py
 
-Speed. One micro-batch takes (throughput.micro_seconds)
+Speed. One micro-batch takes (compute_time.micro_seconds)
 
     t = linear / u[gen] + attention / a + (traffic + f * fused_traffic) / b + c * layers
 
-where the terms are the work at 100 % of the hardware (throughput.step_terms): matmul FLOPs over
+where the terms are the work at 100 % of the hardware (compute_time.step_terms): matmul FLOPs over
 the dense peak, flash attention's FLOPs, element-wise bytes over HBM bandwidth (``fused_traffic``
 for stacks that fuse or compile those kernels), and the layer count (a fixed launch cost per layer).
 The step is ``gradient_accumulation_steps`` micro-batches, the optimizer step and the exposed
@@ -37,6 +37,7 @@ from benchmarks.calibration_rows import (  # noqa: E402
 from trainstack.catalog.models import GpuModel  # noqa: E402
 from trainstack.sizing import constants as K  # noqa: E402
 from trainstack.sizing import allocator, param_bytes, phases  # noqa: E402
+from trainstack.sizing import communication, compute_time  # noqa: E402
 from trainstack.sizing import throughput as thr  # noqa: E402
 
 H200 = GpuModel(name="H200", architecture="hopper", memory_gb=141, usable_gib=139.8, memory_bandwidth_gbs=4800,
@@ -75,14 +76,14 @@ def published_case(row: PublishedRow) -> SpeedCase:
 
 
 def _peaks(case: SpeedCase) -> tuple[float, float, float]:
-    linear, attention, _ = thr.dense_tflops(case.gpu, case.training)
+    linear, attention, _ = compute_time.dense_tflops(case.gpu, case.training)
     bandwidth = case.gpu.memory_bandwidth_gbs or 4800.0 * linear / 989.0
     return linear, attention, bandwidth
 
 
 def features(case: SpeedCase) -> dict[str, float]:
     linear, attention, bandwidth = _peaks(case)
-    return thr.step_terms(case.arch, case.training, linear, attention, bandwidth)
+    return compute_time.step_terms(case.arch, case.training, linear, attention, bandwidth)
 
 
 def _row_vector(case: SpeedCase) -> list[float]:
@@ -217,7 +218,7 @@ def _te_row(case: SpeedCase, p: dict[str, float]) -> tuple[list[float], float]:
         lay = P.layout_for(t, gpus)
         gas = P.micro_batches(t, lay)
         linear, attention, bandwidth = _peaks(case)
-        bus, node_bw, _ = thr._links(case.gpu, case.interconnect, case.network, case.network_gbps, case.nodes)
+        bus, node_bw, _ = communication.node_links(case.gpu, case.interconnect, case.network, case.network_gbps, case.nodes)
         *_, terms = thr.pipeline_pace(case.arch, t, case.gpu, lay, gas, linear, attention, bandwidth, case.per_node,
                                       bus, node_bw)
     finally:
