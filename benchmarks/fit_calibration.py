@@ -37,7 +37,7 @@ from benchmarks.calibration_rows import (  # noqa: E402
 from trainstack.catalog.models import GpuModel  # noqa: E402
 from trainstack.sizing import constants as K  # noqa: E402
 from trainstack.sizing import allocator, param_bytes, phases  # noqa: E402
-from trainstack.sizing import communication, compute_time  # noqa: E402
+from trainstack.sizing import compute_time, links  # noqa: E402
 from trainstack.sizing import throughput as thr  # noqa: E402
 
 H200 = GpuModel(name="H200", architecture="hopper", memory_gb=141, usable_gib=139.8, memory_bandwidth_gbs=4800,
@@ -218,9 +218,8 @@ def _te_row(case: SpeedCase, p: dict[str, float]) -> tuple[list[float], float]:
         lay = P.layout_for(t, gpus)
         gas = P.micro_batches(t, lay)
         linear, attention, bandwidth = _peaks(case)
-        bus, node_bw, _ = communication.node_links(case.gpu, case.interconnect, case.network, case.network_gbps, case.nodes)
-        *_, terms = thr.pipeline_pace(case.arch, t, case.gpu, lay, gas, linear, attention, bandwidth, case.per_node,
-                                      bus, node_bw)
+        lk = links.links(lay, case.gpu, case.per_node, case.nodes, case.interconnect, case.network, case.network_gbps)
+        *_, terms = thr.pipeline_pace(case.arch, t, case.gpu, lay, gas, linear, attention, bandwidth, lk)
     finally:
         _restore(saved)
     runs = gas + P.bubble_micro_batches(lay)

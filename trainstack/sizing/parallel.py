@@ -1,8 +1,8 @@
 """The parallel layout of a job: tensor x context x data x pipeline (x expert) GPUs, in one place.
 
-Every division of memory and every piece of communication that a layout brings is decided here;
-``memory.py`` and ``throughput.py`` ask this module which share of the model and of the tokens one
-GPU holds, and how long the layout's collectives take.
+Every division of memory and of the work that a layout brings is decided here; the memory and speed
+modules ask this module which share of the model and of the tokens one GPU holds. Which link each
+dimension's traffic crosses is ``links.py``'s; the degree rules are ``trainstack.parallel_degrees``.
 
 Ranks are ordered the way Megatron-LM (``tp-cp-ep-dp-pp``) and torchtitan (mesh
 ``pp, dp_replicate, dp_shard, cp, tp``) order them: tensor parallelism innermost (inside a node, over
@@ -23,7 +23,6 @@ rank; the warm-up (micro-batches in flight) follows Megatron-LM core_v0.14.0
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -157,74 +156,3 @@ def shares(arch: Architecture, stage: Stage) -> Shares:
 def tokens_per_gpu(t: TrainingSpec, stage: Stage) -> float:
     """Tokens of one micro-batch one GPU works on: context parallelism splits the sequence."""
     return t.micro_batch_size * t.sequence_length / stage.cp
-
-
-# ---- links and collectives ----------------------------------------------------------------------
-
-def span(size: int, stride: int, per_node: int) -> tuple[int, int]:
-    """(members inside one node, nodes spanned) of a group of ``size`` ranks ``stride`` apart."""
-    if size <= 1:
-        return 1, 1
-    inside = max(1, min(size, per_node // stride)) if stride < per_node else 1
-    return inside, math.ceil(size / inside)
-
-
-def ring_seconds(volume: float, inside: int, across: int, bus_gbs: float, node_bytes_s: float,
-                 per_node: int) -> float:
-    """A hierarchical ring all-reduce of ``volume`` bytes per GPU: 2 (n-1)/n of it over NVLink inside
-    the node, then across nodes, where every GPU of a node sends its part at once."""
-    seconds = 0.0
-    if inside > 1:
-        seconds += 2 * (inside - 1) / inside * volume / (bus_gbs * 1e9)
-    if across > 1:
-        concurrent = max(1, per_node // inside) if inside < per_node else 1
-        seconds += 2 * (across - 1) / across * volume * concurrent / node_bytes_s
-    return seconds
-
-
-def link_bytes_per_second(inside_node: bool, bus_gbs: float, node_bytes_s: float, per_node: int) -> float:
-    """What one GPU gets for a point-to-point or all-gather stream: NVLink, or its share of the node network."""
-    return bus_gbs * 1e9 if inside_node else node_bytes_s / max(1, per_node)
-
-
-def tp_collectives(t: TrainingSpec) -> int:
-    """All-gathers and reduce-scatters per layer and micro-batch with sequence parallelism: two of each
-    in the forward (attention and MLP), their conjugates in the backward, the forward's again when
-    full checkpointing recomputes it."""
-    return 8 + (4 if t.checkpointing == "full" else 0)
-
-
-def tp_seconds(arch: Architecture, t: TrainingSpec, stage: Stage, bus_gbs: float) -> float:
-    """Tensor-parallel communication of one micro-batch on one stage (inside the node)."""
-    if stage.tp == 1:
-        return 0.0
-    volume = tokens_per_gpu(t, stage) * arch.hidden_size * 2.0 * (stage.tp - 1) / stage.tp
-    return stage.layers * tp_collectives(t) * volume / (bus_gbs * 1e9)
-
-
-def cp_seconds(arch: Architecture, t: TrainingSpec, stage: Stage, link: float) -> float:
-    """Context-parallel communication of one micro-batch: per layer the K and V shards are all-gathered
-    (torchtitan's default ``allgather`` rotation; Megatron's p2p ring moves the same bytes) forward,
-    again and reduce-scattered as gradients backward, again when recomputed; (cp - 1) / cp of the whole
-    sequence's K and V (this GPU's heads) each time."""
-    if stage.cp == 1:
-        return 0.0
-    kv = t.micro_batch_size * t.sequence_length * 2 * arch.kv_dim / stage.tp * 2.0
-    passes = 3 + (1 if t.checkpointing == "full" else 0)
-    return stage.layers * passes * kv * (stage.cp - 1) / stage.cp / link
-
-
-def pp_seconds(arch: Architecture, t: TrainingSpec, stage: Stage, link: float, vp: int = 1) -> float:
-    """Pipeline point-to-point of one micro-batch: the activation forward and its gradient back
-    (sequence-parallel: 1 / tp of it per GPU), once per model chunk the rank holds (interleaving)."""
-    if stage.pp == 1:
-        return 0.0
-    return vp * 2 * tokens_per_gpu(t, stage) * arch.hidden_size * 2.0 / stage.tp / link
-
-
-def placement(lay: Layout, per_node: int) -> dict[str, tuple[int, int]]:
-    """(inside a node, nodes spanned) of each group: tp innermost, cp, then the dp x cp reduction group,
-    pp outermost."""
-    return {"tp": span(lay.tp, 1, per_node), "cp": span(lay.cp, lay.tp, per_node),
-            "reduce": span(lay.shard, lay.tp, per_node),
-            "pp": span(lay.pp, lay.tp * lay.cp * lay.dp, per_node)}

@@ -30,12 +30,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..catalog.models import GpuModel
 from ..models import Architecture
 from ..profile import TrainingSpec
+from ..reasons import Reason
 from . import constants as K
-from .communication import data_parallel_seconds, model_parallel_labels, model_parallel_seconds, node_links
+from .communication import data_parallel_seconds, model_parallel_labels, model_parallel_seconds
 from .compute_time import (
     attention_efficiency, dense_tflops, matmul_efficiency, micro_seconds, step_terms, te_attention_efficiency,
 )
 from .flops import flops_per_token
+from .links import Links, links
 from .parallel import Layout, Stage, bubble_fraction, bubble_micro_batches, layout_for, micro_batches, stages
 
 
@@ -63,6 +65,8 @@ class ThroughputEstimate(BaseModel):
     hfu: Optional[float] = Field(None, description="Hardware FLOPs utilisation (recomputation included)")
     peak_tflops: Optional[float] = None
     labels: tuple[str, ...] = ()
+    problem: Optional[Reason] = Field(None, description="Why this layout has no speed on these nodes: its ranks "
+                                                        "outnumber the GPUs, or no link carries a group of them")
 
 
 def throughput_estimate(arch: Architecture, training: TrainingSpec, gpu: GpuModel, gpus_per_node: int = 1,
@@ -102,6 +106,9 @@ def _throughput(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: in
                       f"{where}: {gas} accumulation steps ({t.global_batch(dp)} sequences per step)")
     empty = dict(gpu=gpu.name, gpus=gpus, flops_per_token=total_flops, model_flops_per_token=model_flops,
                  accumulation_steps=gas, tokens_per_step=tokens * gas * dp, layout=lay.label)
+    lk = links(lay, gpu, per_node, nodes, interconnect, network, network_gbps)
+    if lk.problem is not None:
+        return ThroughputEstimate(**empty, labels=(*labels, lk.problem.message), problem=lk.problem)
     if linear_peak is None or attn_peak is None:
         return ThroughputEstimate(**empty, labels=tuple(labels))
     bandwidth = gpu.memory_bandwidth_gbs
@@ -111,15 +118,13 @@ def _throughput(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: in
     if gpu.architecture not in K.MATMUL_EFFICIENCY_BY_ARCH:
         labels.append(f"{gpu.name} ({gpu.architecture}): no calibration for its generation; the Hopper matmul "
                       "efficiency is used (assumption)")
-    bus, node_bw, _ = node_links(gpu, interconnect, network, network_gbps, nodes)
-    micro, mp, opt_seconds, stage, _ = pipeline_pace(arch, t, gpu, lay, gas, linear_peak, attn_peak, bandwidth,
-                                                     per_node, bus, node_bw)
+    micro, mp, opt_seconds, stage, _ = pipeline_pace(arch, t, gpu, lay, gas, linear_peak, attn_peak, bandwidth, lk)
     bubble = bubble_micro_batches(lay)
     step_one = gas * micro + opt_seconds
     per_micro, last = mp, mp
     if gpus > 1:
         sync, gathers, alltoall, comm_labels = data_parallel_seconds(arch, t, gpu, per_node, nodes, interconnect,
-                                                             network, network_gbps, lay, stage)
+                                                                     network, network_gbps, lay, stage)
         labels += comm_labels
         backward = micro * 2 / 3
         if lay.pp == 1:
@@ -131,7 +136,7 @@ def _throughput(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: in
             # a pipeline stage stays gathered for the step: gathers and the gradient sync once per step
             per_micro += alltoall
             last += max(gathers + sync - K.COMM_OVERLAP * min(gathers + sync, backward), 0.0) + alltoall
-        labels += model_parallel_labels(lay, per_node)
+        labels += model_parallel_labels(lay, lk)
     bubble_seconds = bubble * (micro + per_micro)
     step = step_one + (gas - 1) * per_micro + last + bubble_seconds
     comm = step - step_one - bubble_seconds
@@ -150,17 +155,16 @@ def _throughput(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: in
 
 
 def pipeline_pace(arch: Architecture, t: TrainingSpec, gpu: GpuModel, lay: Layout, gas: int, linear_peak: float,
-                  attn_peak: float, bandwidth: float, per_node: int, bus: float, node_bw: float
-                  ) -> tuple[float, float, float, Stage, dict[str, float]]:
+                  attn_peak: float, bandwidth: float, lk: Links) -> tuple[float, float, float, Stage, dict[str, float]]:
     """The slowest stage, which sets the pipeline's pace: (its micro-batch, the model-parallel
-    communication on it, the optimizer step, the stage, its terms)."""
+    communication on it over the links ``lk``, the optimizer step, the stage, its terms)."""
     eff, att_eff, te_eff = matmul_efficiency(gpu), attention_efficiency(gpu), te_attention_efficiency(gpu)
     pace = None
     for stage in stages(arch.num_layers, lay, gas):
         terms = step_terms(arch, t, linear_peak, attn_peak, bandwidth, None if lay.trivial else stage)
         micro = micro_seconds(terms, eff, att_eff, te_eff)
         attention_seconds = terms["attention"] / att_eff + terms["te_attention"] / te_eff
-        mp = model_parallel_seconds(arch, t, lay, stage, per_node, bus, node_bw, attention_seconds)
+        mp = model_parallel_seconds(arch, t, lay, stage, lk, attention_seconds)
         opt = terms["optimizer"] / K.BANDWIDTH_EFFICIENCY  # the optimizer step, once per step
         if pace is None or micro + mp > pace[0] + pace[1]:
             pace = (micro, mp, opt, stage, terms)
