@@ -187,3 +187,27 @@ def test_the_readme_layouts_resolve_to_their_exit_codes(folder):
     path.write_text(yaml.safe_dump(doc))
     assert check("resolve", str(path))[0] == 3
     assert check("validate", str(path))[0] == 0
+
+
+def test_a_candidate_whose_nodes_no_network_joins_is_rejected_with_the_typed_reason():
+    # a catalog type whose network is known to carry nothing: every multi-node layout on it has a group
+    # across nodes, so the candidate is rejected with layout-no-link (one node still runs)
+    from trainstack.placement.engine import size
+    from trainstack.profile import parse_profile
+    from trainstack.reasons import ReasonCode
+
+    inst = CATALOG.instance("ecs.ebmgn7ex.32xlarge")
+    dead = inst.model_copy(update={"type": inst.type.model_copy(update={"rdma_bandwidth_gbps": 0.0,
+                                                                        "network_bandwidth_gbps": 0.0})})
+    profile = parse_profile({
+        "name": "nolink", "region": "cn-shenzhen", "model": {"preset": "llama-3-8b"},
+        "training": {"method": "full", "precision": "bf16-mixed", "framework": "megatron", "micro_batch_size": 1,
+                     "sequence_length": 4096, "gradient_checkpointing": True, "zero_stage": 1, "tokens": 2e8},
+        "job": {"command": COMMANDS["megatron"], "code_uri": "oss://my-team-code/nolink/code.tar.gz"},
+        "resources": {"target": "ecs", "gpus": "auto", "gpu_models": ["A100-80G"], "max_nodes": 4}})
+    across = size(profile, dead, 2)
+    assert across.layout_why is not None and across.layout_why.code is ReasonCode.LAYOUT_NO_LINK
+    assert across.pick.throughput.tokens_per_second is None
+    assert "no node network carries them" in across.layout_why.message
+    inside = size(profile, dead, 1)
+    assert inside.layout_why is None and inside.pick.throughput.tokens_per_second
