@@ -17,7 +17,7 @@ from trainstack.reasons import ReasonCode
 from trainstack.sizing import constants as K
 from trainstack.sizing import throughput_estimate
 from trainstack.sizing.communication import cp_seconds, pp_seconds, tp_seconds
-from trainstack.sizing.links import group_span, links
+from trainstack.sizing.links import _uneven_span, group_span, links
 from trainstack.sizing.parallel import Layout, stages
 
 from test_throughput import H200
@@ -82,6 +82,11 @@ def test_every_group_sits_where_megatrons_rank_order_puts_it(tp, cp, dp, pp, ep,
             continue
         assert (link.inside, link.fewest, link.nodes) == brute_span(groups(lay, link.dim), per_node), link.dim
     assert lk.problem is None
+
+
+def test_the_shortcut_for_groups_that_tile_nodes_agrees_with_looking_at_every_start():
+    for size, stride, outer, per_node in itertools.product(range(2, 13), range(1, 18), (1, 2, 3, 5), (1, 2, 4, 8, 16)):
+        assert group_span(size, stride, outer, per_node) == _uneven_span(size, stride, min(outer, per_node), per_node)
 
 
 def test_aligned_groups_keep_the_one_formula_of_before():

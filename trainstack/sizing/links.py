@@ -161,18 +161,31 @@ def _with(out: Links, why: Reason) -> Links:
     return Links(out.tp, out.cp, out.dp, out.ep, out.pp, out.labels + (why.message,), why)
 
 
-@functools.lru_cache(maxsize=8192)
 def group_span(size: int, stride: int, outer: int, per_node: int) -> tuple[int, int, int]:
     """(ranks sharing a node, fewest sharing one, nodes spanned) of the groups of ``size`` ranks
     ``stride`` apart, cut ``outer`` times from consecutive blocks of ``size x stride`` ranks (group
     starts ``a + b size stride``, a < stride, b < outer). Reported for the group spanning the most
-    nodes (of those, the one with the fewest ranks on its fullest node); ``fewest`` over all groups.
-    A group's shape only depends on its start modulo ``per_node``, so at most ``per_node`` are looked at."""
+    nodes (of those, the one with the fewest ranks on its fullest node); ``fewest`` over all groups."""
     if size <= 1:
         return 1, 1, 1
+    if stride >= per_node:  # consecutive members are a node or more apart
+        return 1, 1, size
+    block = size * stride
+    if per_node % stride == 0 and (outer <= 1 or block % per_node == 0 or per_node % block == 0):
+        # every group starts on a node's first slot for it: nodes filled per_node / stride at a time
+        slots = per_node // stride
+        nodes = -(-size // slots)
+        return min(size, slots), size - (nodes - 1) * slots, nodes
+    return _uneven_span(size, stride, min(outer, per_node), per_node)
+
+
+@functools.lru_cache(maxsize=8192)
+def _uneven_span(size: int, stride: int, outer: int, per_node: int) -> tuple[int, int, int]:
+    """group_span where groups start at different places in a node: a group's shape only depends on its
+    start modulo ``per_node``, so at most ``per_node`` starts are looked at."""
     P = per_node
     inner = {a % P for a in range(min(stride, P))}
-    blocks = {(b * size * stride) % P for b in range(min(max(1, outer), P))}
+    blocks = {(b * size * stride) % P for b in range(max(1, outer))}
     worst: Optional[tuple[int, int]] = None
     fewest = size
     for start in sorted({(x + y) % P for x in inner for y in blocks}):
