@@ -211,3 +211,21 @@ def test_a_candidate_whose_nodes_no_network_joins_is_rejected_with_the_typed_rea
     assert "no node network carries them" in across.layout_why.message
     inside = size(profile, dead, 1)
     assert inside.layout_why is None and inside.pick.throughput.tokens_per_second
+
+
+@pytest.mark.parametrize("gpu", TRAINING_GPUS)
+def test_every_training_gpu_takes_a_stated_pipeline_and_context_layout_that_crosses_nodes(gpu, folder):
+    # PP 4 x CP 2 (8 ranks a replica) on auto GPUs up to 4 nodes: on nodes of fewer than 8 GPUs a stage
+    # boundary or the K/V ring crosses nodes, on one node of fewer GPUs the layout has no room
+    doc = {"name": "every-gpu", "region": "cn-shenzhen", "model": {"preset": "llama-3-8b"},
+           "training": {"method": "full", "precision": "bf16-mixed", "framework": "megatron", "micro_batch_size": 1,
+                        "sequence_length": 8192, "gradient_checkpointing": True, "zero_stage": 1,
+                        "pipeline_parallel": 4, "context_parallel": 2, "virtual_pipeline_stages": 2, "tokens": 2e8},
+           "job": {"command": COMMANDS["megatron"], "code_uri": "oss://my-team-code/every-gpu/code.tar.gz"},
+           "resources": {"target": "ecs", "gpus": "auto", "gpu_models": [gpu], "max_nodes": 4},
+           "storage": {"dataset_gib": 10, "checkpoint": "oss"},
+           "network": {"vpc_cidr": "10.0.0.0/16", "internet_egress": False}, "tags": {"team": "prop"}}
+    path = folder / f"every-{gpu}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert check("validate", str(path))[0] in (0, 2)
+    assert check("resolve", str(path))[0] in (0, 2, 3)
