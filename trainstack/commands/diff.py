@@ -1,15 +1,16 @@
 """`trainstack diff BASE HEAD`: what a change to a profile or stack does to resources, cost and policies.
 
 Each side is a profile, a stack name, or a saved `trainstack plan --format json` file (for example
-one produced on the base branch in CI). Exit 0 whatever the diff shows; exit 4 only when HEAD
-violates a mandatory policy (the diff is still printed), so CI can block the merge.
+one produced on the base branch in CI). The diff is always printed; then exit 2 when an update is
+impossible (the cloud API refuses it: `pulumi up` would stop part-way; docs/preview.md), else 4 when
+HEAD violates a mandatory policy, else 0, so CI and the deploy gate can stop on it.
 """
 
 from __future__ import annotations
 
 import sys
 
-from ..errors import EXIT_POLICY
+from ..errors import EXIT_BAD_INPUT, EXIT_POLICY
 
 
 def register(sub) -> None:
@@ -41,6 +42,11 @@ def run(args) -> int:
     d = diff_documents(base, head, base_label=args.base, head_label=args.head)
     text = render(d, args.format)
     emit(args, text)
+    if d["impossible"]:
+        print(f"trainstack: {len(d['impossible'])} impossible update(s) from {args.base} to {args.head}: "
+              "the cloud API refuses them, `pulumi up` would stop part-way (see `impossible` in the diff)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     if d["policy"]["mandatory_after"]:
         print(f"trainstack: {args.head} has {d['policy']['mandatory_after']} mandatory policy violation(s)",
               file=sys.stderr)

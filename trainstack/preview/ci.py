@@ -6,7 +6,8 @@
 checkout, diffs it against ``DIR/<stack>.json`` (saved on the base branch; missing means the
 stack is new there or could not be planned) and writes one markdown comment headed by
 :data:`MARKER`, the tag the workflows use to find and update the same comment. Exit 4 when a
-stack violates a mandatory policy (after writing the comment), so the check fails.
+stack violates a mandatory policy, 2 when a change is an impossible update (after writing the
+comment), so the check fails.
 
 Kept here (not in workflow YAML) so the logic is tested like the rest of trainstack.
 """
@@ -19,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-from ..errors import EXIT_POLICY, TrainstackError
+from ..errors import EXIT_BAD_INPUT, EXIT_POLICY, TrainstackError
 from .sources import Project, find_project, stack_config
 
 MARKER = "<!-- trainstack-diff -->"
@@ -103,6 +104,8 @@ def comment(stacks: Sequence[str], base_plans: Path, project: Project,
         parts.append(render_markdown(d))
         if d["policy"]["mandatory_after"]:
             code = max(code, EXIT_POLICY)
+        if d["impossible"]:
+            code = max(code, EXIT_BAD_INPUT)
     return "\n".join(parts).rstrip() + "\n", code
 
 
