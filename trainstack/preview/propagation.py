@@ -75,14 +75,17 @@ def _text(v: Any) -> str:
     return v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
 
 
-def fed_paths(entry: dict, top: str, rid: Optional[str]) -> list[str]:
-    """The paths inside input ``top`` of ``entry`` that hold the output of a resource with id ``rid``."""
+def fed_paths(entry: dict, top: str, rid: Optional[str], block: bool) -> list[str]:
+    """The paths inside input ``top`` of ``entry`` that hold the output of a resource with id ``rid``:
+    the leaves that show the id; when none does (a derived value), the whole input, as Pulumi's
+    cascade makes it unknown, except in a nested block (``block``), where the provider diffs each
+    leaf and any of them may hold it: then every leaf, so a ForceNew one is not missed."""
     value = (entry.get("inputs") or {}).get(top)
     if value is None:
         return []
     leaves = list(flatten(value, top))
     hits = [p for p, v in leaves if rid and rid in _text(v)]
-    return hits or [top]
+    return hits or ([p for p, _ in leaves] if block else [top])
 
 
 def dependents(head: dict[Key, dict]) -> dict[str, list[tuple[Key, str]]]:
@@ -121,7 +124,7 @@ def propagate(facts: ProviderFacts, base: dict[Key, dict], head: dict[Key, dict]
                 continue
             seen = {c["path"] for c in direct.get(key, []) + found.changes.get(key, []) + found.ignored.get(key, [])}
             before = _leaves(base[key])
-            for path in fed_paths(head[key], top, u.get("id")):
+            for path in fed_paths(head[key], top, u.get("id"), _is_block(facts, head[key], top)):
                 if path in seen:
                     continue
                 seen.add(path)
@@ -134,6 +137,12 @@ def propagate(facts: ProviderFacts, base: dict[Key, dict], head: dict[Key, dict]
                     found.chains[key] = hit["caused_by"]
                     queue.append(key)
     return found
+
+
+def _is_block(facts: ProviderFacts, entry: dict, top: str) -> bool:
+    rf = facts.resource(entry["type"])
+    arg = rf.arguments.get(top) if rf is not None else None
+    return arg is not None and arg.type == "block"
 
 
 def _leaves(r: dict) -> dict[str, Any]:
