@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import sys
 
-from ..errors import EXIT_BAD_INPUT, EXIT_POLICY
-
 
 def register(sub) -> None:
     from ..outputs import add_out_argument
@@ -28,7 +26,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..outputs import emit
-    from ..preview.diff import diff_documents
+    from ..preview.diff import diff_documents, diff_exit_code
     from ..preview.planner import load_side
     from ..preview.render_diff import render
     from ..preview.sources import find_project, load_policy_config
@@ -46,9 +44,7 @@ def run(args) -> int:
         print(f"trainstack: {len(d['impossible'])} impossible update(s) from {args.base} to {args.head}: "
               "the cloud API refuses them, `pulumi up` would stop part-way (see `impossible` in the diff)",
               file=sys.stderr)
-        return EXIT_BAD_INPUT
     if d["policy"]["mandatory_after"]:
         print(f"trainstack: {args.head} has {d['policy']['mandatory_after']} mandatory policy violation(s)",
               file=sys.stderr)
-        return EXIT_POLICY
-    return 0
+    return diff_exit_code(d)

@@ -16,6 +16,7 @@ from typing import Any, Optional
 from trainstack.catalog.provider_facts import ProviderFacts, load_provider_facts
 
 from ..dlc_job import KIND as DLC_KIND
+from ..errors import EXIT_BAD_INPUT, EXIT_POLICY
 from .change_rules import (
     DYNAMIC, effect_label, ignored_takes_effect, is_job_settings, judge, matches, replace_effects, takes_effect,
 )
@@ -250,6 +251,14 @@ def diff_documents(base: dict, head: dict, base_label: str = "base", head_label:
                    "mandatory_before": sum(1 for v in bv.values() if v.get("level") == "mandatory"),
                    "mandatory_after": sum(1 for v in hv.values() if v.get("level") == "mandatory")},
     }
+
+
+def diff_exit_code(d: dict) -> int:
+    """`trainstack diff`'s exit code (the deploy gate's too): 2 when an update is impossible (`pulumi
+    up` would stop part-way), else 4 when the head violates a mandatory policy, else 0."""
+    if d["impossible"]:
+        return EXIT_BAD_INPUT
+    return EXIT_POLICY if d["policy"]["mandatory_after"] else 0
 
 
 def warnings(removed: list[dict], changed: list[dict], base: dict[tuple[str, str], dict]) -> list[str]:

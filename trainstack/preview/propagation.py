@@ -33,6 +33,8 @@ from .values import UNKNOWN_TEXT, flatten
 Key = tuple[str, str]
 #: The plan-document field propagation reads (older plans lack it).
 FIELD = "resources[].property_dependencies"
+#: How a knock-on change's reason starts (the verdict's own reason follows after "; ").
+KNOWN_AFTER = "known after apply: it holds an output of"
 #: What a step of a cause chain did, by verdict.
 OUTCOME = {"replace": "replaced", "no-api-call": "stored only (no API call)", "unknown": "unknown",
            "update": "updated in place", "ignored": "ignored (ignore_changes)"}
@@ -161,7 +163,7 @@ def _judge_fed(facts: ProviderFacts, entry: dict, key: Key, path: str, before: A
     v = judge(facts, entry, path, provider_inputs)
     change = {"path": path, "before": before, "after": UNKNOWN_TEXT, "replace": v.replace,
               "disruptive": v.disruptive, "action": v.action,
-              "reason": f"known after apply: it holds an output of `{chain[-1]['name']}`, which is replaced; {v.reason}",
+              "reason": f"{KNOWN_AFTER} `{chain[-1]['name']}`, which is replaced; {v.reason}",
               "takes_effect": takes_effect(entry, path, v), "unknown_after": True}
     if v.effect:
         change["effect"] = v.effect
