@@ -112,6 +112,7 @@ def propagate(facts: ProviderFacts, base: dict[Key, dict], head: dict[Key, dict]
     if not recorded:
         return found
     graph = dependents(head)
+    leaves: dict[Key, dict[str, Any]] = {}  # the base inputs of each dependent, flattened once
     queue: list[Key] = []
     for key, changes in direct.items():
         first = next((c for c in changes if c["replace"]), None)
@@ -125,7 +126,7 @@ def propagate(facts: ProviderFacts, base: dict[Key, dict], head: dict[Key, dict]
             if key not in base or key == cause:
                 continue
             seen = {c["path"] for c in direct.get(key, []) + found.changes.get(key, []) + found.ignored.get(key, [])}
-            before = _leaves(base[key])
+            before = leaves[key] if key in leaves else leaves.setdefault(key, _leaves(base[key]))
             for path in fed_paths(head[key], top, u.get("id"), _is_block(facts, head[key], top)):
                 if path in seen:
                     continue
