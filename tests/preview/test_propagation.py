@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import json
 
-import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
