@@ -99,6 +99,8 @@ def attachments_follow_their_node(d: dict) -> None:
             fed = change(att, "instanceId")
             assert fed["unknown_after"] and fed["caused_by"][0]["name"] == node["name"]
             assert att["cause_chain"].startswith(node["name"])
+            if node["delete_before_replace"]:  # Pulumi deletes a DBR replacement's dependents first too
+                assert att["delete_before_replace"] and att["deleted_with"] == node["name"]
         assert by_name(d, f"-cluster-data-disk-{rank}")["disruptive"]  # DetachDisk on the running node
 
 

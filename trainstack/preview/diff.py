@@ -21,7 +21,7 @@ from .change_rules import (
     DYNAMIC, effect_label, ignored_takes_effect, is_job_settings, judge, matches, replace_effects, takes_effect,
 )
 from .impossible import impossible_updates
-from .propagation import FIELD, entry_chain, propagate, records_dependencies
+from .propagation import FIELD, delete_first_cascade, entry_chain, propagate, records_dependencies
 from .sources import PLAN_SCHEMA_VERSION
 from .values import flatten
 
@@ -217,6 +217,7 @@ def diff_documents(base: dict, head: dict, base_label: str = "base", head_label:
         if entry is not None:
             changed.append(entry)
             impossible += impossible_updates(facts, bi[key], hi[key], entry, base_urns, head_urns)
+    delete_first_cascade(changed)
     if not knock.recorded and any(c["replace"] for c in changed):
         head_unknown = head_unknown + [FIELD]
     bv = {_verdict_key(v): v for v in base.get("policy") or []}

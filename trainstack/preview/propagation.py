@@ -5,7 +5,7 @@ in the head plan and its dependents look unchanged. Pulumi's preview does not se
 a replacement's outputs are unknown until it exists (the engine's CreateStep calls the provider's
 Create with ``Preview`` set, pulumi/pulumi pkg/resource/deploy/step.go:372 at 1b594989; the bridge
 answers the proposed state, whose computed values are unknown, pulumi-terraform-bridge
-pkg/tfbridge/provider.go:1362-1375 at 59de6c66), so every input that holds one of them reaches the
+pkg/tfbridge/provider.go:1362-1378 at 59de6c66), so every input that holds one of them reaches the
 dependent's Diff as unknown. The bridged Terraform diff marks an unknown ForceNew argument as a
 replacement (``RequiresNew = Old != New || NewComputed``, hashicorp/terraform-plugin-sdk
 helper/schema/schema.go:575 at 9e601691, which the bridge uses through pulumi's fork) and any
@@ -174,6 +174,29 @@ def _judge_fed(facts: ProviderFacts, entry: dict, key: Key, path: str, before: A
     found.changes.setdefault(key, []).append(change)
 
 
+def delete_first_cascade(changed: list[dict]) -> None:
+    """A delete-before-replace replacement deletes first whatever it replaces downstream (Pulumi:
+    "we must also eagerly delete all resources that depend directly or indirectly on the resource
+    being replaced and would be replaced", pkg/resource/deploy/step_generator.go:2053-2068 at
+    1b594989), so a knock-on replacement caused by one is deleted first as well (``deleted_with``
+    names the cause), and create-before-delete collisions do not apply to it. Transitively."""
+    by_key = {(c["type"], c["name"]): c for c in changed}
+    settled = False
+    while not settled:
+        settled = True
+        for c in changed:
+            if not c["replace"] or c["delete_before_replace"]:
+                continue
+            for x in c["changes"]:
+                step = (x.get("caused_by") or [None, None])[-2] if x["replace"] else None
+                cause = by_key.get((step["type"], step["name"])) if step else None
+                if cause is not None and cause["replace"] and cause["delete_before_replace"]:
+                    c["delete_before_replace"], c["deleted_with"] = True, cause["name"]
+                    c.pop("collisions", None)
+                    settled = False
+                    break
+
+
 def entry_chain(changes: list[dict]) -> Optional[str]:
     """The cause chain that decides a changed resource's verdict, when a knock-on change does: the
     replacement, else the disruption, else the only kind of change it has."""
@@ -189,5 +212,5 @@ def entry_chain(changes: list[dict]) -> Optional[str]:
     return chain_text(fed[0]["caused_by"]) if not own else None
 
 
-__all__ = ["FIELD", "KnockOn", "chain_text", "dependents", "entry_chain", "fed_paths", "propagate",
-           "records_dependencies"]
+__all__ = ["FIELD", "KnockOn", "chain_text", "delete_first_cascade", "dependents", "entry_chain", "fed_paths",
+           "propagate", "records_dependencies"]
