@@ -7,7 +7,8 @@ rendering (text, markdown, JSON, diff) shows it redacted; nothing relies on key 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+import json
+from typing import Any, Iterator
 
 from ..secrets import REDACTED, redact
 
@@ -95,3 +96,24 @@ def _mask(value: Any) -> Any:
     if isinstance(value, list):
         return [_mask(v) for v in value]
     return value
+
+
+def flatten(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """``(path, leaf)`` pairs: ``dataDisks[0].size``; lists of scalars stay one value; a string
+    holding a JSON document (a RAM policy) is opened up: ``policyDocument(json).Statement[0]...``."""
+    if isinstance(value, str) and value[:1] in "{[" and len(value) > 2:
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, (dict, list)) and parsed:
+            yield from flatten(parsed, f"{path}(json)")
+            return
+    if isinstance(value, dict) and value:
+        for k in sorted(value):
+            yield from flatten(value[k], f"{path}.{k}" if path else str(k))
+    elif isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):
+        for i, v in enumerate(value):
+            yield from flatten(v, f"{path}[{i}]")
+    else:
+        yield path, value
