@@ -42,9 +42,8 @@ from ..reasons import ReasonCode, reason
 from .ecs import job_plan
 from .engine import Option, Resolution, can_span_nodes, closest, evaluate, rank_key, ranked, static_rejection
 from .layouts import plan_layout, searched_degrees
-from .dlc_pods import (  # noqa: F401  (image_problem, quota_spec_problems: the rule book reads them here)
-    DEFAULT_QUOTA_GPU, QuotaNode, dlc_image, image_problem, pod_resources, pod_view, quota_node, quota_spec_problems,
-)
+from ..rules.dlc_profile import wants_dlc  # noqa: F401  (the strategy choice is the rule book's)
+from .dlc_pods import DEFAULT_QUOTA_GPU, QuotaNode, dlc_image, pod_resources, pod_view, quota_node
 from .prices import provenance
 
 #: PAI-DLC public resources: GPUs and vCPU per job unless raised (data/service_limits.yaml).
@@ -53,14 +52,6 @@ DLC_PUBLIC_MAX_VCPU = int(service_limits().number("pai.dlc.public.max_vcpu"))
 #: A quota job of unset size is sized up to this many GPUs (doubling from 1).
 QUOTA_MAX_AUTO_GPUS = 64
 ALTERNATIVES_SHOWN = 5
-
-
-def wants_dlc(profile: TrainingProfile) -> bool:
-    """`target: dlc`, or `auto` with a PAI workspace or resource quota named in the profile."""
-    r = profile.resources
-    if r.target == "dlc":
-        return True
-    return r.target == "auto" and bool(profile.dlc.workspace_id or profile.dlc.resource_id)
 
 
 # ---- candidates ----------------------------------------------------------------------------------
