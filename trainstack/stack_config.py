@@ -1,7 +1,8 @@
 """A stack's config as the Pulumi program reads it: which profile, which overrides, which deadline.
 
 Pure, so ``trainstack validate --stack`` and the offline plan apply exactly the rules the program
-applies (``components/program.py`` calls these), without importing Pulumi.
+applies: ``components/program.py`` reads its config into a mapping and calls :func:`stack_inputs`,
+the one pipeline, without this module importing Pulumi.
 
 Stack config (``stacks/Pulumi.<stack>.yaml``):
 - ``trainstack:profile`` (required): profile path, relative to ``stacks/`` (an absolute path must
@@ -26,7 +27,8 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Mapping, Optional
 
 from .errors import InputError
 from .plan import Plan
@@ -148,13 +150,23 @@ def check_stack_config(config: dict[str, Any], secret_keys: Iterable[str] = ()) 
                               f"{plain[0]} ...`")
 
 
-def plan_for_config(config: dict[str, str], project: str, root: Path = PROJECT_ROOT,
-                    secret_keys: Iterable[str] = ()) -> Plan:
-    """The checked Plan the program builds for a stack's config (full ``namespace:key`` names):
-    the same profile path rules, overrides and rule book as ``components/program.py``."""
-    from .rules import planned
+@dataclass(frozen=True)
+class StackInputs:
+    """What a stack's config gives the program, checked: the profile (stack overrides applied), the
+    file it came from, the hard deadline and the bucket generation."""
 
-    check_stack_config(config, secret_keys)
+    profile: TrainingProfile
+    path: Path
+    auto_release_time: Optional[str] = None
+    generation: int = 1
+
+
+def stack_inputs(config: Mapping[str, Optional[str]], project: str, root: Path = PROJECT_ROOT,
+                 secret_keys: Iterable[str] = ()) -> StackInputs:
+    """The stack config (full ``namespace:key`` names) read the way the program reads it: credentials
+    only as secrets, the profile path confined to stacks/, the zone and price-book overrides, the
+    region check, the release time and the storage generation."""
+    check_stack_config(dict(config), secret_keys)
     value = config.get(f"{project}:profile")
     if not value:
         raise InputError(f"stack config has no {project}:profile",
@@ -163,6 +175,15 @@ def plan_for_config(config: dict[str, str], project: str, root: Path = PROJECT_R
     profile = load_profile_with_overrides(path, zone=config.get(f"{project}:zone"),
                                           price_book=config.get(f"{project}:priceBook"), root=root)
     check_region(profile, config.get("alicloud:region"))
-    check_auto_release_time(config.get(f"{project}:autoReleaseAt"))
-    storage_generation(config.get(f"{project}:storageGeneration"))
-    return planned(profile, file=str(path))
+    return StackInputs(profile=profile, path=path,
+                       auto_release_time=check_auto_release_time(config.get(f"{project}:autoReleaseAt")),
+                       generation=storage_generation(config.get(f"{project}:storageGeneration")))
+
+
+def plan_for_config(config: Mapping[str, Optional[str]], project: str, root: Path = PROJECT_ROOT,
+                    secret_keys: Iterable[str] = ()) -> Plan:
+    """The checked Plan the program builds for a stack's config (:func:`stack_inputs`, then the rule book)."""
+    from .rules import planned
+
+    inputs = stack_inputs(config, project, root, secret_keys)
+    return planned(inputs.profile, file=str(inputs.path))
