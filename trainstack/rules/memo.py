@@ -36,6 +36,13 @@ def check_plan(plan: Plan, file: Optional[str] = None) -> Plan:
     return plan
 
 
+def in_file(exc: InputError, file: Optional[str]) -> InputError:
+    """``exc`` with its problems placed in ``file`` (the profile's)."""
+    if file is None or not exc.problems:
+        return exc
+    return InputError(exc.message, problems=[replace(p, file=p.file or file) for p in exc.problems], hint=exc.hint)
+
+
 @contextlib.contextmanager
 def reusing_plans() -> Iterator[None]:
     """Within the block, :func:`planned` of the same profile, catalog and file is computed once.
@@ -61,7 +68,11 @@ def planned(profile: TrainingProfile, catalog: Optional[Catalog] = None, file: O
     if memo is not None and key in memo:
         return memo[key][1]
     check_profile(profile, catalog, file)
-    plan = check_plan(placement.resolve(profile, catalog), file)
+    try:
+        resolved = placement.resolve(profile, catalog)
+    except InputError as exc:  # what the Plan assembler found: name the profile's file
+        raise in_file(exc, file) from None
+    plan = check_plan(resolved, file)
     if memo is not None:
         memo[key] = (catalog, plan)  # the catalog is kept so its id is not reused
     return plan
