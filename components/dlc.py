@@ -311,6 +311,9 @@ class DlcJobArgs:
     max_running_minutes: Optional[int] = None
     display_name: Optional[str] = None
     kind: str = KIND
+    #: the planned price per pod-hour and whose it is (informational: policies read it, it never replaces)
+    on_demand_cny_per_hour: Optional[float] = None
+    price_source: Optional[str] = None
 
     def props(self, name: str) -> dict[str, Any]:
         """The resource's inputs (and its outputs, unset), in the order the engine records them."""
@@ -326,6 +329,8 @@ class DlcJobArgs:
             "cpu_per_pod": self.cpu_per_pod, "memory_gib_per_pod": self.memory_gib_per_pod,
             "enable_rdma": self.enable_rdma, "spot": self.spot, "spot_price_limit": self.spot_price_limit,
             "max_running_minutes": self.max_running_minutes, "vpc_cidr": self.vpc_cidr,
+            **({"on_demand_cny_per_hour": self.on_demand_cny_per_hour, "price_source": self.price_source}
+               if self.on_demand_cny_per_hour is not None else {}),
             "workspace_id": self.workspace_id, "vpc_id": self.vpc_id, "vswitch_id": self.vswitch_id,
             "security_group_id": self.security_group_id, "data_sources": [dict(d) for d in self.data_sources],
             "job_id": None, "status": None, "reason": None, "image_resolved": None,

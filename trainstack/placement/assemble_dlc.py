@@ -14,7 +14,7 @@ from ..catalog import Catalog, dlc_facts
 from ..layout import ERDMA_NCCL_ENV, bucket_name, plan_image, plan_network, plan_storage
 from ..plan import DlcPlan, OssPlan, StoragePlan, spot_price_limit
 from ..profile import TrainingProfile
-from .assemble import Choice, Collector, layout_reasons
+from .assembly import Choice, Collector, layout_reasons
 from .dlc_pods import dlc_image, pod_resources
 from .layouts import LayoutPick
 

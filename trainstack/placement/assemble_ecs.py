@@ -10,7 +10,7 @@ from ..layout import plan_image, plan_network, plan_spot_pool, plan_storage
 from ..layout.network import pool_tcp_note
 from ..plan import spot_price_limit
 from ..profile import TrainingProfile
-from .assemble import Choice, Collector, layout_reasons
+from .assembly import Choice, Collector, layout_reasons
 from .engine import SPOT_RESTART_ALLOWANCE
 from .layouts import LayoutPick
 

@@ -13,7 +13,7 @@ price rounding), ``schema`` (the one schema version and how older saved plans ar
 
 from .base import DEPLOYMENT_SET_MAX, ESSD_MAX_GIB, ESSD_MIN_GIB, ess_price_limit, spot_price_limit
 from .job import JobPlan, JobSecretPlan, LayoutOption, ParallelismPlan, ParallelLayout
-from .model import Candidate, Plan, PriceProvenance, Rejection
+from .model import Candidate, Plan, PlannedPrice, PriceProvenance, Rejection
 from .parts import (
     CpfsPlan, DataDiskPlan, DlcPlan, EstimateSummary, ImageLookup, ImagePlan, NetworkPlan, OssPlan, SpotPoolPlan,
     StoragePlan,
@@ -23,6 +23,6 @@ from .schema import PLAN_SCHEMA_VERSION
 __all__ = [
     "Candidate", "CpfsPlan", "DEPLOYMENT_SET_MAX", "DataDiskPlan", "DlcPlan", "ESSD_MAX_GIB", "ESSD_MIN_GIB",
     "EstimateSummary", "ImageLookup", "ImagePlan", "JobPlan", "JobSecretPlan", "LayoutOption", "NetworkPlan",
-    "OssPlan", "PLAN_SCHEMA_VERSION", "ParallelLayout", "ParallelismPlan", "Plan", "PriceProvenance", "Rejection",
+    "OssPlan", "PLAN_SCHEMA_VERSION", "ParallelLayout", "ParallelismPlan", "Plan", "PlannedPrice", "PriceProvenance", "Rejection",
     "SpotPoolPlan", "StoragePlan", "ess_price_limit", "spot_price_limit",
 ]

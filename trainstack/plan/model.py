@@ -27,6 +27,8 @@ class PriceProvenance(_Frozen):
     stale: bool = Field(False, description="Older than the catalog's price_max_age_days")
     max_age_days: int = 90
     priced: str = Field(description="What is priced: ECS type, DLC spec or resource quota id")
+    on_demand_cny_per_hour: Optional[float] = Field(
+        None, description="The on-demand price per ``per`` (node, pod or GPU) the plan rests on; None: unknown")
     service: Literal["ecs", "dlc", "dlc-quota"] = "ecs"
     per: Literal["node", "pod", "GPU"] = "node"
     whose: str = Field(description="Whose figure it is, in words")
@@ -36,6 +38,14 @@ class PriceProvenance(_Frozen):
     zone_seen: Optional[bool] = Field(None, description="Zone seen offered for the type; None: chosen at deploy")
     spot_estimated: Optional[bool] = Field(None, description="Spot plans: the spot price is an estimate")
     headline: str
+
+
+class PlannedPrice(_Frozen):
+    """The on-demand price per machine-hour (node, or DLC pod) a plan rests on, and whose it is: what
+    policies read from the node (trainstack.tags.planned_price)."""
+
+    cny_per_hour: float = Field(ge=0)
+    source: str
 
 
 class Candidate(_Frozen):
