@@ -143,3 +143,21 @@ def stack_view(resources: list[Any], *parts: str) -> V.StackView:
 
 def provider_region_of(resource: Any) -> Optional[str]:
     return N.provider_region(getattr(resource, "provider", None))
+
+
+def full_view(resources: list[Any]) -> V.StackView:
+    """Every part of the view of a whole stack (``PolicyResource`` list), in the resources' order."""
+    parts: dict[str, list] = {k: [] for k in ("disks", "ingress", "ram_policies", "ram_attachments", "tagged",
+                                              "instances", "storage")}
+    for r in resources:
+        p, t, name = P.plain(r.props), r.resource_type, r.name
+        parts["disks"] += disks_of(t, p, name)
+        parts["ingress"] += ingress_of(t, p, name)
+        policies, attachments = ram_of(t, p, name)
+        parts["ram_policies"] += policies
+        parts["ram_attachments"] += attachments
+        parts["tagged"] += tagged_of(t, p, name)
+        parts["instances"] += instance_of(t, p, name)
+        parts["storage"] += storage_of(t, p, name, bool(getattr(r, "opts", None) and r.opts.protect))
+    return V.StackView(nodes=tuple(N.stack_nodes(resources)), region=N.stack_region(resources),
+                       **{k: tuple(v) for k, v in parts.items()})

@@ -165,6 +165,18 @@ def run_policies(resources: list[dict], config: Optional[dict] = None,
     return verdicts
 
 
+def stack_resources(resources: list[dict]) -> list[PolicyResource]:
+    """``resources`` as the ``PolicyResource`` objects a stack policy gets (linked, props wrapped)."""
+    urns = [_urn(r) for r in resources]
+    by_key: dict[str, str] = {}
+    for r, urn in zip(resources, urns):
+        by_key[urn] = urn
+        by_key.setdefault(r["name"], urn)
+    parents = [by_key.get(r.get("parent") or "", r.get("parent") or None) for r in resources]
+    props = [engine_props(r.get("inputs")) for r in resources]
+    return _stack(resources, urns, parents, by_key, props, _providers(resources))
+
+
 def _stack(resources: list[dict], urns: list[str], parents: list[Optional[str]], by_key: dict[str, str],
            props: list[Mapping[str, Any]], providers: dict[str, PolicyProviderResource]) -> list[PolicyResource]:
     """``PolicyResource`` objects linked by parent and dependencies, as the engine links them."""

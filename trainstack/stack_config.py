@@ -17,6 +17,10 @@ Stack config (``stacks/Pulumi.<stack>.yaml``):
   replaces the profile's ``price_book`` (README, "Prices").
 - ``trainstack:storageGeneration`` (optional, default 1): part of the stack bucket's name; raise it
   to deploy the stack again next to a bucket an earlier ``pulumi destroy`` retained.
+- ``trainstack:policyConfig`` (optional): the stack's policy config (a ``--policy-pack-config`` JSON
+  file), relative to ``stacks/`` like the profile and confined there; ``validate``, ``resolve``,
+  ``plan``, ``diff`` and the workflows (``pulumi preview/up --policy-pack-config``) read it, and a
+  ``--policy-config FILE`` on the command line replaces it (docs/policies.md).
 - ``alicloud:region`` (optional): must equal the profile's region if set.
 - ``alicloud:accessKey``/``secretKey``/``securityToken`` only as secrets (``pulumi config set
   --secret``); a plain value is refused (README "Credentials").
@@ -159,13 +163,14 @@ class StackInputs:
     path: Path
     auto_release_time: Optional[str] = None
     generation: int = 1
+    policy_config: Optional[Path] = None
 
 
 def stack_inputs(config: Mapping[str, Optional[str]], project: str, root: Path = PROJECT_ROOT,
                  secret_keys: Iterable[str] = ()) -> StackInputs:
     """The stack config (full ``namespace:key`` names) read the way the program reads it: credentials
     only as secrets, the profile path confined to stacks/, the zone and price-book overrides, the
-    region check, the release time and the storage generation."""
+    region check, the release time, the storage generation and the policy config's path."""
     check_stack_config(dict(config), secret_keys)
     value = config.get(f"{project}:profile")
     if not value:
@@ -177,7 +182,16 @@ def stack_inputs(config: Mapping[str, Optional[str]], project: str, root: Path =
     check_region(profile, config.get("alicloud:region"))
     return StackInputs(profile=profile, path=path,
                        auto_release_time=check_auto_release_time(config.get(f"{project}:autoReleaseAt")),
-                       generation=storage_generation(config.get(f"{project}:storageGeneration")))
+                       generation=storage_generation(config.get(f"{project}:storageGeneration")),
+                       policy_config=policy_config_path(config, project, root))
+
+
+def policy_config_path(config: Mapping[str, Optional[str]], project: str, root: Path = PROJECT_ROOT) -> Optional[Path]:
+    """``trainstack:policyConfig`` as a path under ``<root>/stacks`` (None when the stack sets none)."""
+    value = config.get(f"{project}:policyConfig")
+    if not value:
+        return None
+    return profile_path(value, root, key=f"{project}:policyConfig", example="policy-config.json")
 
 
 def plan_for_config(config: Mapping[str, Optional[str]], project: str, root: Path = PROJECT_ROOT,

@@ -19,11 +19,11 @@ from ..profile.yamlfile import parse_yaml_text
 from ..secrets import scan, secret_texts
 
 from ..plan.schema import FIELDS_ADDED, PLAN_SCHEMA_VERSION, migrated, readable_versions  # noqa: F401
+from ..rules.policy_config import MAX_POLICY_CONFIG_BYTES, load_policy_config  # noqa: F401  (the one loader)
 
 #: size limits of what a plan or diff reads (a 512-node plan document is about 6 MB)
 MAX_STACK_FILE_BYTES = 256 * KIB
 MAX_SAVED_PLAN_BYTES = 64 * MIB
-MAX_POLICY_CONFIG_BYTES = 1 * MIB
 #: Stands in for a `pulumi config set --secret` value, which only the real CLI can decrypt.
 SECRET_PLACEHOLDER = "offline-preview-secret"
 
@@ -259,13 +259,3 @@ def _yaml(path: Path, what: str = "project file") -> Any:
 
     raw = read_regular_file(path, what=what, limit=MAX_STACK_FILE_BYTES)
     return parse_yaml_text(decode_text(raw, str(path), what), str(path), what)
-
-
-def load_policy_config(path: Optional[str]) -> Optional[dict[str, Any]]:
-    """A ``--policy-pack-config`` style JSON file (``{policy: level | {enforcementLevel, ...}}``)."""
-    if not path:
-        return None
-    doc = read_json_file(path, what="policy config", limit=MAX_POLICY_CONFIG_BYTES, max_depth=16)
-    if not isinstance(doc, dict):
-        raise InputError(f"{path}: a policy config is a JSON object of policy name -> level or settings")
-    return doc

@@ -11,13 +11,17 @@ plan the rule book accepts never fails in component code. Two kinds of rules:
   counts, the self-healing pool, deployment-set groups, the launch, the DLC job request, the node
   bootstrap, and what would hurt the second `pulumi up`.
 
+* policy verdicts (:mod:`.verdicts`): the policy pack's decisions (:mod:`.checks`, named in
+  :mod:`.policy_book`), run on the view of what the stack declares (:mod:`.stack_view`; from a Plan:
+  :mod:`.plan_view`) with the one policy config (:mod:`.policy_config`); a mandatory one is exit 4.
+
 Infeasibility is not a rule violation: it stays exit 3 from ``resolve``/``plan``.
 Components only translate a checked Plan into resources.
 """
 
 from .day_two import day_two_problems
 from .dlc_profile import dlc_profile_problems, image_problem, quota_spec_problems, wants_dlc
-from .memo import check_plan, planned, reusing_plans
+from .memo import check_plan, planned, resolution, reusing_plans
 from .plan_rules import (
     ESS_SPOT_DURATIONS, PLAN_RULES, bootstrap_message, bootstrap_problem, checkpoint_disks_planned, essd_problem,
     plan_problems,
@@ -25,10 +29,11 @@ from .plan_rules import (
 from .profile_rules import (
     check_profile, derived_names, layout_problems, name_problems, profile_problems, profile_warnings,
 )
+from .verdicts import Verdict, plan_verdicts
 
 __all__ = [
-    "ESS_SPOT_DURATIONS", "PLAN_RULES", "bootstrap_message", "bootstrap_problem", "check_plan", "check_profile",
+    "ESS_SPOT_DURATIONS", "PLAN_RULES", "Verdict", "bootstrap_message", "bootstrap_problem", "check_plan", "check_profile",
     "checkpoint_disks_planned", "day_two_problems", "derived_names", "dlc_profile_problems", "essd_problem",
-    "image_problem", "layout_problems", "name_problems", "plan_problems", "planned", "profile_problems",
-    "profile_warnings", "quota_spec_problems", "reusing_plans", "wants_dlc",
+    "image_problem", "layout_problems", "name_problems", "plan_problems", "plan_verdicts", "planned", "profile_problems",
+    "profile_warnings", "quota_spec_problems", "resolution", "reusing_plans", "wants_dlc",
 ]

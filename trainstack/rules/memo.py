@@ -58,6 +58,21 @@ def reusing_plans() -> Iterator[None]:
             _reused = outer
 
 
+def resolution(profile: TrainingProfile, catalog: Optional[Catalog] = None, file: Optional[str] = None):
+    """What ``resolve`` shows: the checked Plan and every candidate considered (``placement.Resolution``)."""
+    from .. import placement
+
+    catalog = catalog or load_catalog()
+    check_profile(profile, catalog, file)
+    try:
+        res = placement.resolve_all(profile, catalog)
+    except InputError as exc:
+        raise in_file(exc, file) from None
+    assert res.plan is not None
+    check_plan(res.plan, file)
+    return res
+
+
 def planned(profile: TrainingProfile, catalog: Optional[Catalog] = None, file: Optional[str] = None) -> Plan:
     """The checked Plan: profile rules, resolution (InfeasibleError, exit 3), plan rules."""
     from .. import placement  # the placement engine sits below; read at call time (tests replace resolve)

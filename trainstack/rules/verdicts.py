@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 from pydantic import BaseModel, ConfigDict
 
 from ..catalog import Catalog, load_catalog
+from ..plan import Plan
 from . import policy_book as B
 from .checks import Finding, cost, gpu, instance, network, ram, storage, tags
 from .policy_config import resolve_policy_config
@@ -127,3 +128,10 @@ def _only_resource(view: StackView) -> Optional[str]:
         for item in getattr(view, part):
             return getattr(item, "resource", None) or getattr(item, "name")
     return None
+
+
+def plan_verdicts(plan: Plan, config: Optional[Mapping[str, Any]] = None) -> list[Verdict]:
+    """The verdicts ``plan`` and ``pulumi up`` give this Plan under ``config`` (validate, resolve)."""
+    from .plan_view import plan_view
+
+    return policy_verdicts(plan_view(plan), config)
