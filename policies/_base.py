@@ -101,21 +101,21 @@ def _schema(name: str) -> Optional[PolicyConfigSchema]:
     return PolicyConfigSchema(properties={k: dict(v) for k, v in schema.items()}) if schema else None
 
 
+def _policy(cls: Any, name: str, level: Optional[EnforcementLevel], view: Callable[[Any], StackView]) -> Any:
+    def validate(args: Any, report: ReportViolation) -> None:
+        run_check(name, view(args), args, report)
+
+    return cls(name=name, description=SPECS_BY_NAME[name].description, validate=validate,
+               enforcement_level=level_or_default(name, level), config_schema=_schema(name))
+
+
 def resource_policy(name: str, level: Optional[EnforcementLevel],
                     view: Callable[[ResourceValidationArgs], StackView]) -> ResourceValidationPolicy:
     """A CrossGuard resource policy that runs ``name``'s check on the view of each resource."""
-    def validate(args: ResourceValidationArgs, report: ReportViolation) -> None:
-        run_check(name, view(args), args, report)
-
-    return ResourceValidationPolicy(name=name, description=SPECS_BY_NAME[name].description, validate=validate,
-                                    enforcement_level=level_or_default(name, level), config_schema=_schema(name))
+    return _policy(ResourceValidationPolicy, name, level, view)
 
 
 def stack_policy(name: str, level: Optional[EnforcementLevel],
                  view: Callable[[StackValidationArgs], StackView]) -> StackValidationPolicy:
     """A CrossGuard stack policy that runs ``name``'s check once on the view of the whole stack."""
-    def validate(args: StackValidationArgs, report: ReportViolation) -> None:
-        run_check(name, view(args), args, report)
-
-    return StackValidationPolicy(name=name, description=SPECS_BY_NAME[name].description, validate=validate,
-                                 enforcement_level=level_or_default(name, level), config_schema=_schema(name))
+    return _policy(StackValidationPolicy, name, level, view)

@@ -14,11 +14,12 @@ analyzer (an exception other than ``UnknownValueError`` aborts the whole preview
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping  # isinstance: typing.Mapping's check is several times slower
 from typing import Any, Iterable, Optional
 
 from pulumi_policy.proxy import UnknownValueError, _DictProxy, _ListProxy, _is_unknown
+
+from trainstack.rules.checks.values import number_of, whole
 
 #: ``trainstack:role`` marks what a resource is for (docs/DESIGN.md "Markers the policies rely on").
 ROLE_TAG = "trainstack:role"
@@ -88,22 +89,12 @@ def present(props: Mapping[str, Any], *keys: str) -> bool:
 
 def as_number(value: Any) -> Optional[float]:
     """A finite float, or ``None`` for missing/garbage. Unknown raises (see :func:`need`)."""
-    value = need(value)
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
+    return number_of(need(value))
 
 
 def as_int(value: Any) -> Optional[int]:
     """Engine floats (``2.0``) back to ints; ``None`` for missing, garbage or fractions."""
-    number = as_number(value)
-    if number is None or number != int(number):
-        return None
-    return int(number)
+    return whole(as_number(value))
 
 
 def as_bool(value: Any) -> Optional[bool]:

@@ -14,8 +14,8 @@ def as_str(value: Any) -> Optional[str]:
     return value if isinstance(value, str) and value else None
 
 
-def as_number(value: Any) -> Optional[float]:
-    value = known(value)
+def number_of(value: Any) -> Optional[float]:
+    """A finite float, or ``None`` for missing or garbage (``value`` known; policies/_props reads the same)."""
     if isinstance(value, bool) or value is None:
         return None
     try:
@@ -25,8 +25,14 @@ def as_number(value: Any) -> Optional[float]:
     return out if math.isfinite(out) else None
 
 
+def whole(number: Optional[float]) -> Optional[int]:
+    """Engine floats (``2.0``) back to ints; ``None`` for fractions."""
+    return None if number is None or number != int(number) else int(number)
+
+
+def as_number(value: Any) -> Optional[float]:
+    return number_of(known(value))
+
+
 def as_int(value: Any) -> Optional[int]:
-    number = as_number(value)
-    if number is None or number != int(number):
-        return None
-    return int(number)
+    return whole(as_number(value))
