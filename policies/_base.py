@@ -79,10 +79,19 @@ def settings(args: Any, name: str) -> dict[str, Any]:
     return out
 
 
+class _CatalogWhenRead:
+    """The catalog, loaded when a check first reads it (most checks of most resources never do)."""
+
+    def __getattr__(self, attr: str) -> Any:
+        loaded = catalog()
+        self.__dict__.update({"_loaded": loaded})
+        return getattr(loaded, attr)
+
+
 def run_check(name: str, view: StackView, args: Any, report: ReportViolation) -> None:
     """The policy's pure check on ``view``, reported the engine's way: each finding, then (when it could
     not run) the engine's unknown-value error, or not applicable."""
-    found, unknown, not_applicable = collect(CHECKS[name].findings(view, settings(args, name), catalog()))
+    found, unknown, not_applicable = collect(CHECKS[name].findings(view, settings(args, name), _CatalogWhenRead()))
     for f in found:
         if f.urn:
             report(f.message, f.urn)

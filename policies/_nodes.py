@@ -200,15 +200,16 @@ def _linked(resource: Any, prop: str, resource_type: str) -> list[Any]:
     return hits
 
 
-def stack_nodes(resources: list[Any]) -> list[GpuNode]:
+def stack_nodes(resources: list[Any], props: Optional[dict[int, Any]] = None) -> list[GpuNode]:
     """Every GPU node declaration of a stack (``PolicyResource`` list), counts and eRDMA resolved.
 
     ESS scaling configurations count their scaling group's ``maxSize`` (the worst case); an ENI
     attachment of a ``HighPerformance`` ``EcsNetworkInterface`` gives its instance eRDMA. Both
     links come from the engine's dependencies (``scalingGroupId``/``instanceId``/
-    ``networkInterfaceId`` property dependencies).
+    ``networkInterfaceId`` property dependencies). ``props``: each resource's plain props, by ``id``,
+    when the caller has them already.
     """
-    props = {id(r): P.plain(r.props) for r in resources}
+    props = props if props is not None else {id(r): P.plain_props(r.props) for r in resources}
     groups = [r for r in resources if r.resource_type == SCALING_GROUP]
     hp_instances: set[str] = set()
     for r in resources:

@@ -14,6 +14,7 @@ analyzer (an exception other than ``UnknownValueError`` aborts the whole preview
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping  # isinstance: typing.Mapping's check is several times slower
 from typing import Any, Iterable, Optional
 
@@ -61,6 +62,23 @@ def plain(value: Any, path: tuple[str, ...] = ()) -> Any:
     if _is_unknown(value):
         return Unknown(value, path)
     return value
+
+
+_PLAIN_SEEN: "OrderedDict[int, tuple[Any, Any]]" = OrderedDict()
+_PLAIN_KEPT = 4096
+
+
+def plain_props(props: Any) -> Any:
+    """:func:`plain` of a resource's props, once per props object: every policy of one analysis reads the
+    same object (the runner and the engine's stack call pass it to each), and none changes what it reads."""
+    hit = _PLAIN_SEEN.get(id(props))
+    if hit is not None and hit[0] is props:
+        return hit[1]
+    out = plain(props)
+    _PLAIN_SEEN[id(props)] = (props, out)  # the props are kept with it, so their id is not reused meanwhile
+    if len(_PLAIN_SEEN) > _PLAIN_KEPT:
+        _PLAIN_SEEN.popitem(last=False)
+    return out
 
 
 def is_unknown(value: Any) -> bool:

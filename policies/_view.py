@@ -111,10 +111,20 @@ def storage_of(resource_type: str, p: Mapping[str, Any], name: str, protect: boo
                       outlives_instances=outlives)]
 
 
+#: the resource types that can hold each part (None: any resource with ``tags``, or a DLC job)
+PART_TYPES: dict[str, Optional[frozenset[str]]] = {
+    "disks": frozenset(N.NODE_TYPES) | frozenset(DISK_TYPES), "ingress": frozenset({N.SECURITY_GROUP_RULE}),
+    "instances": frozenset(N.NODE_TYPES), "ram_policies": frozenset({RAM_POLICY, *RAM_ATTACHMENTS}),
+    "ram_attachments": frozenset({RAM_POLICY, *RAM_ATTACHMENTS}), "nodes": None, "tagged": None, "storage": None,
+}
+
+
 def resource_view(args: Any, *parts: str) -> V.StackView:
     """The view of the one resource a resource policy is called with (only the ``parts`` it judges)."""
-    p = P.plain(args.props)
     t, name = args.resource_type, args.name
+    if all(PART_TYPES[part] is not None and t not in PART_TYPES[part] for part in parts):
+        return V.StackView()  # nothing of this resource is judged: its props are never read
+    p = P.plain_props(args.props)
     out: dict[str, Any] = {}
     for part in parts:
         if part == "nodes":
@@ -134,10 +144,11 @@ def resource_view(args: Any, *parts: str) -> V.StackView:
 
 def stack_view(resources: list[Any], *parts: str) -> V.StackView:
     """The view of a whole stack (``PolicyResource`` list) for a stack policy: nodes, and ``storage``."""
-    out: dict[str, Any] = {"nodes": tuple(N.stack_nodes(resources)), "region": N.stack_region(resources)}
+    props = {id(r): P.plain_props(r.props) for r in resources}
+    out: dict[str, Any] = {"nodes": tuple(N.stack_nodes(resources, props)), "region": N.stack_region(resources)}
     if "storage" in parts:
         out["storage"] = tuple(s for r in resources for s in storage_of(
-            r.resource_type, P.plain(r.props), r.name, bool(getattr(r, "opts", None) and r.opts.protect)))
+            r.resource_type, props[id(r)], r.name, bool(getattr(r, "opts", None) and r.opts.protect)))
     return V.StackView(**out)
 
 
@@ -150,7 +161,7 @@ def full_view(resources: list[Any]) -> V.StackView:
     parts: dict[str, list] = {k: [] for k in ("disks", "ingress", "ram_policies", "ram_attachments", "tagged",
                                               "instances", "storage")}
     for r in resources:
-        p, t, name = P.plain(r.props), r.resource_type, r.name
+        p, t, name = P.plain_props(r.props), r.resource_type, r.name
         parts["disks"] += disks_of(t, p, name)
         parts["ingress"] += ingress_of(t, p, name)
         policies, attachments = ram_of(t, p, name)
