@@ -26,6 +26,7 @@ from typing import Iterable, Literal, Optional
 
 from .. import sizing
 from ..catalog import TRAINING_RDMA, Catalog, PriceQuote, ResolvedInstance
+from ..errors import InputError
 from ..plan import Candidate, Plan, Rejection
 from .. import calibration_overlay
 from ..profile import TrainingProfile
@@ -47,11 +48,18 @@ RDMA_KINDS = TRAINING_RDMA
 
 @dataclass
 class Resolution:
-    """Everything a strategy considered: the winner, the rest, and why."""
+    """Everything a strategy considered: the winner, the rest, and why; ``error``: what the Plan
+    assembler found wrong with the winner's plan (bad input, exit 2; ``plan`` is None then)."""
 
     plan: Optional[Plan]
     candidates: list[Candidate] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
+    error: Optional[InputError] = None
+
+    def assembled(self, assembly) -> "Resolution":
+        """Take the assembler's Plan and error (trainstack.placement.assemble.Assembly)."""
+        self.plan, self.error = assembly.plan, assembly.error
+        return self
 
 
 @dataclass(frozen=True)
@@ -118,6 +126,15 @@ def node_counts(profile: TrainingProfile, inst: ResolvedInstance) -> tuple[list[
         return [n], None
     top = r.max_nodes if can_span_nodes(inst) else 1
     return list(range(1, top + 1)), None
+
+
+def dlc_rdma_reason(profile: TrainingProfile, pods: int) -> Optional[Reason]:
+    """Several pods train together only over RDMA: a DLC job whose profile turns it off
+    (``dlc.enable_rdma: false``) cannot have more than one (``multi-node-requires-rdma`` says the same)."""
+    if pods > 1 and profile.dlc.enable_rdma is False:
+        return reason(ReasonCode.MULTI_NODE_WITHOUT_RDMA,
+                      f"needs {pods} pods but dlc.enable_rdma is false: several pods train together only over RDMA")
+    return None
 
 
 def zone_for(profile: TrainingProfile, catalog: Catalog, inst: ResolvedInstance,
