@@ -11,6 +11,7 @@ import math
 from typing import Any, Iterable, Optional
 
 from ..errors import InputError, Problem, did_you_mean
+from .citations import family_citation_errors
 from .errors import CatalogError
 from .models import (
     GpuModel,
@@ -127,6 +128,7 @@ class Catalog:
                 errors.append(f"GPU {g.name}: FP8 TFLOPS given but FP8 unsupported")
         for f in self.families.values():
             cite("family", f.name, f.sources)
+            errors.extend(family_citation_errors(f, tags))
             if f.gpu is not None and f.gpu not in self.gpus:
                 errors.append(f"family {f.name} names unknown GPU {f.gpu!r}")
         for t in self.instance_types.values():
