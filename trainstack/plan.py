@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import math
+from decimal import ROUND_FLOOR, Decimal
 from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -33,15 +33,21 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def _floor(price: float, places: int) -> float:
+    """``price`` rounded down to ``places`` decimals, on its shortest decimal form (so 0.3 stays 0.3 and
+    1.999999999999993 becomes 1.999: never above the price given)."""
+    return float(Decimal(repr(price)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_FLOOR))
+
+
 def spot_price_limit(price: float) -> float:
     """A spot bid: at most 3 decimals, rounded down (never above the price given)."""
-    return math.floor(price * 1000 + 1e-9) / 1000
+    return _floor(price, 3)
 
 
 def ess_price_limit(price: float) -> float:
     """An ESS scaling configuration's spot bid: at most 2 decimals (pulumi-alicloud 4.0
     ``ScalingConfigurationSpotPriceLimitArgs.price_limit``), rounded down."""
-    return math.floor(price * 100 + 1e-9) / 100
+    return _floor(price, 2)
 
 
 class EstimateSummary(_Frozen):
@@ -354,7 +360,8 @@ class PriceProvenance(_Frozen):
     type_seen_in_region: Optional[bool] = Field(None, description="Type seen offered in the region (ECS only)")
     zone: Optional[str] = None
     zone_seen: Optional[bool] = Field(None, description="Zone seen offered for the type; None: chosen at deploy")
-    spot_estimated: Optional[bool] = Field(None, description="Spot plans: the spot price is an estimate")
+    spot_estimated: Optional[bool] = Field(
+        None, description="The spot price shown is an estimate (False: price book or refresh); None: no spot price")
     headline: str
 
 

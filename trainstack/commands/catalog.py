@@ -170,11 +170,17 @@ def _book_json(catalog: Catalog, region: str) -> Optional[dict[str, Any]]:
     book = catalog.price_book
     if book is None:
         return None
-    return {"path": book.path, "entries": [
-        {"region": e.region, "kind": e.kind, "name": e.subject, "per": e.unit,
-         "on_demand_cny_per_hour": e.on_demand_cny_per_hour, "spot_cny_per_hour": e.spot_cny_per_hour,
-         "as_of": e.as_of.isoformat(), "age_days": _age_days(e.as_of.isoformat()), "source": e.source,
-         "in_region": e.region == region} for e in book.entries]}
+    def row(e) -> dict[str, Any]:
+        common = {"region": e.region, "kind": e.kind, "name": e.subject, "as_of": e.as_of.isoformat(),
+                  "age_days": _age_days(e.as_of.isoformat()), "source": e.source,
+                  "in_region": e.region in (region, "*")}
+        if e.kind == "discount":
+            return {**common, "scope": e.scope, "discount_percent": e.discount_percent,
+                    "applies_to": list(e.applies_to)}
+        return {**common, "per": e.unit, "on_demand_cny_per_hour": e.on_demand_cny_per_hour,
+                "spot_cny_per_hour": e.spot_cny_per_hour}
+
+    return {"path": book.path, "entries": [row(e) for e in book.entries]}
 
 
 def _print_book_extras(catalog: Catalog, region: str) -> None:
@@ -184,7 +190,10 @@ def _print_book_extras(catalog: Catalog, region: str) -> None:
         return
     rows = [[e.region, "DLC spec" if e.kind == "dlc_spec" else "quota", e.subject, e.unit,
              _num(e.on_demand_cny_per_hour), _num(e.spot_cny_per_hour), e.as_of.isoformat(),
-             str(_age_days(e.as_of.isoformat())), e.source] for e in book.entries if e.kind != "instance_type"]
+             str(_age_days(e.as_of.isoformat())), e.source] for e in book.entries
+            if e.kind not in ("instance_type", "discount")]
+    cuts = [[e.region, e.scope, e.subject or "(every type)", f"{e.discount_percent:g} %", ", ".join(e.applies_to),
+             e.as_of.isoformat(), e.source] for e in book.discounts]
     dates = sorted(e.as_of for e in book.entries)
     print()
     print(f"Price book {book.path}: {len(book.entries)} team price(s), as of "
@@ -192,6 +201,10 @@ def _print_book_extras(catalog: Catalog, region: str) -> None:
     if rows:
         print(render_table(["REGION", "KIND", "NAME", "PER", "ON-DEMAND", "SPOT", "AS OF", "AGE DAYS", "SOURCE"],
                            rows, align="lllrrrlrl"))
+    if cuts:
+        print("Discounts off the list price (precedence: docs/prices.md):")
+        print(render_table(["REGION", "SCOPE", "NAME", "DISCOUNT", "APPLIES TO", "AS OF", "SOURCE"], cuts,
+                           align="lllrlll"))
 
 
 # ---- filters --------------------------------------------------------------------------------
