@@ -75,3 +75,21 @@ def test_the_image_plan_follows_the_sourced_boot_mode(cat, name, uefi):
         assert said and quote in said[0] and "[EBM-ZH:" in said[0]
     else:
         assert not said
+
+
+def test_day_two_a_changed_image_choice_leaves_running_ebmgn7ix_nodes_alone(cat):
+    """Round 3 moves ebmgn7ix to the UEFI image family. The looked-up image is in the nodes'
+    ignore_changes, so the next `pulumi up` of a running ebmgn7ix stack changes nothing on them; only
+    new nodes boot the UEFI image. A pinned image_id is managed (a change would replace the disk).
+    Hand-edited plans: the resolver places 8 PCIe GPUs only with a policy exception (issue 35 item 2)."""
+    from tests.plan_factory import hand_edited, single_gpu_lora_plan
+    from trainstack.layout.lifecycle import node_ignore_changes
+
+    profile = load_profile("stacks/profiles/llama3-8b-lora.yaml")
+    inst = cat.instance("ecs.ebmgn7ix.32xlarge")
+    looked_up = hand_edited(single_gpu_lora_plan(), instance_type=inst.name, image=plan_image(profile, inst))
+    assert looked_up.image.image_family == IMAGE_FAMILY_UEFI and "image_id" in node_ignore_changes(looked_up)
+    pinned = profile.model_copy(update={"image_id": "m-uefi123"})
+    managed = hand_edited(single_gpu_lora_plan(), instance_type=inst.name, image=plan_image(pinned, inst))
+    assert "image_id" not in node_ignore_changes(managed)
+    assert any("the pinned image must boot UEFI" in n for n in managed.image.notes)
