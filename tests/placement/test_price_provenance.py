@@ -243,3 +243,17 @@ prices:
     assert plan.hourly_cost_cny == pytest.approx(listed * frac, abs=1e-3)  # spot estimated from the list
     assert plan.prices.source == "price-book" and "less 20 %" in plan.prices.whose
     assert plan.prices.spot_estimated is True
+
+
+@pytest.mark.parametrize("junk", [["x"], "x", 3, None, {"spot_estimated": "maybe"}])
+def test_a_hand_edited_prices_block_is_exit_2_or_keeps_the_estimate_label(fp8, tmp_path, capsys, monkeypatch, junk):
+    monkeypatch.chdir(ROOT)
+    doc = plan_doc(fp8, tmp_path, capsys)
+    doc["prices"] = junk
+    (tmp_path / "junk.json").write_text(json.dumps(doc))
+    code = main(["diff", str(tmp_path / "plan.json"), str(tmp_path / "junk.json"), "--format", "markdown"])
+    out, err = capsys.readouterr()
+    if junk is None or isinstance(junk, dict):
+        assert code == 0 and "Hourly spot (estimate)" in out  # not known to be exact: the label stays
+    else:
+        assert code == 2 and "prices: must be an object or null" in err

@@ -90,7 +90,8 @@ def _nodes(side: dict) -> str:
 def _table(d: dict) -> list[str]:
     c, b, h = d["cost"], d["base"], d["head"]
     # "(estimate)" unless every side with a plan has its spot price from a price book or a refresh
-    flags = [(side.get("prices") or {}).get("spot_estimated") for side in (b, h) if side.get("summary")]
+    flags = [p.get("spot_estimated") if isinstance(p := side.get("prices"), dict) else None
+             for side in (b, h) if side.get("summary")]
     est = " (estimate)" if not flags or any(f is not False for f in flags) else ""
     rows = [
         ("Hourly cost (chosen pricing)", c["hourly"], True),
