@@ -32,6 +32,8 @@ from .. import calibration_overlay
 from ..profile import TrainingProfile
 from ..layout.spot_pool import heals_multi_node
 from ..reasons import Reason, ReasonCode, reason
+from .allowances import NO_ALLOWANCES, PolicyAllowances
+from .interconnect import pcie_rejection
 from .layouts import (  # noqa: F401  (the ECS strategy reads the layout search from here too)
     LayoutPick, choose_layout, layout_options, plan_layout,
 )
@@ -79,7 +81,9 @@ class Option:
 
 # ---- rules that need only the instance type ------------------------------------------------
 
-def static_rejection(profile: TrainingProfile, inst: ResolvedInstance) -> Optional[Reason]:
+def static_rejection(profile: TrainingProfile, inst: ResolvedInstance,
+                     allowances: PolicyAllowances = NO_ALLOWANCES) -> Optional[Reason]:
+    """The first per-type rule ``inst`` breaks; ``allowances``: the policy config's exceptions."""
     r, t = profile.resources, profile.training
     if not inst.family.training:
         return reason(ReasonCode.NOT_TRAINING_HARDWARE, "not training hardware (vGPU slice or special-purpose part)")
@@ -95,11 +99,9 @@ def static_rejection(profile: TrainingProfile, inst: ResolvedInstance) -> Option
         return reason(ReasonCode.NO_BF16, f"{inst.gpu.name} ({arch}) has no BF16: {t.precision} needs Ampere or newer")
     if t.precision == "fp8-mixed" and not inst.gpu.supports_fp8:
         return reason(ReasonCode.NO_FP8, f"{inst.gpu.name} ({arch}) has no FP8: fp8-mixed needs Hopper or Ada")
-    if inst.gpu_count > 1 and not inst.multi_gpu_training_ok:
-        how = "PCIe only" if inst.interconnect == "pcie" else "an unverified interconnect"
-        return reason(ReasonCode.MULTI_GPU_WITHOUT_NVLINK,
-                      f"{inst.gpu_count} {inst.gpu.name} GPUs on {how}: multi-GPU training needs NVLink/NVSwitch "
-                      "(Alibaba warns PCIe may corrupt Transformer training)")
+    if inst.gpu_count > 1 and not inst.multi_gpu_training_ok and not (
+            inst.interconnect == "pcie" and allowances.allows_pcie(inst.name)):
+        return pcie_rejection(profile, inst)
     return None
 
 

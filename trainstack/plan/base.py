@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+from decimal import ROUND_FLOOR, Decimal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -20,12 +20,18 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def _floor(price: float, places: int) -> float:
+    """``price`` rounded down to ``places`` decimals, on its shortest decimal form (so 0.3 stays 0.3 and
+    1.999999999999993 becomes 1.999: never above the price given)."""
+    return float(Decimal(repr(price)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_FLOOR))
+
+
 def spot_price_limit(price: float) -> float:
     """A spot bid: at most 3 decimals, rounded down (never above the price given)."""
-    return math.floor(price * 1000 + 1e-9) / 1000
+    return _floor(price, 3)
 
 
 def ess_price_limit(price: float) -> float:
     """An ESS scaling configuration's spot bid: at most 2 decimals (pulumi-alicloud 4.0
     ``ScalingConfigurationSpotPriceLimitArgs.price_limit``), rounded down."""
-    return math.floor(price * 100 + 1e-9) / 100
+    return _floor(price, 2)

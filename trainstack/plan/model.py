@@ -36,7 +36,8 @@ class PriceProvenance(_Frozen):
     type_seen_in_region: Optional[bool] = Field(None, description="Type seen offered in the region (ECS only)")
     zone: Optional[str] = None
     zone_seen: Optional[bool] = Field(None, description="Zone seen offered for the type; None: chosen at deploy")
-    spot_estimated: Optional[bool] = Field(None, description="Spot plans: the spot price is an estimate")
+    spot_estimated: Optional[bool] = Field(
+        None, description="The spot price shown is an estimate (False: price book or refresh); None: no spot price")
     headline: str
 
 

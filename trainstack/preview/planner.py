@@ -246,7 +246,8 @@ def cost_block(plan: Plan) -> dict[str, Any]:
         "on_demand": {"hourly_cny": est.on_demand_hourly_cny, "total_cny": od_total,
                       "estimated_hours": None if base_hours is None else round(base_hours, 3)},
         "spot": {"hourly_cny": est.spot_hourly_cny, "total_cny": spot_total,
-                 "estimated_hours": None if spot_hours is None else round(spot_hours, 3), "estimate": True},
+                 "estimated_hours": None if spot_hours is None else round(spot_hours, 3),
+                 "estimate": plan.prices is None or plan.prices.spot_estimated is not False},
     }
 
 

@@ -199,7 +199,7 @@ def saved_plan_problems(doc: dict) -> list[tuple[str, str]]:
 
     for key in ("stack", "catalog_date", "kind", "project"):
         need(key, doc.get(key), (str,), "a string or null")
-    for key in ("summary", "exports", "plan", "source", "profile"):
+    for key in ("summary", "exports", "plan", "source", "profile", "prices"):
         need(key, doc.get(key), (dict,), "an object or null")
     if need("cost", doc.get("cost"), (dict,), "an object or null"):
         cost = doc["cost"]
