@@ -3,8 +3,8 @@
 - Trust: only the ECS service may assume the role (instance RAM role, credentials from the
   metadata service, which the nodes only answer with IMDSv2 tokens).
 - OSS, one stack bucket with prefixes (trainstack.layout.storage.BUCKET_PREFIXES), two policies:
-  the OSS policy gives read-only ``job/`` (the job settings channel and the heartbeat program: the
-  deployer writes them, a node can never change what another node runs), read/write on
+  the OSS policy gives read-only ``job/`` (the job settings channel and the node programs,
+  ``job/programs/``: the deployer writes them, a node can never change what another node runs), read/write on
   ``checkpoints/`` when checkpoints are on OSS (listing only under it, ``oss:Prefix``), and
   read-only on exactly the dataset prefix and the code object when the profile points at
   ``oss://`` URIs (``GetObject`` on ``bucket/prefix*``, ``ListObjects`` only under that prefix).
@@ -21,8 +21,7 @@
   (docs/bootstrap.md "Job secrets"); no statement at all without job secrets.
 - Status (a policy of its own, docs/status.md): ``PutObject``/``GetObject`` under the stack
   bucket's ``status/<node name>/`` prefixes of this plan's nodes (each node writes its heartbeat and
-  reads its last one when it replaces a node), and ``GetObject`` on the heartbeat program
-  ``job/trainstack_heartbeat.py``, which they may not write. The nodes share one role, so RAM cannot
+  reads its last one when it replaces a node). The nodes share one role, so RAM cannot
   tell node 0 from node 1: what it enforces is this stack's node prefixes and nothing else (each
   prefix while the document fits RAM's 6,144 characters, else ``status/<plan name>-node-``).
 - ECS: ``StopInstance`` on exactly this cluster's instances, so the launcher can stop its node in
@@ -164,8 +163,9 @@ def kms_policy_document(plan: Plan) -> Optional[dict]:
 
 
 def status_policy_document(plan: Plan) -> Optional[dict]:
-    """Write and read the nodes' own heartbeats, read the heartbeat program; None without a status place."""
-    from trainstack.bootstrap.heartbeat import PROGRAM_KEY, has_status, status_prefix
+    """Write and read the nodes' own heartbeats (the heartbeat program is a node program under
+    ``job/``, read-only in the OSS policy); None without a status place."""
+    from trainstack.bootstrap.heartbeat import has_status, status_prefix
 
     if not has_status(plan):
         return None
@@ -175,7 +175,6 @@ def status_policy_document(plan: Plan) -> Optional[dict]:
         return {"Version": "1", "Statement": [
             {"Effect": "Allow", "Action": ["oss:PutObject", "oss:GetObject"],
              "Resource": [f"acs:oss:*:*:{bucket}/{p}*" for p in prefixes]},
-            {"Effect": "Allow", "Action": ["oss:GetObject"], "Resource": [f"acs:oss:*:*:{bucket}/{PROGRAM_KEY}"]},
             {"Effect": "Allow", "Action": ["oss:ListObjects"], "Resource": [f"acs:oss:*:*:{bucket}"],
              "Condition": {"StringLike": {"oss:Prefix": [f"{p}*" for p in prefixes]}}},
         ]}
@@ -222,7 +221,7 @@ class NodeRole(pulumi.ComponentResource):
             "stack bucket by prefix, datasets read-only", rotate, child)
         self.status_policy, self.status_attachment = self._attach(
             name, plan, "status", f"{plan.name[:52]}-node-status", status_policy_document(plan),
-            "nodes write their heartbeats, read the heartbeat program", rotate, child)
+            "nodes write and read their heartbeats", rotate, child)
         self.kms_policy, self.kms_attachment = self._attach(
             name, plan, "kms", f"{plan.name[:49]}-job-secrets", kms_policy_document(plan),
             "read the job's secrets from KMS at job start", rotate, child)
