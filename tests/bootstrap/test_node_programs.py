@@ -18,11 +18,13 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from launch_harness import FAST, launch, local_plan  # noqa: F401 (launch: the fixture)
 from plan_factory import single_gpu_lora_plan
 
+from trainstack.bootstrap.heartbeat import status_prefix
 from trainstack.bootstrap.node import JOB_SETTINGS_TAG
 from trainstack.bootstrap.programs import (
     BOOT_PROGRAMS, MANIFEST, MANIFEST_KIND, PROGRAMS, program_objects, program_set, programs_uri,
 )
 from trainstack.bootstrap.render import render_job_settings
+from trainstack.status import parse_heartbeat
 
 PLAN = single_gpu_lora_plan()
 BUCKET = PLAN.storage.oss.bucket
@@ -195,6 +197,7 @@ def test_new_programs_reach_a_running_node_at_its_next_job_start(launch, tmp_pat
     assert len([e for e in launch.events() if e["event"] == "trainer"]) == 2
     restarts = (tmp_path / "systemctl.log").read_text()
     assert "systemctl try-restart --no-block trainstack-spot-watcher.service" in restarts
+    assert "systemctl try-restart --no-block trainstack-heartbeat.service" in restarts
 
 
 @pytest.mark.parametrize("damage", ["missing", "tampered"])
@@ -217,6 +220,9 @@ def test_programs_the_settings_name_that_do_not_verify_stop_the_job_with_exit_19
     assert {n: b for n, b in snapshot(node).items() if n in before} == before, "the verified set stays"
     assert len([e for e in launch.events() if e["event"] == "trainer"]) == 1, "the trainer never started"
     assert (launch.state / "job-finished").read_text() == "19\n" and len(launch.cloud.ecs_calls) == 2
+    beat = parse_heartbeat(launch.oss.read(plan.storage.oss.bucket,
+                                           status_prefix(plan, plan.node_names()[0]) + "heartbeat.json"))
+    assert (beat.state, beat.exit_code) == ("finished", 19), "the installed heartbeat still reports"
 
 
 # ---- the boot script: a node's first boot, a reboot, a pool node from an older configuration ------
