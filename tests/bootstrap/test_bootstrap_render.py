@@ -310,3 +310,20 @@ def test_plans_the_bootstrap_cannot_serve_are_refused():
         render_user_data(no_bucket, 0)
     with pytest.raises(KeyError):
         render_script(single_gpu_lora_plan(), "spot-watcher.py")
+
+
+def test_user_data_over_the_ecs_limit_is_refused_by_the_render_and_the_rule_book():
+    """What can still grow in user data is the node's own settings (node.env, the network's NCCL
+    settings): over ECS's limit the render refuses, and so does the rule book `plan` and `validate` run."""
+    from trainstack.rules import check_plan, plan_problems
+    from trainstack.errors import InputError
+
+    plan = multi_node_erdma_plan()
+    long = plan.model_copy(update={"network": plan.network.model_copy(
+        update={"nccl_env": {**plan.network.nccl_env, "NCCL_SOCKET_IFNAME": "eth0," * 5000}})})
+    with pytest.raises(ValueError, match=f"ECS accepts {USER_DATA_LIMIT}"):
+        render_user_data(long, 0)
+    problems = [p.message for p in plan_problems(long) if "ECS accepts" in p.message]
+    assert [m.split(":")[0] for m in problems] == [f"bootstrap of {plan.name} node {r}" for r in (0, 2)]
+    with pytest.raises(InputError, match="ECS accepts"):
+        check_plan(long)
