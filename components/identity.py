@@ -3,8 +3,8 @@
 - Trust: only the ECS service may assume the role (instance RAM role, credentials from the
   metadata service, which the nodes only answer with IMDSv2 tokens).
 - OSS, one stack bucket with prefixes (trainstack.layout.storage.BUCKET_PREFIXES), two policies:
-  the OSS policy gives read-only ``job/`` (the job settings channel and the heartbeat program: the
-  deployer writes them, a node can never change what another node runs), read/write on
+  the OSS policy gives read-only ``job/`` (the job settings channel and the node programs,
+  ``job/programs/``: the deployer writes them, a node can never change what another node runs), read/write on
   ``checkpoints/`` when checkpoints are on OSS (listing only under it, ``oss:Prefix``), and
   read-only on exactly the dataset prefix and the code object when the profile points at
   ``oss://`` URIs (``GetObject`` on ``bucket/prefix*``, ``ListObjects`` only under that prefix).
@@ -21,8 +21,7 @@
   (docs/bootstrap.md "Job secrets"); no statement at all without job secrets.
 - Status (a policy of its own, docs/status.md): ``PutObject``/``GetObject`` under the stack
   bucket's ``status/<node name>/`` prefixes of this plan's nodes (each node writes its heartbeat and
-  reads its last one when it replaces a node), and ``GetObject`` on the heartbeat program
-  ``job/trainstack_heartbeat.py``, which they may not write. The nodes share one role, so RAM cannot
+  reads its last one when it replaces a node). The nodes share one role, so RAM cannot
   tell node 0 from node 1: what it enforces is this stack's node prefixes and nothing else (each
   prefix while the document fits RAM's 6,144 characters, else ``status/<plan name>-node-``).
 - ECS: ``StopInstance`` on exactly this cluster's instances, so the launcher can stop its node in

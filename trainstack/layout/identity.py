@@ -132,8 +132,9 @@ def kms_policy_document(plan: Plan) -> Optional[dict]:
 
 
 def status_policy_document(plan: Plan) -> Optional[dict]:
-    """Write and read the nodes' own heartbeats, read the heartbeat program; None without a status place."""
-    from ..bootstrap.heartbeat import PROGRAM_KEY, has_status, status_prefix
+    """Write and read the nodes' own heartbeats (the heartbeat program is a node program under
+    ``job/``, read-only in the OSS policy); None without a status place."""
+    from ..bootstrap.heartbeat import has_status, status_prefix
 
     if not has_status(plan):
         return None
@@ -143,7 +144,6 @@ def status_policy_document(plan: Plan) -> Optional[dict]:
         return {"Version": "1", "Statement": [
             {"Effect": "Allow", "Action": ["oss:PutObject", "oss:GetObject"],
              "Resource": [f"acs:oss:*:*:{bucket}/{p}*" for p in prefixes]},
-            {"Effect": "Allow", "Action": ["oss:GetObject"], "Resource": [f"acs:oss:*:*:{bucket}/{PROGRAM_KEY}"]},
             {"Effect": "Allow", "Action": ["oss:ListObjects"], "Resource": [f"acs:oss:*:*:{bucket}"],
              "Condition": {"StringLike": {"oss:Prefix": [f"{p}*" for p in prefixes]}}},
         ]}
@@ -185,7 +185,7 @@ def node_role_grants(plan: Plan) -> tuple[RoleGrant, ...]:
         RoleGrant("oss", f"{plan.name[:52]}-oss-access", oss_policy_document(plan),
                   "stack bucket by prefix, datasets read-only"),
         RoleGrant("status", f"{plan.name[:52]}-node-status", status_policy_document(plan),
-                  "nodes write their heartbeats, read the heartbeat program"),
+                  "nodes write and read their heartbeats"),
         RoleGrant("kms", f"{plan.name[:49]}-job-secrets", kms_policy_document(plan),
                   "read the job's secrets from KMS at job start"),
         RoleGrant("tags", f"{plan.name[:50]}-read-tags", tag_read_policy_document() if plan.target == "ecs" else None,
