@@ -74,7 +74,8 @@ def run_program(plan_loader: Optional[PlanLoader] = None, root: Union[str, Path]
     check_stack_config({k: get_config(k) for k in PLAIN_CREDENTIAL_KEYS},
                        [k for k in PLAIN_CREDENTIAL_KEYS if is_config_secret(k)])
     path = profile_path(cfg.require("profile"), Path(root))
-    profile = load_profile_with_overrides(path, zone=cfg.get("zone"), price_book=cfg.get("priceBook"), root=Path(root))
+    profile = load_profile_with_overrides(path, zone=cfg.get("zone"), price_book=cfg.get("priceBook"), root=Path(root),
+                                          instance_type=cfg.get("instanceType"))
     check_region(profile, pulumi.Config("alicloud").get("region"))
     auto_release_time = check_auto_release_time(cfg.get("autoReleaseAt"))
     generation = storage_generation(cfg.get("storageGeneration"))

@@ -13,6 +13,7 @@ from .. import sizing
 from .. import calibration_overlay
 from ..catalog import Catalog, load_catalog
 from ..layout import plan_image, plan_network, plan_spot_pool, plan_storage
+from ..layout.capacity import capacity_labels, plan_capacity
 from ..layout.network import pool_tcp_note
 from ..plan import Candidate, EstimateSummary, JobPlan, ParallelismPlan, Plan, Rejection, spot_price_limit
 from ..sizing.parallel import Layout, bubble_fraction, layout_for, micro_batches
@@ -119,6 +120,9 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
     labels += pool_labels
     if tcp_note := pool_tcp_note(profile, inst, best.nodes, best.spot):
         labels.append(tcp_note)
+    alternatives = tuple(alternatives)
+    capacity = plan_capacity(profile, catalog, best, alternatives)  # fallback order + reservation (layout/capacity.py)
+    labels += capacity_labels(capacity)
     return Plan(
         name=profile.name, region=profile.region, zone=best.zone, target="ecs", instance_type=inst.name,
         gpu_model=best.gpu_model, nodes=best.nodes, gpus_per_node=best.gpus_per_node, total_gpus=gpus,
@@ -137,7 +141,7 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
         storage=storage, network=network, image=image, job=job_plan(profile, best.gpus_per_node, gpus, pick.layout),
         parallelism=parallelism_plan(profile, pick),
         spot_pool=spot_pool, self_healing=profile.resources.self_healing, tags=dict(profile.tags), labels=tuple(dict.fromkeys(labels)), reasons=tuple(reasons),
-        alternatives=tuple(alternatives), rejected=tuple(rejected), catalog_date=catalog.newest_price_date,
+        alternatives=alternatives, capacity=capacity, rejected=tuple(rejected), catalog_date=catalog.newest_price_date,
         prices=provenance(catalog, quote, zone=best.zone, spot=best.spot))
 
 
