@@ -56,11 +56,11 @@ def fallback_order(profile: TrainingProfile, catalog: Catalog, best: Candidate,
         types.add(cand.instance_type)
         zones = offered_zones(profile, catalog, cand.instance_type, cand.spot)
         ordered = ([cand.zone] if cand.zone else []) + [z for z in zones if z != cand.zone]
-        for zone in ordered or [None]:
+        for i, zone in enumerate(ordered or [None]):
             rows.append(FallbackCandidate(
                 instance_type=cand.instance_type, zone=zone, nodes=cand.nodes, gpus_per_node=cand.gpus_per_node,
                 gpu_model=cand.gpu_model, spot=cand.spot, hourly_cost_cny=cand.hourly_cost_cny,
-                total_cost_cny=cand.total_cost_cny, planned=cand is best and zone == best.zone))
+                total_cost_cny=cand.total_cost_cny, planned=cand is best and i == 0))
     return tuple(rows[:MAX_CANDIDATES])
 
 
