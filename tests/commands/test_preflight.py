@@ -156,7 +156,9 @@ def test_out_of_stock_suggests_another_zone_and_type(capsys, monkeypatch):
                         A100: {"cn-shenzhen-e": "WithStock"}})
     use(monkeypatch, plan, client)
     rc, out, err = run(capsys)
-    assert rc == 3 and out == ""
+    assert rc == 3
+    # stdout: the order `trainstack up` would try, with the planned row's stock
+    assert out.startswith("  first fallback row in stock now: no\n") and f"1. {A10} in cn-shenzhen-e" in out
     assert f"{A10} (on-demand) is not in stock in cn-shenzhen-e (DescribeAvailableResource: WithoutStock)" in err
     assert "set `zone: cn-shenzhen-d` in the profile" in err
     assert f"{A100} (1 x 1 A100-80G, on-demand, 34.742 CNY/h) is in stock in cn-shenzhen-e" in err

@@ -182,10 +182,14 @@ def _plan(args):
 
 def run(args) -> int:
     from ..cloud import ecs
-    from ..cloud.stock import RowStock, describe_row
 
     plan = _plan(args)
-    result = check(plan, ecs.make_client)
+    try:
+        result = check(plan, ecs.make_client)
+    except InfeasibleError as err:
+        if not args.json:  # the order `trainstack up` would try, also when the planned row has no stock
+            _print_fallback(err.details.get("preflight", {}).get("fallback") or [])
+        raise
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
         return 0
@@ -199,8 +203,16 @@ def run(args) -> int:
     print(f"  catalog date: {result.catalog_date or 'unknown'}")
     for note in result.notes:
         print(f"  note: {note}")
-    if result.fallback:
-        print("  fallback order (`trainstack up` tries these in order):")
-        for row in result.fallback:
-            print(f"    {describe_row(RowStock(**row))}")
+    _print_fallback(result.fallback)
     return 0
+
+
+def _print_fallback(rows: list[dict]) -> None:
+    from ..cloud.stock import RowStock, describe_row
+
+    if not rows:
+        return
+    print(f"  first fallback row in stock now: {'yes' if rows[0]['in_stock'] else 'no'}")
+    print("  fallback order (`trainstack up` tries these in order):")
+    for row in rows:
+        print(f"    {describe_row(RowStock(**row))}")
