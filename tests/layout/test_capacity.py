@@ -148,3 +148,46 @@ def test_every_row_re_plans_to_itself_within_the_budget(stack, changes, tmp_path
 def test_a_parse_without_overrides_matches_the_profile_file(tmp_path):
     profile, path = _profile("llama3-8b-lora", {}, tmp_path)
     assert profile == parse_profile(read_yaml_document(path), file=str(path), base_dir=path.parent)
+
+
+# ---- resources.capacity over every combination of the inputs it depends on ---------------------------
+
+@settings(max_examples=60, deadline=None)
+@given(capacity=st.sampled_from(["never", "reserve"]), spot=st.sampled_from(["never", "allow", "require"]),
+       target=st.sampled_from(["auto", "ecs", "dlc"]), workspace=st.sampled_from([None, "ws-1"]),
+       explicit_spot=st.booleans())
+def test_reserve_is_refused_with_spot_or_pai_dlc_and_otherwise_planned(capacity, spot, target, workspace,
+                                                                          explicit_spot):
+    from trainstack.errors import TrainstackError
+
+    doc = read_yaml_document(ROOT / "stacks" / "profiles" / "llama3-8b-lora.yaml")
+    resources = {**doc["resources"], "capacity": capacity, "target": target}
+    if explicit_spot:
+        resources["spot"] = spot
+    else:
+        resources.pop("spot", None)  # the default: allow
+        spot = "allow"
+    doc = {**doc, "resources": resources, "dlc": {"workspace_id": workspace} if workspace else {}}
+    refused = capacity == "reserve" and (spot != "never" or target == "dlc" or (target == "auto" and workspace))
+    try:
+        profile = parse_profile(doc, file="p.yaml")
+    except TrainstackError as err:
+        assert err.exit_code == 2
+        if refused:
+            assert "resources.capacity" in " ".join(err.lines())
+            if spot != "never":
+                assert f"resources.spot is {spot}" in " ".join(err.lines()) and "allowed" in " ".join(err.lines())
+            return
+        assert "capacity" not in " ".join(err.lines())  # refused for another reason (e.g. a DLC rule)
+        return
+    assert not refused
+    try:
+        plan = planned(profile, file="p.yaml")
+    except TrainstackError:
+        return  # infeasible or another rule: nothing about capacity
+    if plan.target == "ecs":
+        assert (plan.capacity.reservation is not None) == (capacity == "reserve")
+        if capacity == "reserve":
+            assert not plan.spot and plan.capacity.reservation.instances == plan.nodes
+    else:
+        assert plan.capacity is None and capacity == "never"
