@@ -51,7 +51,8 @@ class Network(pulumi.ComponentResource):
         super().__init__("trainstack:index:Network", name, None, opts)
         net = plan.network
         child = pulumi.ResourceOptions(parent=self)
-        # with a capacity reservation, nothing zonal is created before it holds the nodes' capacity
+        # with a capacity reservation, the nodes' vSwitches (and so the nodes) wait until it holds their
+        # capacity; not the services vSwitch: a retained one may not depend on what `pulumi destroy` deletes
         zonal = pulumi.ResourceOptions(parent=self, depends_on=[reservation] if reservation is not None else None)
         tags = base_tags(plan, role="network")
         self.zone = zone
@@ -82,8 +83,7 @@ class Network(pulumi.ComponentResource):
                 f"{name}-services-vswitch", vswitch_name=f"{plan.name}-services-{zone}", vpc_id=self.vpc.id,
                 cidr_block=net.services_vswitch_cidr, zone_id=zone, tags=tags,
                 description="trainstack CPFS, its protocol service and NAT (addresses allocated at random)",
-                opts=pulumi.ResourceOptions.merge(zonal, pulumi.ResourceOptions(
-                    protect=skeep.protect, retain_on_delete=skeep.retain_on_delete)))
+                opts=pulumi.ResourceOptions(parent=self, protect=skeep.protect, retain_on_delete=skeep.retain_on_delete))
         self.security_group = alicloud.ecs.SecurityGroup(
             f"{name}-sg", security_group_name=f"{plan.name}-cluster", vpc_id=self.vpc.id,
             security_group_type="normal", inner_access_policy="Accept",

@@ -9,8 +9,8 @@ has; for DLC that is the OSS bucket) + ``components.dlc.DlcTraining``, and no EC
 Unless the zone is pinned, it is looked up once here (components/zone.py: the stack's existing
 node vSwitch, else the first zone of the plan's fallback order with stock; plain invokes) and every
 component, tag and the bootstrap see that one plain value (``plan.zone`` is filled in). A capacity
-reservation (``resources.capacity: reserve``, components/capacity.py) is declared next, before
-anything zonal. So is the
+reservation (``resources.capacity: reserve``, components/capacity.py) is declared next: the nodes'
+vSwitches, and so the nodes, wait for it. So is the
 stack bucket's name: its stack-unique part comes from the account (``get_caller_identity``), the
 Pulumi project and stack and ``trainstack:storageGeneration`` (trainstack.layout.storage).
 
@@ -64,7 +64,7 @@ class TrainingStack(pulumi.ComponentResource):
         self.plan, self.zone = plan, zone
         child = pulumi.ResourceOptions(parent=self)
 
-        # the reservation first (resources.capacity: reserve): the vSwitches, and so the nodes, wait for it
+        # the reservation first (resources.capacity: reserve): the nodes' vSwitches, and so the nodes, wait for it
         self.capacity = reserve(name, plan, zone, auto_release_time, child)
         self.network = Network(f"{name}-network", plan, zone, opts=child,
                                reservation=self.capacity.reservation if self.capacity else None)

@@ -79,6 +79,8 @@ class FakeStack:
         self.stock, self.run_fails, self.verdicts, self.region = stock, set(run_fails), verdicts, region
         self.other_failure = other_failure
         self.state: dict[str, StateResource] = {}
+        #: what a destroy only forgot (retained): left in the cloud, billing
+        self.left_in_cloud: list[StateResource] = []
         self.succeeded = False
         self.calls: list[tuple] = []
 
@@ -143,6 +145,8 @@ class FakeStack:
             return RunResult(ok=False, error="resource is protected; run `pulumi state unprotect` first")
         for r in gone:
             del self.state[r.urn]
+            if r.retain:
+                self.left_in_cloud.append(r)
         return RunResult(ok=True)
 
     def release_protection(self, urns) -> None:
@@ -150,7 +154,7 @@ class FakeStack:
         for urn in urns:
             r = self.state[urn]
             self.state[urn] = StateResource(urn=r.urn, type=r.type, zone=r.zone, protect=False, outputs=r.outputs,
-                                            depends_on=r.depends_on)
+                                            depends_on=r.depends_on, retain=False)
 
     def _sold_out(self, instance_type: str, zone: Optional[str]) -> bool:
         if (instance_type, zone) in self.run_fails:
@@ -171,7 +175,7 @@ class FakeStack:
                 continue
             deps = tuple(r.dependencies) + ((r.parent_urn,) if r.parent_urn else ())
             out[r.urn] = StateResource(urn=r.urn, type=r.type, zone=_zone(r.inputs), protect=r.protect,
-                                       outputs=dict(r.inputs), depends_on=deps)
+                                       outputs=dict(r.inputs), depends_on=deps, retain=r.retain_on_delete)
         return out
 
     def _op(self, r: StateResource) -> str:

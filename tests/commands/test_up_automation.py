@@ -102,7 +102,7 @@ def deployer(stack, **kw) -> AutomationDeployer:
 def test_state_resources_read_zones_protection_and_dependencies():
     rows = {r.urn: r for r in state_resources(DEPLOYMENT)}
     assert set(rows) == {CPFS_URN, NODE_URN, "urn:r"}  # the stack and the provider are not resources to move
-    assert rows[CPFS_URN].zone == "cn-shenzhen-e" and rows[CPFS_URN].protect
+    assert rows[CPFS_URN].zone == "cn-shenzhen-e" and rows[CPFS_URN].protect and rows[CPFS_URN].retain
     assert rows[CPFS_URN].depends_on == ("urn:pulumi:dev::trainstack::trainstack:index:Storage::job-storage",)
     assert rows[NODE_URN].zone == "cn-shenzhen-e" and rows[NODE_URN].outputs["instanceType"] == "ecs.x"
     assert rows["urn:r"].zone == "cn-shenzhen-f"

@@ -92,7 +92,7 @@ def test_protected_checkpoint_storage_of_a_failed_first_attempt_is_released_and_
     assert report.deployed.zone == F
     released = [c for c in stack.calls if c[0] == "release_protection"]
     assert released and all("ckpt-disk" in urn for urn in released[0][1])
-    assert stack.zones() == {F}
+    assert stack.zones() == {F} and stack.left_in_cloud == []  # deleted, not just forgotten
     disks = [r for r in stack.state.values() if r.type == "alicloud:ecs/ecsDisk:EcsDisk"]
     assert disks and all(d.zone == F for d in disks) and any(d.protect for d in disks)  # protected again
 
@@ -103,7 +103,8 @@ def test_cpfs_of_a_failed_first_attempt_moves_with_the_zone(profile_config):
     report = up(stack)
     assert report.deployed.zone == F
     cpfs = [r for r in stack.state.values() if r.type == "alicloud:nas/fileSystem:FileSystem"]
-    assert [c.zone for c in cpfs] == [F]
+    assert [c.zone for c in cpfs] == [F] and cpfs[0].protect and cpfs[0].retain  # kept safe again in f
+    assert stack.left_in_cloud == []  # the empty CPFS in e is deleted, not left billing
 
 
 def test_another_type_in_the_same_zone_when_the_type_has_no_stock_anywhere():

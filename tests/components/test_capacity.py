@@ -3,6 +3,8 @@ what a later `pulumi up` or `pulumi destroy` does to it (from the provider facts
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan
@@ -10,6 +12,7 @@ from test_provider_facts_coverage import uncovered
 from trainstack.catalog import load_catalog
 from trainstack.catalog.provider_facts import load_provider_facts
 
+ROOT = Path(__file__).resolve().parents[2]
 RESERVATION = "ecs/capacityReservation:CapacityReservation"
 TOKEN = "alicloud:ecs/capacityReservation:CapacityReservation"
 RESERVE = {"resources": {"capacity": "reserve"}}
@@ -37,14 +40,35 @@ def test_the_reservation_holds_the_plans_type_zone_and_nodes_on_demand(engine, p
                for n in engine.of_type("ecs/instance:Instance"))
 
 
-def test_nothing_zonal_is_created_before_the_reservation_holds_the_capacity(engine):
+def test_the_nodes_are_created_after_the_reservation_holds_their_capacity(engine):
     engine.declare(reserved_70b())
     reservation = engine.one(RESERVATION).urn
-    switches = engine.of_type("vpc/switch:Switch")
-    assert len(switches) >= 2 and all(reservation in s.dependencies for s in switches)
+    switches = {s.name.rsplit("-network-", 1)[-1]: s for s in engine.of_type("vpc/switch:Switch")}
+    assert reservation in switches["vswitch"].dependencies and reservation in switches["eri-vswitch"].dependencies
     # the nodes are in the node vSwitch, so after it
-    node_vswitch = next(s for s in switches if s.name.endswith("-network-vswitch"))
-    assert all(node_vswitch.urn in n.dependencies for n in engine.of_type("ecs/instance:Instance"))
+    assert all(switches["vswitch"].urn in n.dependencies for n in engine.of_type("ecs/instance:Instance"))
+    # a retained services vSwitch never depends on what `pulumi destroy` deletes (trainstack/preview/teardown.py)
+    assert reservation not in switches["services-vswitch"].dependencies
+
+
+def test_one_destroy_completes_with_a_reservation_and_retained_cpfs(tmp_path):
+    """The reservation is deleted by `pulumi destroy`; nothing kept depends on it."""
+    import json
+    import shutil
+
+    from trainstack.cli import main
+
+    profile = tmp_path / "p.yaml"
+    shutil.copy(ROOT / "stacks" / "profiles" / "llama3-70b-full.yaml", profile)
+    text = profile.read_text().replace("resources:\n", "resources:\n  capacity: reserve\n", 1)
+    profile.write_text(text)
+    out = tmp_path / "plan.json"
+    assert main(["plan", str(profile), "--format", "json", "--out", str(out)]) in (0, 4)
+    doc = json.loads(out.read_text())
+    from trainstack.preview.teardown import pinned_deletions
+
+    assert any(r["type"] == TOKEN for r in doc["resources"])
+    assert pinned_deletions(doc) == []
 
 
 def test_the_nodes_inputs_are_the_same_with_or_without_a_reservation(engine_factory):

@@ -48,7 +48,8 @@ def state_resources(deployment: dict) -> list[StateResource]:
             continue
         deps = tuple(r.get("dependencies") or ()) + ((r["parent"],) if r.get("parent") else ())
         out.append(StateResource(urn=r["urn"], type=r["type"], zone=_zone_of(r), protect=bool(r.get("protect")),
-                                 outputs=dict(r.get("outputs") or {}), depends_on=deps))
+                                 outputs=dict(r.get("outputs") or {}), depends_on=deps,
+                                 retain=bool(r.get("retainOnDelete"))))
     return out
 
 

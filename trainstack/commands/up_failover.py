@@ -57,6 +57,8 @@ class StateResource:
     outputs: Mapping[str, Any] = field(default_factory=dict)
     #: what it depends on (its dependencies and its parent): a destroy of those takes it too
     depends_on: tuple[str, ...] = ()
+    #: ``retain_on_delete``: a destroy only forgets it, the cloud keeps it (and bills it)
+    retain: bool = False
 
 
 def dependents(targets: Sequence[str], resources: Sequence[StateResource]) -> list[StateResource]:
@@ -329,7 +331,7 @@ class Failover:
         if not roots:
             return
         targets = dependents(roots, resources)
-        protected = [r.urn for r in targets if r.protect]
+        protected = [r.urn for r in targets if r.protect or r.retain]
         self.echo(f"  removing what the failed attempt left ({len(targets)} resource(s)"
                   f"{', ' + str(len(protected)) + ' protected but empty: no job has run' if protected else ''})")
         if protected:
