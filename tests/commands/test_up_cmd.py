@@ -63,7 +63,9 @@ def test_without_a_terminal_it_needs_yes(cloud, capsys, monkeypatch):
 
 @pytest.mark.parametrize("argv,needle", [(["up", "--stack", "no-such-stack", "--yes"], "no-such-stack"),
                                          (["up", "--stack", "llama3-8b-lora", "--yes", "--max-attempts", "0"],
-                                          "--max-attempts")])
+                                          "--max-attempts"),
+                                         (["up", "--stack", "llama3-8b-lora", "--yes", "--policy-config", "nope.json"],
+                                          "nope.json: no such file")])
 def test_bad_input_is_exit_2(cloud, capsys, argv, needle):
     cloud(FakeStack(base_config(), stock_table(EVERYWHERE)))
     assert cli.main(argv) == 2

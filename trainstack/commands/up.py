@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import CloudApiError, InputError
@@ -86,6 +87,9 @@ def run(args) -> int:
 
     if args.max_attempts < 1:
         raise InputError(f"--max-attempts must be at least 1, got {args.max_attempts}")
+    policy_config = Path(args.policy_config).resolve() if args.policy_config else None
+    if policy_config is not None and not policy_config.is_file():  # the CLI runs in the project root
+        raise InputError(f"--policy-config {args.policy_config}: no such file")
     project = find_project()
     config, secret_keys = stack_config(project, args.stack)  # a missing stack file is exit 2 here
     echo = (lambda line: print(line, file=sys.stderr)) if args.json else print
@@ -95,7 +99,7 @@ def run(args) -> int:
 
     plan0 = planner(config)
     _confirm(args, args.stack)
-    deployer = AutomationDeployer(args.stack, project.root, policy_config=args.policy_config, echo=echo,
+    deployer = AutomationDeployer(args.stack, project.root, policy_config=policy_config, echo=echo,
                                   read_config=lambda: stack_config(project, args.stack)[0])
     loop = Failover(args.stack, deployer, _stock(plan0), CloudWitness(plan0.region), planner,
                     max_attempts=args.max_attempts, echo=echo)
