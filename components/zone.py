@@ -1,7 +1,7 @@
 """The zone a stack deploys to, as a plain string at program time (tags and policies read it at preview).
 
-Pinned (profile ``zone`` or ``trainstack:zone``, ``Plan.capacity.zone_pinned``): that zone, no
-lookup. Otherwise (trainstack.layout.capacity.deploy_zone decides):
+Pinned (profile ``zone`` or ``trainstack:zone``, ``Plan.capacity.zone_pinned``, or a plan whose zone
+is not its fallback order's own row, i.e. set on purpose): that zone, no lookup. Otherwise (trainstack.layout.capacity.deploy_zone decides):
 
 1. **the zone the stack already has**: its node vSwitch, looked up by the stack's tags and the node
    vSwitch's name (``alicloud.vpc.getSwitches``: DescribeVSwitches with a Tag filter and a
@@ -99,7 +99,7 @@ def cpfs_zones(plan: Plan, opts: Optional[pulumi.InvokeOptions]) -> Optional[set
 def resolve_zone(plan: Plan, opts: Optional[pulumi.InvokeOptions] = None) -> str:
     """The zone every component, tag and the bootstrap of this stack use (see the module docstring)."""
     cap = plan.capacity
-    if plan.zone and (cap is None or cap.zone_pinned):
+    if plan.zone and (cap is None or cap.zone_pinned or plan.zone != _planned_row_zone(cap)):
         return plan.zone
     if cap is None or not plan.instance_type:
         return _first_offered(plan, opts)
@@ -109,6 +109,11 @@ def resolve_zone(plan: Plan, opts: Optional[pulumi.InvokeOptions] = None) -> str
         return deploy_zone(plan.name, plan.region, candidates, deployed, ())
     candidates = candidates or offered_zones(plan, opts)
     return deploy_zone(plan.name, plan.region, candidates, (), stock_zones(plan, opts), cpfs_zones(plan, opts))
+
+
+def _planned_row_zone(cap) -> Optional[str]:
+    """The zone of the fallback order's own row; a plan whose zone differs was given its zone on purpose."""
+    return next((c.zone for c in cap.candidates if c.planned), None)
 
 
 def _first_offered(plan: Plan, opts: Optional[pulumi.InvokeOptions]) -> str:

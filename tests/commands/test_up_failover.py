@@ -253,6 +253,22 @@ def test_an_error_that_is_not_about_stock_is_exit_5_without_another_attempt():
     assert err.value.exit_code == 5 and len(stack.ups()) == 1
 
 
+def test_a_row_the_rule_book_refuses_once_pinned_is_skipped():
+    """Pinned, a row is planned again; if the rule book refuses it then, the next row is tried."""
+    calls = []
+
+    def picky(cfg):
+        if cfg.get("trainstack:zone") == E:
+            calls.append(cfg["trainstack:zone"])
+            raise InfeasibleError("no feasible placement once pinned")
+        return planner(cfg)
+
+    stack = FakeStack(base_config(), stock_table(EVERYWHERE))
+    report = Failover("test", stack, stack.stock, FakeWitness(), picky, echo=lambda line: None).run()
+    assert report.attempts[0].outcome == "skipped" and "refuses it pinned" in report.attempts[0].cause
+    assert report.deployed.zone == F and calls
+
+
 def test_a_dlc_stack_is_one_pulumi_up():
     stack = FakeStack(base_config("qwen-7b-dlc"), stock_table({}))
     report = up(stack)

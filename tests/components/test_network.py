@@ -212,3 +212,12 @@ def test_no_zone_offering_the_type_is_a_clear_error(engine_factory):
     engine = engine_factory(zones=[])
     with pytest.raises(CloudApiError, match="no zone in cn-shenzhen offers ecs.gn7i-c8g1.2xlarge"):
         engine.declare(single_gpu_lora_plan(zone=None, capacity=None))
+
+
+def test_a_plan_whose_zone_is_not_its_planned_row_keeps_its_zone(engine):
+    # hand-edited: a plan given another zone than its fallback order's own row (set on purpose)
+    plan = single_gpu_lora_plan(zone="cn-shenzhen-f")
+    assert not plan.capacity.zone_pinned and plan.capacity.candidates[0].zone == "cn-shenzhen-e"
+    engine.declare(plan)
+    assert engine.invokes(STOCK) == [] and engine.invokes(SWITCHES) == []
+    assert engine.one("vpc/switch:Switch").inputs["zoneId"] == "cn-shenzhen-f"

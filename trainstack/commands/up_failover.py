@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
 from ..cloud.errors import capacity_code
-from ..errors import CloudApiError, InfeasibleError, PolicyError, TrainstackError
+from ..errors import CloudApiError, InfeasibleError, InputError, PolicyError, TrainstackError
 from ..plan import FallbackCandidate, Plan
 
 ZONE_KEY, TYPE_KEY = "trainstack:zone", "trainstack:instanceType"
@@ -274,7 +274,10 @@ class Failover:
         if not ran:
             self._clear_failed_attempt(zone)
         config = self._pin(config0, plan0, row, zone)
-        attempt_plan = self.planner(config)
+        try:
+            attempt_plan = self.planner(config)
+        except (InputError, InfeasibleError) as err:  # the rule book refuses this row pinned: the next one
+            return Attempt(rank, row.instance_type, zone, "skipped", f"the rule book refuses it pinned: {err.message}")
         got = (attempt_plan.instance_type, attempt_plan.zone, attempt_plan.nodes, attempt_plan.spot)
         if got != (row.instance_type, zone, row.nodes, row.spot):
             return Attempt(rank, row.instance_type, zone, "skipped", f"re-plans to {got[2]} x {got[0]} in {got[1]}"
