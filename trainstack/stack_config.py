@@ -11,6 +11,8 @@ Stack config (``stacks/Pulumi.<stack>.yaml``):
   ``../../secrets.yaml``. ``trainstack plan PROFILE`` names its file on the command line instead
   (:func:`trusted_profile`).
 - ``trainstack:zone`` (optional): pin the zone (overrides the profile's ``zone``).
+- ``trainstack:instanceType`` (optional): deploy this ECS type (``resources.instance_types`` becomes
+  just it); `trainstack up` sets it with ``trainstack:zone`` to one row of the plan's fallback order.
 - ``trainstack:autoReleaseAt`` (optional): hard deadline, UTC ``YYYY-MM-DDTHH:MM:SSZ``; ECS
   releases the nodes then (checkpoint storage is separate and survives).
 - ``trainstack:priceBook`` (optional): the team's price book, relative to ``stacks/`` or absolute;
@@ -86,13 +88,16 @@ def profile_path(value: str, root: Path = PROJECT_ROOT, key: str = "trainstack:p
 
 
 def load_profile_with_overrides(path: Path, zone: Optional[str] = None, price_book: Optional[str] = None,
-                                root: Path = PROJECT_ROOT) -> TrainingProfile:
+                                root: Path = PROJECT_ROOT, instance_type: Optional[str] = None) -> TrainingProfile:
     """Load the profile, applying stack-level overrides before validation (so a wrong zone is
     reported like a wrong profile field). ``price_book`` (``trainstack:priceBook``) is relative to
     ``<root>/stacks`` like the profile path."""
     doc = read_yaml_document(path)
     if zone:
         doc["zone"] = zone
+    if instance_type:
+        resources = doc.get("resources") if isinstance(doc.get("resources"), dict) else {}
+        doc["resources"] = {**resources, "instance_types": [instance_type]}
     if price_book:
         doc["price_book"] = str(profile_path(price_book, root, key="trainstack:priceBook",
                                              example="profiles/prices.yaml"))
@@ -178,7 +183,8 @@ def stack_inputs(config: Mapping[str, Optional[str]], project: str, root: Path =
                          hint=f"pulumi config set {project}:profile profiles/<name>.yaml")
     path = profile_path(value, root)
     profile = load_profile_with_overrides(path, zone=config.get(f"{project}:zone"),
-                                          price_book=config.get(f"{project}:priceBook"), root=root)
+                                          price_book=config.get(f"{project}:priceBook"), root=root,
+                                          instance_type=config.get(f"{project}:instanceType"))
     check_region(profile, config.get("alicloud:region"))
     return StackInputs(profile=profile, path=path,
                        auto_release_time=check_auto_release_time(config.get(f"{project}:autoReleaseAt")),

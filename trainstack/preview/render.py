@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from ..textable import render_table
 from . import topology
+from .render_capacity import capacity_markdown, capacity_text
 from .values import public
 
 FORMATS = ("text", "markdown", "json")
@@ -103,6 +104,7 @@ def render_text(doc: dict) -> str:
     lines = [f"trainstack plan: {title(doc)} (stack {doc.get('stack')}, catalog {doc.get('catalog_date') or 'unknown'})",
              prices_line(doc.get("prices")), "", "Summary"]
     lines += ["  " + ln for ln in render_table(["", ""], summary_rows(doc)).splitlines()[1:]]
+    lines += capacity_text((doc.get("plan") or {}).get("capacity"))
     resources = doc.get("resources") or []
     lines += ["", f"Resources ({len(resources)})"] + ["  " + ln for ln in resource_tree(doc)]
     lines += ["", f"Policies: {mandatory} mandatory, {advisory} advisory violation(s)"]
@@ -144,7 +146,8 @@ def render_markdown(doc: dict) -> str:
            f"{len(resources)} resources · {mandatory} mandatory / {advisory} advisory policy violation(s)", "",
            *prices_callout(doc.get("prices")), "| | |", "|---|---|"]
     out += [f"| {label} | {md_escape(value)} |" for label, value in summary_rows(doc)]
-    out += ["", "### Policies", ""]
+    out += ["", *capacity_markdown((doc.get("plan") or {}).get("capacity"))]
+    out += ["### Policies", ""]
     if doc.get("policy"):
         out += ["| Level | Policy | Resource | Message |", "|---|---|---|---|"]
         out += [f"| {'**mandatory**' if v['level'] == 'mandatory' else v['level']} | `{v['policy']}` | "

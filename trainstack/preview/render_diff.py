@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from .change_rules import WHEN
 from .render import md_escape, money, num, prices_callout, prices_line
+from .render_capacity import capacity_markdown
 from .values import public
 
 #: A longer comment is cut (GitHub refuses comments over 65,536 characters).
@@ -328,6 +329,8 @@ def render_markdown(d: dict) -> str:
                 "`pulumi up` would be refused.", ""]
     out += _node_rows(d)
     out += _table(d) + [""]
+    head_cap, base_cap = d["head"].get("capacity"), d["base"].get("capacity")
+    out += capacity_markdown(head_cap, note=f" (`{d['head']['label']}`{', changed' if head_cap != base_cap else ''})")
     out += _profile_rows(d)
     if counts["add"] or counts["change"] or counts["remove"]:
         out += [f"<details><summary>Resources: {counts['add']} to add, {counts['change']} to change, "
