@@ -73,6 +73,12 @@ def render_text(plan: Plan, candidates: list[Candidate], show_all: bool) -> str:
         lines.append("")
         lines.append("Why:")
         lines += [f"  - {r}" for r in plan.reasons]
+    if plan.policy_exceptions:
+        lines.append("")
+        lines.append("Allowed by the policy config (not by the engine's own rules):")
+        lines += [f"  - {e.instance_type}: {e.policy} "
+                  f"{'allowed_types lists it' if e.setting == 'allowed_types' else 'is disabled'} in {e.source}"
+                  for e in plan.policy_exceptions]
     if plan.rejected:
         lines.append("")
         lines.append("Rejected families:")
@@ -102,7 +108,7 @@ def _same(c: Candidate, plan: Plan) -> bool:
 def run(args) -> int:
     profile = load_profile(args.profile)
     config = _policy.policy_config(args)
-    res = resolution(profile, load_catalog(), file=args.profile)
+    res = resolution(profile, load_catalog(), file=args.profile, allowances=_policy.allowances(config))
     plan = res.plan
     assert plan is not None
     verdicts = plan_verdicts(plan, config)

@@ -41,6 +41,17 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
     od, spot = cost.get("on_demand") or {}, cost.get("spot") or {}
     est = " est." if spot.get("estimate", True) else ""  # the quote's flag (cost.spot.estimate); old plans: est.
     gpu = f" ({s['gpu_model']})" if s.get("gpu_model") else ""
+    return [*_summary(s, od, spot, est, gpu), *exception_rows(doc.get("plan") or {})]
+
+
+def exception_rows(plan: dict) -> list[tuple[str, str]]:
+    """One row per policy-config exception the plan rests on (``plan.policy_exceptions``)."""
+    return [("policy exception", f"{e['instance_type']} allowed by {e['policy']} "
+                                 f"({'allowed_types' if e['setting'] == 'allowed_types' else 'disabled'}) in {e['source']}")
+            for e in plan.get("policy_exceptions") or []]
+
+
+def _summary(s: dict, od: dict, spot: dict, est: str, gpu: str) -> list[tuple[str, str]]:
     return [
         ("target", str(s.get("target") or "unknown")),
         ("instance type", f"{s.get('instance_type') or 'quota (no ECS type)'}{gpu}"),
