@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from ..textable import render_table
 from . import topology
+from .cost_chart import cost_chart
 from .render_capacity import capacity_markdown, capacity_text
 from .values import public
 
@@ -158,6 +159,7 @@ def render_markdown(doc: dict) -> str:
            *prices_callout(doc.get("prices")), "| | |", "|---|---|"]
     out += [f"| {label} | {md_escape(value)} |" for label, value in summary_rows(doc)]
     out += ["", *capacity_markdown((doc.get("plan") or {}).get("capacity"))]
+    out += chart_section(doc.get("plan") or {})
     out += ["### Policies", ""]
     if doc.get("policy"):
         out += ["| Level | Policy | Resource | Message |", "|---|---|---|---|"]
@@ -178,6 +180,16 @@ def render_markdown(doc: dict) -> str:
         out += ["", "<details><summary>Labels and notes</summary>", ""] + [f"- {md_escape(n)}" for n in notes]
         out += ["", "</details>"]
     return "\n".join(out) + "\n"
+
+
+def chart_section(plan: dict) -> list[str]:
+    """Cost against hours of the plan and its feasible alternatives (trainstack.preview.cost_chart)."""
+    if not plan:
+        return []
+    chosen = {k: plan.get(k) for k in ("target", "instance_type", "gpu_model", "nodes", "gpus_per_node", "spot",
+                                       "estimated_hours", "total_cost_cny")}
+    lines = cost_chart([chosen, *(plan.get("alternatives") or [])], chosen)
+    return ["### Cost against hours", "", *lines, ""] if lines else []
 
 
 # ---- json --------------------------------------------------------------------------------------------
