@@ -43,14 +43,19 @@ def run(args) -> int:
 
     check_out_argument(args)
     project = find_project()
+    from ..progress import step
+
     config = load_policy_config(args.policy_config)
-    sides = {which: _planned_side(which, arg, project, config, load_side)
-             for which, arg in (("base", args.base), ("head", args.head))}
-    failed = [s for s in sides.values() if isinstance(s, SideInfeasible)]
-    if failed:
-        raise SideInfeasible.of(failed)
-    base, head = sides["base"], sides["head"]
-    d = diff_documents(base, head, base_label=args.base, head_label=args.head)
+    with step("diff", quiet=args.format == "json") as progress:
+        sides = {}
+        for which, arg in (("base", args.base), ("head", args.head)):
+            progress.update(f"diff: planning {which} {arg}")
+            sides[which] = _planned_side(which, arg, project, config, load_side)
+        failed = [s for s in sides.values() if isinstance(s, SideInfeasible)]
+        if failed:
+            raise SideInfeasible.of(failed)
+        progress.update("diff: comparing")
+        d = diff_documents(sides["base"], sides["head"], base_label=args.base, head_label=args.head)
     text = render(d, args.format)
     emit(args, text)
     if d["impossible"]:

@@ -112,7 +112,10 @@ def run(args) -> int:
     from ..bootstrap import render_files, render_user_data
     from ..dlc_job import job_inputs
 
-    plan = _plan(args)
+    from ..progress import step
+
+    with step("node-files: planning"):
+        plan = _plan(args)
     if plan.target == "dlc":
         out = _out_dir(args.out)
         command = job_inputs(plan)["command"]
@@ -124,12 +127,16 @@ def run(args) -> int:
         raise InputError(f"--rank {args.rank}: the plan has nodes 0..{plan.nodes - 1}")
     cpfs = args.cpfs_mount_address or (CPFS_PLACEHOLDER if plan.storage.cpfs else None)
     rank = min(args.rank, 1) if plan.elastic else args.rank  # every pool node boots rank 1's files
-    files = render_files(plan, rank, cpfs_mount_address=cpfs)  # refuses before anything is written
-    user_data = render_user_data(plan, rank, cpfs_mount_address=cpfs)
+    with step("node-files: rendering"):  # a big cluster's job settings hold every rank
+        files = render_files(plan, rank, cpfs_mount_address=cpfs)  # refuses before anything is written
+        user_data = render_user_data(plan, rank, cpfs_mount_address=cpfs)
     out = _out_dir(args.out)
-    for f in files:
-        _write(out, f.path, f.content, int(f.permissions, 8))
-    _write(out, "user-data.yaml", user_data, 0o600)
+    with step("node-files: writing", total=len(files) + 1) as progress:
+        for f in files:
+            _write(out, f.path, f.content, int(f.permissions, 8))
+            progress.advance()
+        _write(out, "user-data.yaml", user_data, 0o600)
+        progress.advance()
     what = (f"a self-healing pool node (nodes 1..{plan.nodes - 1} boot the same files; the rendezvous gives the rank)"
             if plan.elastic and rank else f"node {args.rank} of {plan.nodes}")
     print(f"{plan.name} {what}: {len(files)} files and user-data.yaml in {out}")

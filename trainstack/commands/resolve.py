@@ -9,6 +9,7 @@ from ..catalog import load_catalog
 from ..plan import Candidate, Plan
 from ..profile import load_profile
 from ..placement import rank_key
+from ..progress import step
 from ..rules import plan_verdicts, resolution
 from ..textable import render_table
 from . import _policy
@@ -146,11 +147,12 @@ def _same(c: Candidate, plan: Plan) -> bool:
 def run(args) -> int:
     profile = load_profile(args.profile)
     config = _policy.policy_config(args)
-    res = resolution(profile, load_catalog(), file=args.profile, allowances=_policy.allowances(config))
+    fmt = "json" if args.json else (args.format or "text")
+    with step(f"resolve {profile.name}", quiet=fmt == "json"):  # the layout search of every candidate
+        res = resolution(profile, load_catalog(), file=args.profile, allowances=_policy.allowances(config))
     plan = res.plan
     assert plan is not None
     verdicts = plan_verdicts(plan, config)
-    fmt = "json" if args.json else (args.format or "text")
     if fmt == "markdown":
         print(render_markdown(plan, res.candidates, args.all), end="")
     elif fmt == "json":
