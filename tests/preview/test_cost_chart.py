@@ -5,7 +5,7 @@ rules of mermaid's own grammar the chart relies on (mermaid-js/mermaid@df032c9,
 packages/mermaid/src/diagrams/xychart/parser/xychart.jison): statement shapes, quoted strings
 ``"[^"]*"`` with no escape, no leading backtick (a markdown string), no ``%%`` (a comment), numbers as
 NUMBER_WITH_DECIMAL, and every bar series as long as the x-axis band. The same outputs were parsed by
-that grammar through jison during development (docs/preview.md)."""
+that grammar through jison during development (docs/commands.md, "Cost against hours")."""
 
 from __future__ import annotations
 
