@@ -210,7 +210,7 @@ def fit_speed(cases: Sequence[Obs], start: Optional[dict[str, float]] = None,
     each source's weight capped, a weak prior on each constant, within BOUNDS."""
     cases = [c for c in cases if c.has_speed and c.fittable]
     weights = row_weights(cases)
-    p = dict(start or current_speed())
+    p = dict(start or {n: prior for n, (prior, _) in PRIORS.items()})
     names = list(SPEED_PARAMS)
     huber = [1.0] * len(cases)
     for _ in range(iterations):

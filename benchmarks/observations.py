@@ -17,12 +17,14 @@ function the estimator uses for an estimate (trainstack.sizing.intervals.estimat
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 from typing import NamedTuple, Optional
 
 from benchmarks.calibration_rows import (
-    CALIBRATION, HELDOUT, CorpusRow, PublishedRow, Row, harness_casts_on_gpu, load_parallel, load_published,
+    CALIBRATION, HELDOUT, SET_C, CorpusRow, PublishedRow, Row, gpu_named, harness_casts_on_gpu, load_parallel,
+    load_published,
     load_rows, load_set_c,
 )
 from trainstack.catalog.models import GpuModel
@@ -115,10 +117,47 @@ def _interconnect(gpu: Optional[GpuModel], per_node: int) -> str:
     return "nvswitch"
 
 
+#: Set-C sources that ran on NVIDIA DGX H100 systems (their pages say so) but state no network: read with the
+#: DGX H100's eight 400 Gb/s ConnectX-7 compute-fabric ports per node, as published-parallel-profiles.yaml reads
+#: NeMo's DGX rows (DGX_NET, 3200 Gbit/s per node; NVIDIA DGX H100 user guide, "Network ports").
+_DGX_H100_SOURCES = ("megatron-bridge-perf-archive", "nemo-automodel-perf")
+#: torchao's float8 tables ran on Meta's H100s, the 96 GB / 2.4 TB/s / 500 W part of reference-gpus.yaml's
+#: H100-96G: torchao's own roofline for those runs says so (pytorch/ao@36027d82d1ad
+#: torchao/testing/training/roofline_utils.py, "NVIDIA H100": "2.4 TB per second, custom to Meta's H100 variant")
+_META_H100_SOURCES = ("torchao-float8",)
+DGX_H100_NETWORK_GBPS = 3200.0
+#: The clock NVIDIA's dense peak figures for GH100 parts (H100 SXM, H200, H800) are quoted at: 989.4 TFLOPS =
+#: 132 SMs x 4,096 dense BF16 FLOPs per SM and clock x 1.83 GHz (H100 whitepaper's per-SM rate: twice A100's
+#: 2,048, whose 312 TFLOPS = 108 SMs x 2,048 x 1.41 GHz). A row run with the clock locked lower has its
+#: peaks scaled by the ratio (HBM bandwidth does not follow the SM clock).
+GH100_PEAK_CLOCK_MHZ = 1830.0
+
+
+@functools.lru_cache(maxsize=1)
+def _set_c_extras() -> dict[str, dict]:
+    doc = json.loads(SET_C.read_text(encoding="utf-8"))
+    return {r["id"]: r for r in doc["rows"]}
+
+
+def _clocked(gpu: Optional[GpuModel], mhz: Optional[float]) -> Optional[GpuModel]:
+    if gpu is None or not mhz or gpu.architecture != "hopper":
+        return gpu
+    f = mhz / GH100_PEAK_CLOCK_MHZ
+    scale = {k: getattr(gpu, k) * f for k in ("bf16_tflops", "fp16_tflops", "fp8_tflops") if getattr(gpu, k)}
+    return gpu.model_copy(update={**scale, "name": gpu.name})
+
+
 def _set_c(r: CorpusRow) -> Obs:
+    raw = _set_c_extras()[r.id]
     net = "none" if r.nodes <= 1 else "roce"
-    return Obs(r.id, _SET_C_GROUP[r.source], "set-c", _model_name(r.id, r.arch), r.arch, r.training, r.gpu, r.gpus,
-               r.per_node, r.nodes, _interconnect(r.gpu, r.per_node), net, r.network_gbps, r.compare,
+    gbps = r.network_gbps
+    if r.nodes > 1 and gbps is None and r.source in _DGX_H100_SOURCES:
+        gbps = DGX_H100_NETWORK_GBPS
+    gpu = _clocked(r.gpu, raw.get("gpu_clock_mhz"))
+    if r.source in _META_H100_SOURCES and gpu is not None and gpu.name == "H100":
+        gpu = gpu_named("H100-96G")
+    return Obs(r.id, _SET_C_GROUP[r.source], "set-c", _model_name(r.id, r.arch), r.arch, r.training, gpu, r.gpus,
+               r.per_node, r.nodes, _interconnect(r.gpu, r.per_node), net, gbps, r.compare,
                r.measured_gib, r.memory_limit_gib, r.tokens_per_second, r.oom, False, None, not r.oom)
 
 

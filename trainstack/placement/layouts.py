@@ -22,7 +22,7 @@ from ..plan import LayoutOption, ParallelLayout
 from ..profile import TrainingProfile
 from ..reasons import Reason, ReasonCode, reason
 from ..sizing.frameworks import searchable_degrees
-from ..sizing.parallel import Layout, layout_for, layout_problems
+from ..sizing.parallel import Layout, hybrid_replicas, layout_for, layout_problems
 
 SEARCH_TENSOR = (1, 2, 4, 8)
 SEARCH_PIPELINE = (1, 2, 4, 8, 16)
@@ -87,7 +87,8 @@ def _layout_options(arch, t, search: frozenset[str], per_node: int, nodes: int,
                 if gpus % mp:
                     continue
                 lay = Layout(tp=tp, pp=pp, cp=cp, dp=gpus // mp, ep=t.expert_parallel,
-                             vp=t.virtual_pipeline_stages if pp > 1 else 1)
+                             vp=t.virtual_pipeline_stages if pp > 1 else 1,
+                             replicas=hybrid_replicas(t.sharding, tp, cp, gpus // mp, per_node))
                 if arch.is_moe and t.expert_parallel > 1 and lay.shard % t.expert_parallel:
                     continue
                 if layout_problems(arch, lay, s, gpus, even_stages=even):

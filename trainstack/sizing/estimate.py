@@ -112,7 +112,7 @@ def estimate(arch: Architecture, training: TrainingSpec, gpus: Iterable[GpuModel
     count = max(1, int(gpu_count))
     default = NodeLayout(gpus_per_node=gpus_per_node or min(count, 8), interconnect=interconnect,
                          network=network, network_gbps=network_gbps)
-    memory = memory_estimate(arch, training, count, allocator=allocator)
+    memory = memory_estimate(arch, training, count, allocator=allocator, gpus_per_node=default.gpus_per_node)
     models = list(gpus)
     speeds = tuple(_speed(arch, training, g, count, (layouts or {}).get(g.name, default)) for g in models)
     return Estimate(memory=memory, fits=tuple(gpu_fit(memory, g, min_margin_fraction) for g in models),

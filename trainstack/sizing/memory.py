@@ -30,7 +30,7 @@ from ..profile import TrainingSpec
 from . import constants as K
 from .allocator import reserved_bytes
 from .param_bytes import trainable_params
-from .parallel import Layout, layout_for, micro_batches, stages
+from .parallel import DEFAULT_GPUS_PER_NODE, Layout, layout_for, micro_batches, stages
 from .phases import phase_components
 
 #: Breakdown keys, in display order.
@@ -73,7 +73,8 @@ class MemoryEstimate(BaseModel):
 
 def memory_estimate(arch: Architecture, training: TrainingSpec, gpus: int = 1,
                     allocator: str = "default", weights_cast_on_gpu: bool = False,
-                    keeps_outputs: Optional[bool] = None, layout: Optional[Layout] = None) -> MemoryEstimate:
+                    keeps_outputs: Optional[bool] = None, layout: Optional[Layout] = None,
+                    gpus_per_node: int = DEFAULT_GPUS_PER_NODE) -> MemoryEstimate:
     """Peak, reserved and required memory per GPU of a job on ``gpus`` GPUs: the profile's layout
     (its tensor/pipeline/context degrees; data parallel the rest, ZeRO shards over it), or ``layout``.
     With pipeline parallelism the stage that needs the most is reported.
@@ -84,8 +85,9 @@ def memory_estimate(arch: Architecture, training: TrainingSpec, gpus: int = 1,
     16 bits there (the calibration harness does this; ``from_pretrained(torch_dtype=...)`` does not).
     ``keeps_outputs``: the loop holds each step's outputs (``out = model(...)``, as the calibration
     harness does) until the next step replaces them; default: the framework's (none keep them).
+    ``gpus_per_node``: the node size hybrid sharding (``training.sharding: hybrid``) shards within.
     """
-    lay = layout or layout_for(training, max(1, int(gpus)))
+    lay = layout or layout_for(training, max(1, int(gpus)), gpus_per_node)
     return _memory(arch, training, lay, allocator, bool(weights_cast_on_gpu), keeps_outputs)
 
 

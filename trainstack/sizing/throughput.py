@@ -38,7 +38,9 @@ from .compute_time import (
 )
 from .flops import flops_per_token
 from .links import Links, links
-from .parallel import Layout, Stage, bubble_fraction, bubble_micro_batches, layout_for, micro_batches, stages
+from .parallel import (
+    Layout, Stage, bubble_fraction, bubble_micro_batches, expert_degree, layout_for, micro_batches, stages,
+)
 
 
 class ThroughputEstimate(BaseModel):
@@ -75,7 +77,7 @@ def throughput_estimate(arch: Architecture, training: TrainingSpec, gpu: GpuMode
     """Tokens per second of ``nodes`` x ``gpus_per_node`` GPUs of model ``gpu``: the profile's layout
     (its tensor/pipeline/context degrees; data parallel the rest), or ``layout``."""
     per_node, n = max(1, int(gpus_per_node)), max(1, int(nodes))
-    lay = layout or layout_for(training, per_node * n)
+    lay = layout or layout_for(training, per_node * n, per_node)
     return _throughput(arch, training, gpu, per_node, n, interconnect, network, network_gbps, lay)
 
 
@@ -84,7 +86,7 @@ def _throughput(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: in
                 interconnect: str, network: str, network_gbps: Optional[float],
                 lay: Optional[Layout] = None) -> ThroughputEstimate:
     gpus = per_node * nodes
-    lay = lay or layout_for(t, gpus)
+    lay = lay or layout_for(t, gpus, per_node)
     fl = flops_per_token(arch, t)
     model_fl = flops_per_token(arch, t, recompute=False)
     total_flops = fl["linear"] + fl["attention"]
@@ -97,8 +99,10 @@ def _throughput(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: in
         labels.append(f"speed on {gpu.name} from its dense TFLOPS and memory bandwidth at the fitted efficiencies "
                       f"of its generation ({gpu.architecture})")
     if arch.is_moe:
-        labels.append("MoE expert matmuls assumed to run at the dense matmul efficiency (grouped GEMMs "
-                      "of small experts may run slower; not calibrated)")
+        labels.append("MoE: balanced routing assumed; each expert's GEMMs timed at the size a balanced router "
+                      "gives it (roofline: FLOPs or operand bytes, whichever is slower)"
+                      + ("; transformers' per-expert Python loop priced per kernel launch" if t.framework == "hf"
+                         else ""))
     where = f"{gpus} GPU(s)" if lay.trivial else f"{dp} data-parallel rank(s)"
     if t.global_batch_size is not None and t.gradient_accumulation_steps is None \
             and t.global_batch(dp) != t.global_batch_size:
@@ -161,7 +165,8 @@ def pipeline_pace(arch: Architecture, t: TrainingSpec, gpu: GpuModel, lay: Layou
     eff, att_eff, te_eff = matmul_efficiency(gpu), attention_efficiency(gpu), te_attention_efficiency(gpu)
     pace = None
     for stage in stages(arch.num_layers, lay, gas):
-        terms = step_terms(arch, t, linear_peak, attn_peak, bandwidth, None if lay.trivial else stage)
+        terms = step_terms(arch, t, linear_peak, attn_peak, bandwidth, None if lay.trivial else stage,
+                           ep=expert_degree(arch, t, lay), matmul_eff=eff, shard=lay.shard)
         micro = micro_seconds(terms, eff, att_eff, te_eff)
         attention_seconds = terms["attention"] / att_eff + terms["te_attention"] / te_eff
         mp = model_parallel_seconds(arch, t, lay, stage, lk, attention_seconds)
