@@ -305,7 +305,8 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
                                  estimated_hours=chosen.estimated_hours,
                                  on_demand_hourly_cny=chosen.hourly_cost_cny,
                                  spot_hourly_cny=None if quote.spot_cny_per_hour is None
-                                 else round(quote.spot_cny_per_hour * chosen.nodes, 4)),
+                                 else round(quote.spot_cny_per_hour * chosen.nodes, 4),
+                                 **sizing.summary_intervals(mem, None, None, chosen.fit)),
         storage=storage, network=plan_network(profile, None, chosen.nodes, spot), image=plan_image(profile, None),
         job=job_plan(profile, chosen.gpus_per_node, gpus, lay),
         parallelism=ParallelismPlan(layout=plan_layout(lay), chosen_by="resolver" if chosen.layout is not None and

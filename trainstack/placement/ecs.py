@@ -101,6 +101,9 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
         reasons.append(f"{best.nodes} nodes over {network.rdma} in zone {best.zone or '(chosen at deploy)'}")
     reasons += layout_reasons(profile, pick, f"{best.nodes} x {best.gpus_per_node} {best.gpu_model}")
     labels = list(best.labels)
+    if best.fit == "at_risk" and inst.gpu is not None:
+        labels.insert(0, sizing.at_risk_label(mem, inst.gpu.usable_gib, sizing.min_margin_gib(
+            inst.gpu.usable_gib, profile.resources.memory_margin_percent / 100), inst.gpu.name))
     if best.zone is None:
         labels.append("zone chosen at deploy time from current stock (not seen in the price snapshot)")
     known_zones = sorted({z for p in catalog.prices.get(profile.region, {}).values() for z in p.zones})
@@ -133,7 +136,9 @@ def build_plan(profile: TrainingProfile, catalog: Catalog, best: Candidate, alte
             memory_margin_gib=best.memory_margin_gib, tokens_per_second=best.tokens_per_second,
             tokens_per_second_per_gpu=None if best.tokens_per_second is None else round(best.tokens_per_second / gpus, 1),
             estimated_hours=best.estimated_hours, on_demand_hourly_cny=_times(quote.on_demand_cny_per_hour, best.nodes),
-            spot_hourly_cny=_times(quote.spot_cny_per_hour, best.nodes)),
+            spot_hourly_cny=_times(quote.spot_cny_per_hour, best.nodes),
+            **sizing.summary_intervals(mem, pick.throughput, best.tokens_per_second and best.tokens_per_second / gpus,
+                                       best.fit)),
         storage=storage, network=network, image=image, job=job_plan(profile, best.gpus_per_node, gpus, pick.layout),
         parallelism=parallelism_plan(profile, pick),
         spot_pool=spot_pool, self_healing=profile.resources.self_healing, tags=dict(profile.tags), labels=tuple(dict.fromkeys(labels)), reasons=tuple(reasons),

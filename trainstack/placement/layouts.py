@@ -138,7 +138,8 @@ def _plan_layout(lay: Layout) -> ParallelLayout:
 @functools.lru_cache(maxsize=16384)
 def choose_layout(arch, t, gpu, per_node: int, nodes: int, interconnect: str, network: str,
                   network_gbps: Optional[float], layouts: tuple[Layout, ...], least_margin_gib: float) -> LayoutPick:
-    """Size every layout; the fastest that fits (with the least margin) wins, else the one needing the least."""
+    """Size every layout; the fastest that fits (with the least margin; those that fit with their memory
+    interval's upper end first) wins, else the one needing the least."""
 
     def speed(lay: Layout) -> sizing.ThroughputEstimate:
         return sizing.throughput_estimate(arch, t, gpu, gpus_per_node=per_node, nodes=nodes,
@@ -160,7 +161,9 @@ def choose_layout(arch, t, gpu, per_node: int, nodes: int, interconnect: str, ne
         sized.append((lay, mem, speed(lay) if fits else None, fits))
     fitting = [x for x in sized if x[3]]
     if fitting:
-        best = max(fitting, key=lambda x: (x[2].tokens_per_second or 0.0, -x[0].model_parallel, -x[0].tp))
+        # layouts whose memory fits with its interval's upper end first (issue 32), then the fastest
+        best = max(fitting, key=lambda x: (sizing.memory_fit(x[1], gpu.usable_gib, least_margin_gib) == "fits",
+                                           x[2].tokens_per_second or 0.0, -x[0].model_parallel, -x[0].tp))
     else:
         best = min(sized, key=lambda x: (x[1].required_gib_per_gpu, x[0].model_parallel))
     lay, mem, thr, _ = best

@@ -46,6 +46,7 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
         ("zone", str(s.get("zone") or "chosen at deploy time")),
         ("pricing", pricing(s)),
         ("memory margin", f"{num(s.get('memory_margin_gib'), 2)} GiB per GPU"),
+        *interval_rows((doc.get("plan") or {}).get("estimate") or {}),
         ("tokens/s", num(s.get("tokens_per_second"))),
         ("hours", num(s.get("estimated_hours"))),
         ("hourly cost", f"{money(s.get('hourly_cost_cny'))} (on-demand {money(od.get('hourly_cny'))}, "
@@ -53,6 +54,25 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
         ("total cost", f"{money(s.get('total_cost_cny'))} (on-demand {money(od.get('total_cny'))}, "
                        f"spot {money(spot.get('total_cny'))} est.)"),
     ]
+
+
+FIT_WORDS = {"fits": "fits", "at_risk": "AT RISK (nothing fits with the interval's upper end)",
+             "does_not_fit": "does not fit"}
+
+
+def interval_rows(est: dict) -> list[tuple[str, str]]:
+    """The estimate's 80 % intervals and memory verdict (issue 32); none for a plan saved without them."""
+    rows = []
+    if est.get("fit"):
+        iv = est.get("required_gib_interval")
+        rows.append(("memory fit", f"{FIT_WORDS.get(est['fit'], est['fit'])}: needs {num(est.get('required_gib_per_gpu'), 1)} "
+                                   f"GiB per GPU" + (f" (80 % interval {iv[0]:.1f}-{iv[1]:.1f})" if iv else "")
+                                   + f" of {num(est.get('usable_gib_per_gpu'), 1)} usable"))
+    iv = est.get("tokens_per_second_per_gpu_interval")
+    if iv and est.get("tokens_per_second_per_gpu") is not None:
+        rows.append(("tokens/s per GPU", f"{est['tokens_per_second_per_gpu']:,.0f} (80 % interval {iv[0]:,.0f}-"
+                                         f"{iv[1]:,.0f}; class {est.get('interval_class')})"))
+    return rows
 
 
 def prices_line(prices: Optional[dict]) -> str:

@@ -87,6 +87,20 @@ def _nodes(side: dict) -> str:
     return "—" if s.get("nodes") is None else f"{s.get('nodes')} × {s.get('gpus_per_node')} GPU"
 
 
+def _speed(side: dict) -> str:
+    e = side.get("estimate") or {}
+    v, iv = e.get("tokens_per_second_per_gpu"), e.get("tokens_per_second_per_gpu_interval")
+    return "—" if v is None else f"{v:,.0f}" + (f" ({iv[0]:,.0f}–{iv[1]:,.0f})" if iv else "")
+
+
+def _fit(side: dict) -> str:
+    e = side.get("estimate") or {}
+    iv = e.get("required_gib_interval")
+    if not e.get("fit"):
+        return "—"
+    return f"{e['fit'].replace('_', ' ')}: {e.get('required_gib_per_gpu')} GiB" + (f" ({iv[0]:.1f}–{iv[1]:.1f})" if iv else "")
+
+
 def _table(d: dict) -> list[str]:
     c, b, h = d["cost"], d["base"], d["head"]
     rows = [
@@ -108,6 +122,8 @@ def _table(d: dict) -> list[str]:
     out += [
         f"| Instance type | {_val(b['summary'].get('instance_type'))} | {_val(h['summary'].get('instance_type'))} | |",
         f"| Nodes | {_nodes(b)} | {_nodes(h)} | |",
+        f"| Tokens/s per GPU (80 % interval) | {_speed(b)} | {_speed(h)} | |",
+        f"| Memory fit (required, 80 % interval) | {_fit(b)} | {_fit(h)} | |",
         f"| Pricing | {_val(b.get('pricing'))} | {_val(h.get('pricing'))} | |",
         f"| Resources | {counts['before']} | {counts['after']} | {_signed(counts['after'] - counts['before'], '', 0)} |",
         f"| Mandatory policy violations | {pol['mandatory_before']} | {pol['mandatory_after']} | "

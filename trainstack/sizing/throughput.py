@@ -37,6 +37,7 @@ from .compute_time import (
     attention_efficiency, dense_tflops, matmul_efficiency, micro_seconds, step_terms, te_attention_efficiency,
 )
 from .flops import flops_per_token
+from .intervals import estimate_class, fp8_unmeasured, interval
 from .links import Links, links
 from .parallel import (
     Layout, Stage, bubble_fraction, bubble_micro_batches, expert_degree, layout_for, micro_batches, stages,
@@ -69,6 +70,10 @@ class ThroughputEstimate(BaseModel):
     labels: tuple[str, ...] = ()
     problem: Optional[Reason] = Field(None, description="Why this layout has no speed on these nodes: its ranks "
                                                         "outnumber the GPUs, or no link carries a group of them")
+    tokens_per_second_per_gpu_interval: Optional[tuple[float, float]] = Field(
+        None, description="Central 80 % interval: the leave-one-source-out errors of the estimate's class "
+                          "(sizing/intervals.py)")
+    interval_class: Optional[str] = Field(None, description="generation/framework/method/dense-moe")
 
 
 def throughput_estimate(arch: Architecture, training: TrainingSpec, gpu: GpuModel, gpus_per_node: int = 1,
@@ -148,7 +153,14 @@ def _throughput(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: in
     if lay.pp > 1:
         labels.append(f"pipeline: {gas} micro-batch(es) per step over {lay.pp} stages, "
                       f"{bubble_fraction(lay, gas):.0%} of the step idle (the bubble)")
+    cls = estimate_class(arch, t, gpu.architecture)
+    band = interval("speed", per_gpu, cls, fp8_unmeasured_gpu=fp8_unmeasured(t, gpu.name))
+    if band is not None:
+        labels.append(f"tokens/s per GPU 80 % interval {band.low:,.0f}-{band.high:,.0f}: leave-one-source-out errors "
+                      f"of {band.basis} ({band.rows} rows, {band.sources} sources)")
+        labels += band.labels
     return ThroughputEstimate(
+        tokens_per_second_per_gpu_interval=(band.low, band.high) if band else None, interval_class=cls.key("speed"),
         **{**empty, "flops_per_token": total_flops}, tokens_per_second_per_gpu=round(per_gpu, 1),
         tokens_per_second=round(per_gpu * gpus, 1), step_seconds=round(step, 6),
         compute_seconds=round(step_one, 6), communication_seconds=round(comm, 6),
