@@ -2,7 +2,7 @@
 
 ``table_from(residuals)`` turns leave-one-source-out residuals into the table: for every class key and
 each of its parents (trainstack.sizing.intervals.parents), the 10th and 90th percentiles of the signed
-errors, the rows and the sources behind them. ``write_table`` writes it as a Python module (the sizing
+errors with each source weighing the same, the rows and the sources behind them. ``write_table`` writes it as a Python module (the sizing
 package reads no data file) with a digest of what it was computed from, which a test compares.
 """
 
@@ -22,12 +22,25 @@ INPUTS = ("tests/data/calibration", "trainstack/sizing", "benchmarks/fitting.py"
           "benchmarks/calibration_rows.py", "benchmarks/group_validation.py")
 
 
-def _quantile(values: list[float], q: float) -> float:
-    v = sorted(values)
-    pos = q * (len(v) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+def weighted_quantile(pairs: list[tuple[float, str]], q: float) -> float:
+    """The q-quantile of the errors with every *source* weighing the same (each row 1 / its source's rows in
+    the class): a source with many rows of one kind does not narrow the band for the others. Midpoints of the
+    cumulative weights, linearly interpolated."""
+    per: dict[str, int] = {}
+    for _, src in pairs:
+        per[src] = per.get(src, 0) + 1
+    rows = sorted((e, 1.0 / per[src]) for e, src in pairs)
+    total = sum(w for _, w in rows)
+    cum, points = 0.0, []
+    for e, w in rows:
+        points.append(((cum + w / 2) / total, e))
+        cum += w
+    if q <= points[0][0]:
+        return points[0][1]
+    for (p0, e0), (p1, e1) in zip(points, points[1:]):
+        if p0 <= q <= p1:
+            return e0 + (e1 - e0) * ((q - p0) / (p1 - p0) if p1 > p0 else 0.0)
+    return points[-1][1]
 
 
 def table_from(residuals: Iterable, quantity: str, exclude_source: Optional[str] = None) -> dict:
@@ -41,7 +54,7 @@ def table_from(residuals: Iterable, quantity: str, exclude_source: Optional[str]
             continue
         for key in parents(r.obs.cls.key(quantity), quantity):  # type: ignore[arg-type]
             groups.setdefault(key, []).append((e, r.obs.source))
-    return {k: (round(_quantile([e for e, _ in v], 0.1), 4), round(_quantile([e for e, _ in v], 0.9), 4), len(v),
+    return {k: (round(weighted_quantile(v, 0.1), 4), round(weighted_quantile(v, 0.9), 4), len(v),
                 len({s for _, s in v})) for k, v in sorted(groups.items())}
 
 

@@ -33,7 +33,7 @@ import statistics
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, NamedTuple, Optional, Sequence
 
-from benchmarks.observations import Obs, h200_casts_on_gpu
+from benchmarks.observations import H200_SOURCE, Obs, h200_casts_on_gpu
 from trainstack.sizing import allocator, compute_time, links, param_bytes, phases
 from trainstack.sizing import constants as K
 from trainstack.sizing import memory as mem
@@ -99,11 +99,21 @@ def source_shares(counts: dict[str, int], cap: float = SOURCE_CAP) -> dict[str, 
             del free[s]
 
 
+#: Sources given the full cap whatever their row count: the H200 harness, the only rows whose conditions are
+#: known exactly (one process per row, every setting recorded: tests/data/calibration/README.md).
+EXACT_SOURCES: tuple[str, ...] = (H200_SOURCE,)
+
+
 def row_weights(cases: Sequence[Obs]) -> list[float]:
     counts: dict[str, int] = {}
     for c in cases:
         counts[c.source] = counts.get(c.source, 0) + 1
     shares = source_shares(counts)
+    exact = [s for s in EXACT_SOURCES if s in shares and len(shares) * SOURCE_CAP >= 1]
+    if exact:  # the exact sources at the cap, the others scaled into the rest
+        rest = sum(v for s, v in shares.items() if s not in exact)
+        left = 1.0 - SOURCE_CAP * len(exact)
+        shares = {s: (SOURCE_CAP if s in exact else v * left / rest) for s, v in shares.items()}
     return [shares[c.source] / counts[c.source] for c in cases]
 
 

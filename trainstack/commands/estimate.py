@@ -338,7 +338,8 @@ def render_text(doc: dict[str, Any]) -> str:
         f"{doc['profile']}: {m['name']}, {m['parameters'] / 1e9:.2f}B params{active} "
         f"({doc['trainable_params'] / 1e9:.3g}B trainable), {t['method']}{lora}, {t['precision']}, {t['optimizer']}",
         f"  micro-batch {t['micro_batch_size']} x {t['sequence_length']} tokens, gradient checkpointing "
-        f"{ckpt}, ZeRO {t['zero_stage']}, {doc['gpus']} GPU(s) as {t['layout']}, framework {t['framework']}",
+        f"{ckpt}, ZeRO {t['zero_stage']}, {doc['gpus']} GPU(s) as {t['layout']}, framework {t['framework']}, "
+        f"attention {t['attention']}",
         f"  {t['gradient_accumulation_steps']} micro-batch(es) per optimizer step: global batch "
         f"{t['global_batch_size']} sequences = {t['tokens_per_step']:,} tokens per step"
         + (f"; experts split over {t['expert_parallel']} GPUs" if t["expert_parallel"] > 1 else ""),

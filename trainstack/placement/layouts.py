@@ -152,7 +152,8 @@ def choose_layout(arch, t, gpu, per_node: int, nodes: int, interconnect: str, ne
         thr = speed(lay)
         option = LayoutOption(layout=plan_layout(lay), required_gib_per_gpu=mem.required_gib_per_gpu,
                               tokens_per_second=thr.tokens_per_second, chosen=True,
-                              fits=gpu.usable_gib - mem.required_gib_per_gpu >= least_margin_gib)
+                              fits=gpu.usable_gib - mem.required_gib_per_gpu >= least_margin_gib,
+                              fit=sizing.memory_fit(mem, gpu.usable_gib, least_margin_gib))
         return LayoutPick(lay, mem, thr, (option,), False)
     sized = []
     for lay in layouts:
@@ -170,5 +171,6 @@ def choose_layout(arch, t, gpu, per_node: int, nodes: int, interconnect: str, ne
     thr = thr or speed(lay)
     options = tuple(LayoutOption(layout=plan_layout(x[0]), required_gib_per_gpu=x[1].required_gib_per_gpu,
                                  tokens_per_second=None if x[2] is None else x[2].tokens_per_second, fits=x[3],
-                                 chosen=x[0] == lay) for x in sized)
+                                 chosen=x[0] == lay, fit=sizing.memory_fit(x[1], gpu.usable_gib, least_margin_gib))
+                    for x in sized)
     return LayoutPick(lay, mem, thr, options, True)

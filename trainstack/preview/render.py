@@ -70,7 +70,7 @@ def interval_rows(est: dict) -> list[tuple[str, str]]:
                                    + f" of {num(est.get('usable_gib_per_gpu'), 1)} usable"))
     iv = est.get("tokens_per_second_per_gpu_interval")
     if iv and est.get("tokens_per_second_per_gpu") is not None:
-        rows.append(("tokens/s per GPU", f"{est['tokens_per_second_per_gpu']:,.0f} (80 % interval {iv[0]:,.0f}-"
+        rows.append(("tokens/s/GPU", f"{est['tokens_per_second_per_gpu']:,.0f} (80 % interval {iv[0]:,.0f}-"
                                          f"{iv[1]:,.0f}; class {est.get('interval_class')})"))
     return rows
 

@@ -172,8 +172,11 @@ def assumptions(arch: Architecture, training: TrainingSpec, data_parallel: int =
     """Labels for every part of the estimate that rests on a hand calculation, not a measurement."""
     t, out = training, []
     kind = attention_kind(t)
-    out.append(f"attention {kind}: " + ("as the profile states (training.attention)" if t.attention else
-                                        f"the {t.framework} default ({attention_source(t)})"))
+    if not (t.framework == "hf" and kind == "sdpa"):  # the H200 calibration's own setting needs no label
+        out.append(f"attention {kind}: " + ("as the profile states (training.attention)" if t.attention else
+                                            f"the {t.framework} default ({attention_source(t)})")
+                   + ("; eager keeps the s x s score matrix per layer (memory quadratic in the sequence)"
+                      if kind == "eager" else ""))
     if allocator == "expandable":
         out.append("allocator: expandable_segments assumed to leave almost nothing cached (reserved = peak + 2 % of "
                    "the transient tensors); NOT measured: measure it on a GPU before relying on it")
