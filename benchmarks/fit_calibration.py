@@ -39,6 +39,7 @@ def constants_block(speed: dict, memory: dict) -> list[str]:
         f"LAYER_OVERHEAD_SECONDS = {speed['c']:.5f}",
         f"TE_ATTENTION_EFFICIENCY_BY_ARCH = {{\"hopper\": {eff('te_a_hopper')}}}",
         f"TE_LAYER_OVERHEAD_SECONDS = {speed['te_c']:.5f}",
+        f"FP8_MATMUL_EFFICIENCY_BY_ARCH = {{\"hopper\": {eff('u8_hopper')}}}",
         *(f"{k} = {v}" for k, v in memory.items()),
     ]
 

@@ -58,6 +58,7 @@ SPEED_PARAMS: dict[str, tuple[str, Optional[str], bool]] = {
     "c": ("LAYER_OVERHEAD_SECONDS", None, False),
     "te_a_hopper": ("TE_ATTENTION_EFFICIENCY_BY_ARCH", "hopper", True),
     "te_c": ("TE_LAYER_OVERHEAD_SECONDS", None, False),
+    "u8_hopper": ("FP8_MATMUL_EFFICIENCY_BY_ARCH", "hopper", True),
 }
 #: Weak priors (as the parameter, i.e. 1/efficiency or seconds) and where each comes from.
 PRIORS: dict[str, tuple[float, str]] = {
@@ -69,6 +70,7 @@ PRIORS: dict[str, tuple[float, str]] = {
     "c": (1.0e-3, "about 60 kernels per layer forward + backward at 15 us each (eager PyTorch dispatch)"),
     "te_a_hopper": (1 / 0.35, "as a_hopper (cuDNN fused attention is FlashAttention-class)"),
     "te_c": (1.0e-3, "as c"),
+    "u8_hopper": (1 / 0.78, "torchao roofline_utils.py @ 36027d82: the same pct_achievable_gemm_tops for FP8 as BF16"),
 }
 #: Parameter bounds: efficiencies between 5 % and 100 % (inverse 1..20), per-layer costs 0..20 ms.
 BOUNDS = {name: ((1.0, 20.0) if inv else (0.0, 0.02)) for name, (_, _, inv) in SPEED_PARAMS.items()}
@@ -210,6 +212,7 @@ def _coefficients(o: Obs, p: dict[str, float]) -> tuple[list[float], float, floa
     vec["c"] += runs * terms["layers"]
     vec["te_a_hopper" if te_gen else f"a_{gen}"] += runs * terms["te_attention"]
     vec["te_c"] += runs * terms["te_layers"]
+    vec["u8_hopper"] += runs * terms.get("linear_fp8", 0.0)
     measured = est.tokens_per_step / gpus / o.tokens_per_second
     return [vec[n] for n in SPEED_PARAMS], est.step_seconds or 0.0, measured
 

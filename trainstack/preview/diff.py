@@ -310,7 +310,8 @@ def _side(doc: dict, label: str) -> dict[str, Any]:
     return {"label": label, "stack": doc.get("stack"), "name": (doc.get("plan") or {}).get("name"),
             "catalog_date": doc.get("catalog_date"), "pricing": (doc.get("cost") or {}).get("pricing"),
             "prices": doc.get("prices"),
-            "summary": doc.get("summary") or {}, "estimate": (doc.get("plan") or {}).get("estimate") or {}}
+            "summary": doc.get("summary") or {},
+            "estimate": (doc.get("plan") or {}).get("estimate") if isinstance(doc.get("plan"), dict) else None}
 
 
 def empty_plan() -> dict[str, Any]:

@@ -87,18 +87,35 @@ def _nodes(side: dict) -> str:
     return "—" if s.get("nodes") is None else f"{s.get('nodes')} × {s.get('gpus_per_node')} GPU"
 
 
+def _estimate(side: dict) -> dict:
+    e = side.get("estimate")
+    return e if isinstance(e, dict) else {}
+
+
+def _pair(iv: object) -> Optional[tuple[float, float]]:
+    """An interval as saved ([low, high] numbers), or None for anything else (a hand-edited plan)."""
+    if isinstance(iv, (list, tuple)) and len(iv) == 2 and all(_is_num(x) for x in iv):
+        return float(iv[0]), float(iv[1])
+    return None
+
+
+def _is_num(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
 def _speed(side: dict) -> str:
-    e = side.get("estimate") or {}
-    v, iv = e.get("tokens_per_second_per_gpu"), e.get("tokens_per_second_per_gpu_interval")
-    return "—" if v is None else f"{v:,.0f}" + (f" ({iv[0]:,.0f}–{iv[1]:,.0f})" if iv else "")
+    e = _estimate(side)
+    v, iv = e.get("tokens_per_second_per_gpu"), _pair(e.get("tokens_per_second_per_gpu_interval"))
+    return "—" if not _is_num(v) else f"{v:,.0f}" + (f" ({iv[0]:,.0f}–{iv[1]:,.0f})" if iv else "")
 
 
 def _fit(side: dict) -> str:
-    e = side.get("estimate") or {}
-    iv = e.get("required_gib_interval")
-    if not e.get("fit"):
+    e = _estimate(side)
+    fit, req, iv = e.get("fit"), e.get("required_gib_per_gpu"), _pair(e.get("required_gib_interval"))
+    if not isinstance(fit, str):
         return "—"
-    return f"{e['fit'].replace('_', ' ')}: {e.get('required_gib_per_gpu')} GiB" + (f" ({iv[0]:.1f}–{iv[1]:.1f})" if iv else "")
+    return (_val(fit.replace("_", " ")) + (f": {req:.2f} GiB" if _is_num(req) else "")
+            + (f" ({iv[0]:.1f}–{iv[1]:.1f})" if iv else ""))
 
 
 def _table(d: dict) -> list[str]:

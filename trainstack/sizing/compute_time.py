@@ -44,6 +44,11 @@ def matmul_efficiency(gpu: GpuModel) -> float:
     return K.MATMUL_EFFICIENCY_BY_ARCH.get(gpu.architecture, K.MATMUL_EFFICIENCY_BY_ARCH["hopper"])
 
 
+def fp8_matmul_efficiency(gpu: GpuModel) -> float:
+    """The fitted share of the dense FP8 peak the FP8 matmuls reach (Hopper's for every FP8 GPU)."""
+    return K.FP8_MATMUL_EFFICIENCY_BY_ARCH.get(gpu.architecture, K.FP8_MATMUL_EFFICIENCY_BY_ARCH["hopper"])
+
+
 def attention_efficiency(gpu: GpuModel) -> float:
     """The fitted share of the dense peak flash attention reaches on this GPU generation."""
     return K.ATTENTION_EFFICIENCY_BY_ARCH.get(gpu.architecture, K.ATTENTION_EFFICIENCY_BY_ARCH["hopper"])
@@ -97,8 +102,8 @@ def step_terms(arch: Architecture, t: TrainingSpec, linear_tflops: float, attent
                bandwidth_gbs: float, stage: Optional[Stage] = None, ep: int = 1,
                matmul_eff: Optional[float] = None, shard: int = 1) -> dict[str, float]:
     """One micro-batch's work at 100 % of the hardware (seconds), before the fitted efficiencies:
-    ``linear`` matmuls (decoder layers at the training precision's peak, the LM head and eager attention's
-    matmuls at the 16-bit peak), ``attention`` (flash/SDPA attention's QK^T and AV), ``traffic``
+    ``linear`` matmuls (decoder layers, the LM head and eager attention's matmuls at the 16-bit peak),
+    ``linear_fp8`` the decoder's matmuls at the FP8 peak when the job trains in FP8, ``attention`` (flash/SDPA attention's QK^T and AV), ``traffic``
     element-wise bytes (op by op, or compiled: traffic.py), ``layers`` (the fixed per-layer launch cost
     counts layers; transformers' per-expert loop adds to it), ``optimizer`` the optimizer step's traffic
     (once per step). Routed-expert GEMMs are timed on a roofline (moe_time.py): the memory-bound ones move
@@ -108,11 +113,16 @@ def step_terms(arch: Architecture, t: TrainingSpec, linear_tflops: float, attent
     w = stage_work(arch, t, stage, ep, shard)
     bw = bandwidth_gbs * 1e9
     layer_flops, expert_bytes = w.layer_flops, 0.0
+    fp8 = t.precision == "fp8-mixed" and linear_tflops > attention_tflops   # the GPU has an FP8 peak
     if w.experts is not None:
         eff = K.MATMUL_EFFICIENCY if matmul_eff is None else matmul_eff
+        if fp8:
+            eff = K.FP8_MATMUL_EFFICIENCY_BY_ARCH["hopper"]
         compute, expert_bytes = expert_roofline(w.experts, linear_tflops, bandwidth_gbs, eff)
         layer_flops += compute - w.experts.flops
-    terms = {"linear": layer_flops / (linear_tflops * 1e12) + w.bf16_flops / (attention_tflops * 1e12),
+    fp8_seconds = layer_flops / (linear_tflops * 1e12) if fp8 else 0.0
+    terms = {"linear": (0.0 if fp8 else layer_flops / (linear_tflops * 1e12)) + w.bf16_flops / (attention_tflops * 1e12),
+             "linear_fp8": fp8_seconds,
              "attention": w.attention_flops / (attention_tflops * 1e12),
              "traffic": w.micro_bytes / bw, "layers": float(w.layers) + w.loop_layers, "optimizer": w.optimizer / bw,
              "te_attention": 0.0, "te_layers": 0.0}
@@ -127,9 +137,10 @@ def step_terms(arch: Architecture, t: TrainingSpec, linear_tflops: float, attent
 
 
 def micro_seconds(terms: dict[str, float], matmul_eff: float, attention_eff: float,
-                  te_attention_eff: Optional[float] = None) -> float:
+                  te_attention_eff: Optional[float] = None, fp8_eff: Optional[float] = None) -> float:
     """A micro-batch's time from its terms and the fitted constants (the model the fit script fits)."""
     seconds = (terms["linear"] / matmul_eff + terms["attention"] / attention_eff
+               + terms.get("linear_fp8", 0.0) / (fp8_eff or K.FP8_MATMUL_EFFICIENCY_BY_ARCH["hopper"])
                + terms["traffic"] / K.BANDWIDTH_EFFICIENCY + K.LAYER_OVERHEAD_SECONDS * terms["layers"])
     if terms.get("te_layers"):
         seconds += (terms["te_attention"] / (te_attention_eff or attention_eff)

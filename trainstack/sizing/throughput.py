@@ -34,7 +34,8 @@ from ..reasons import Reason
 from . import constants as K
 from .communication import data_parallel_seconds, model_parallel_labels, model_parallel_seconds
 from .compute_time import (
-    attention_efficiency, dense_tflops, matmul_efficiency, micro_seconds, step_terms, te_attention_efficiency,
+    attention_efficiency, dense_tflops, fp8_matmul_efficiency, matmul_efficiency, micro_seconds, step_terms,
+    te_attention_efficiency,
 )
 from .flops import flops_per_token
 from .intervals import estimate_class, fp8_unmeasured, interval
@@ -179,7 +180,7 @@ def pipeline_pace(arch: Architecture, t: TrainingSpec, gpu: GpuModel, lay: Layou
     for stage in stages(arch.num_layers, lay, gas):
         terms = step_terms(arch, t, linear_peak, attn_peak, bandwidth, None if lay.trivial else stage,
                            ep=expert_degree(arch, t, lay), matmul_eff=eff, shard=lay.shard)
-        micro = micro_seconds(terms, eff, att_eff, te_eff)
+        micro = micro_seconds(terms, eff, att_eff, te_eff, fp8_matmul_efficiency(gpu))
         attention_seconds = terms["attention"] / att_eff + terms["te_attention"] / te_eff
         mp = model_parallel_seconds(arch, t, lay, stage, lk, attention_seconds)
         opt = terms["optimizer"] / K.BANDWIDTH_EFFICIENCY  # the optimizer step, once per step
