@@ -1,4 +1,5 @@
-"""`trainstack resolve PROFILE [--json] [--all]`: the chosen placement and why."""
+"""`trainstack resolve PROFILE [--json] [--all]`: the chosen placement and why, and the policy verdicts
+the plan gets (``--policy-config FILE``; exit 4 on a mandatory one, the plan still printed)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import json
 from ..catalog import load_catalog
 from ..plan import Candidate, Plan
 from ..profile import load_profile
-from ..placement import rank_key, resolve_all
-from ..rules import check_plan, check_profile
+from ..placement import rank_key
+from ..rules import plan_verdicts, resolution
 from ..textable import render_table
+from . import _policy
 
 
 def register(sub) -> None:
@@ -17,6 +19,7 @@ def register(sub) -> None:
     p.add_argument("profile", help="path to a profile YAML")
     p.add_argument("--json", action="store_true", help="print the Plan as JSON")
     p.add_argument("--all", action="store_true", help="list every candidate considered, feasible or not")
+    _policy.add_argument(p)
     p.set_defaults(func=run)
 
 
@@ -98,17 +101,17 @@ def _same(c: Candidate, plan: Plan) -> bool:
 
 def run(args) -> int:
     profile = load_profile(args.profile)
-    catalog = load_catalog()
-    check_profile(profile, catalog, file=args.profile)
-    res = resolve_all(profile, catalog)
+    config = _policy.policy_config(args)
+    res = resolution(profile, load_catalog(), file=args.profile)
     plan = res.plan
     assert plan is not None
-    check_plan(plan, file=args.profile)
+    verdicts = plan_verdicts(plan, config)
     if args.json:
         doc = plan.model_dump(mode="json")
         if args.all:
             doc["considered"] = [c.model_dump(mode="json") for c in res.candidates]
+        doc["policy"] = [v.model_dump() for v in verdicts]
         print(json.dumps(doc, indent=2))
     else:
         print(render_text(plan, res.candidates, args.all))
-    return 0
+    return _policy.report(verdicts, args.profile)
