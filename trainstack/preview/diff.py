@@ -299,7 +299,7 @@ def unknown_knock_on(knock, changed: list[dict]) -> list[str]:
 
 
 def _by_urn(doc: dict) -> dict[str, dict]:
-    return {r["urn"]: r for r in doc.get("resources") or [] if r.get("urn")}
+    return {r["urn"]: r for r in doc.get("resources") or [] if isinstance(r, dict) and isinstance(r.get("urn"), str)}
 
 
 def _ident(r: dict) -> dict[str, Any]:
