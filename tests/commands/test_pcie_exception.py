@@ -59,7 +59,10 @@ def test_without_an_exception_the_type_is_refused_and_the_fix_is_offered(project
     rc, doc = _json(capsys, ["resolve", profile, "--json"])
     assert rc == 3 and "multi-gpu-without-nvlink" in {c for r in doc["rejected"] for c in r["reason_codes"]}
     fix = [s for s in doc["suggestions"] if "allowed_types" in s]
-    assert len(fix) == 1 and TYPE in fix[0] and "6,532 CNY" in fix[0]  # tested: the plan it would give
+    # tested: the suggestion quotes the plan the exception would give (its nodes and total cost)
+    rc, allowed = _json(capsys, ["resolve", profile, "--json", "--policy-config", "stacks/policy-allow.json"])
+    assert rc == 0 and len(fix) == 1
+    assert f"{allowed['nodes']} x {TYPE}, {allowed['total_cost_cny']:,.0f} CNY" in fix[0]
     assert _json(capsys, ["plan", "--stack", "l20-plain", "--format", "json"])[0] == 3
     rc, doc = _json(capsys, ["validate", "--stack", "l20-plain", "--json"])
     assert rc == 0 and doc["feasible"] is False

@@ -42,17 +42,7 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
     od, spot = cost.get("on_demand") or {}, cost.get("spot") or {}
     est = " est." if spot.get("estimate", True) else ""  # the quote's flag (cost.spot.estimate); old plans: est.
     gpu = f" ({s['gpu_model']})" if s.get("gpu_model") else ""
-    return [*_summary(s, od, spot, est, gpu), *exception_rows(doc.get("plan") or {})]
-
-
-def exception_rows(plan: dict) -> list[tuple[str, str]]:
-    """One row per policy-config exception the plan rests on (``plan.policy_exceptions``)."""
-    return [("policy exception", f"{e['instance_type']} allowed by {e['policy']} "
-                                 f"({'allowed_types' if e['setting'] == 'allowed_types' else 'disabled'}) in {e['source']}")
-            for e in plan.get("policy_exceptions") or []]
-
-
-def _summary(s: dict, od: dict, spot: dict, est: str, gpu: str) -> list[tuple[str, str]]:
+    plan = doc.get("plan") if isinstance(doc.get("plan"), dict) else {}
     return [
         ("target", str(s.get("target") or "unknown")),
         ("instance type", f"{s.get('instance_type') or 'quota (no ECS type)'}{gpu}"),
@@ -60,14 +50,28 @@ def _summary(s: dict, od: dict, spot: dict, est: str, gpu: str) -> list[tuple[st
         ("zone", str(s.get("zone") or "chosen at deploy time")),
         ("pricing", pricing(s)),
         ("memory margin", f"{num(s.get('memory_margin_gib'), 2)} GiB per GPU"),
-        *interval_rows((doc.get("plan") or {}).get("estimate") if isinstance(doc.get("plan"), dict) else None),
+        *interval_rows(plan.get("estimate")),
         ("tokens/s", num(s.get("tokens_per_second"))),
         ("hours", num(s.get("estimated_hours"))),
         ("hourly cost", f"{money(s.get('hourly_cost_cny'))} (on-demand {money(od.get('hourly_cny'))}, "
                         f"spot {money(spot.get('hourly_cny'))}{est if spot.get('hourly_cny') is not None else ''})"),
         ("total cost", f"{money(s.get('total_cost_cny'))} (on-demand {money(od.get('total_cny'))}, "
                        f"spot {money(spot.get('total_cny'))}{est if spot.get('total_cny') is not None else ''})"),
+        *exception_rows(plan),
     ]
+
+
+def exception_rows(plan: dict) -> list[tuple[str, str]]:
+    """One row per policy-config exception the plan rests on (``plan.policy_exceptions``); entries a hand
+    edit made unreadable are skipped."""
+    rows = []
+    listed = plan.get("policy_exceptions")
+    for e in listed if isinstance(listed, list) else []:
+        if isinstance(e, dict):
+            how = "allowed_types" if e.get("setting") == "allowed_types" else "disabled"
+            rows.append(("policy exception", f"{e.get('instance_type')} allowed by {e.get('policy')} ({how}) "
+                                             f"in {e.get('source')}"))
+    return rows
 
 
 FIT_WORDS = {"fits": "fits", "at_risk": "AT RISK (nothing fits with the interval's upper end)",
@@ -221,7 +225,8 @@ def chart_section(plan: dict) -> list[str]:
         return []
     chosen = {k: plan.get(k) for k in ("target", "instance_type", "gpu_model", "nodes", "gpus_per_node", "spot",
                                        "estimated_hours", "total_cost_cny")}
-    lines = cost_chart([chosen, *(plan.get("alternatives") or [])], chosen)
+    alternatives = plan.get("alternatives") if isinstance(plan.get("alternatives"), list) else []
+    lines = cost_chart([chosen, *(a for a in alternatives if isinstance(a, dict))], chosen)
     return ["### Cost against hours", "", *lines, ""] if lines else []
 
 
