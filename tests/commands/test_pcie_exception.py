@@ -48,8 +48,8 @@ def _json(capsys, argv: list[str]) -> tuple[int, dict]:
     return rc, json.loads(out) if out.strip() else {}
 
 
-def _config(tmp_path: Path, doc: dict) -> str:
-    path = tmp_path / "flag.json"
+def _config(tmp_path: Path, doc: dict, name: str = "flag.json") -> str:
+    path = tmp_path / name
     path.write_text(json.dumps(doc))
     return str(path)
 
@@ -113,3 +113,25 @@ def test_resolve_text_names_the_exception(project, capsys):
     assert main(["resolve", "stacks/profiles/l20-lora.yaml", "--policy-config", "stacks/policy-allow.json"]) == 0
     out = capsys.readouterr().out
     assert "Allowed by the policy config" in out and f"{TYPE}: no-pcie-multi-gpu-training allowed_types lists it" in out
+
+
+def test_up_refuses_a_flag_config_whose_plan_the_program_would_not_make(project, capsys, tmp_path, monkeypatch):
+    """`trainstack up --policy-config FILE` hands FILE to the pack only; the program resolves under the
+    stack's trainstack:policyConfig, so a FILE under which the resolver plans otherwise is exit 2 before
+    anything runs; a FILE that grants other exceptions but plans the same goes on."""
+    from trainstack.commands import up as up_cmd
+
+    monkeypatch.setattr(up_cmd, "_confirm", lambda args, stack: (_ for _ in ()).throw(AssertionError("reached")))
+    empty = _config(tmp_path, {"no-pcie-multi-gpu-training": {"allowed_types": []}})
+    assert main(["up", "--stack", "l20-lora", "--yes", "--policy-config", empty]) == 2
+    err = capsys.readouterr().err
+    assert (f"its PCIe exceptions plan nothing (infeasible), the stack's trainstack:policyConfig "
+            f"(stacks/policy-allow.json) plans 1 x {TYPE}") in err
+    assert main(["up", "--stack", "l20-plain", "--yes", "--policy-config", "stacks/policy-allow.json"]) == 2
+    assert f"plan 1 x {TYPE}, the stack's config (no trainstack:policyConfig) plans nothing" in capsys.readouterr().err
+    # the same grants through another file and level, and other grants that plan the same, go on to deploy
+    same = _config(tmp_path, {"no-pcie-multi-gpu-training": {"allowed_types": [TYPE]}, "all": "advisory"})
+    disabled = _config(tmp_path, {"no-pcie-multi-gpu-training": "disabled"}, "disabled.json")
+    for flag in (same, disabled):
+        with pytest.raises(AssertionError, match="reached"):
+            main(["up", "--stack", "l20-lora", "--yes", "--policy-config", flag])

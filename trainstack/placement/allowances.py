@@ -30,6 +30,10 @@ class PolicyAllowances(BaseModel):
     policy: str = Field("no-pcie-multi-gpu-training", description="The policy whose setting grants it")
     source: str = Field("", description="Where the allowance was granted (the policy config file), for labels")
 
+    def grants(self) -> tuple[bool, frozenset[str]]:
+        """What it lets the resolver plan, whichever file granted it (two configs plan alike iff equal)."""
+        return self.every_pcie_type, self.pcie_multi_gpu_types
+
     def allows_pcie(self, instance_type: str) -> bool:
         return self.every_pcie_type or instance_type in self.pcie_multi_gpu_types
 
