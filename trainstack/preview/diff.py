@@ -11,12 +11,12 @@ trainstack lacks some fields; those are reported as unknown, never read as "noth
 
 from __future__ import annotations
 
-import json
 from typing import Any, Iterator, Optional
 
 from trainstack.catalog.provider_facts import ProviderFacts, load_provider_facts
 
 from ..dlc_job import KIND as DLC_KIND
+from ..fsutil import json_or_none
 from .change_rules import (
     DYNAMIC, effect_label, ignored_takes_effect, is_job_settings, judge, matches, replace_effects, takes_effect,
 )
@@ -38,10 +38,7 @@ def flatten(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     """``(path, leaf)`` pairs: ``dataDisks[0].size``; lists of scalars stay one value; a string
     holding a JSON document (a RAM policy) is opened up: ``policyDocument(json).Statement[0]...``."""
     if isinstance(value, str) and value[:1] in "{[" and len(value) > 2:
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            parsed = None
+        parsed = json_or_none(value)  # bounded: a hand-made plan's string may nest 100,000 deep
         if isinstance(parsed, (dict, list)) and parsed:
             yield from flatten(parsed, f"{path}(json)")
             return
