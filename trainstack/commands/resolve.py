@@ -104,11 +104,17 @@ def run(args) -> int:
     plan = res.plan
     assert plan is not None
     check_plan(plan, file=args.profile)
+    from ..calibration_effect import effect
+
+    changed = effect(profile, plan, catalog)  # the calibration overlay's effect, named first
     if args.json:
         doc = plan.model_dump(mode="json")
+        if changed is not None:
+            doc["calibration"] = changed.model_dump(mode="json")
         if args.all:
             doc["considered"] = [c.model_dump(mode="json") for c in res.candidates]
         print(json.dumps(doc, indent=2))
     else:
-        print(render_text(plan, res.candidates, args.all))
+        text = render_text(plan, res.candidates, args.all)
+        print("\n".join(changed.lines(plan.region)) + "\n" + text if changed is not None else text)
     return 0

@@ -62,6 +62,24 @@ def prices_line(prices: Optional[dict]) -> str:
     return str(prices.get("headline") or f"prices: {prices.get('source')} as of {prices.get('as_of')}")
 
 
+def calibration_lines(doc: dict) -> list[str]:
+    """What the calibration overlay changed in the plan, with and without it (none: no change)."""
+    found = doc.get("calibration")
+    if not isinstance(found, dict):
+        return []
+    from ..calibration_effect import CalibrationEffect
+
+    try:
+        return CalibrationEffect.model_validate(found).lines(str((doc.get("plan") or {}).get("region") or "the region"))
+    except ValueError:
+        return ["calibration changes this plan (its record in this document is unreadable)"]
+
+
+def calibration_callout(doc: dict) -> list[str]:
+    lines = calibration_lines(doc)
+    return [] if not lines else ["> [!WARNING]", *(f"> {md_escape(x)}  " for x in lines), ""]
+
+
 def resource_tree(doc: dict) -> list[str]:
     """`type  name` lines as a tree (parents from the recording), with protect/retain markers."""
     resources = doc.get("resources") or []
@@ -100,7 +118,7 @@ def title(doc: dict) -> str:
 def render_text(doc: dict) -> str:
     mandatory, advisory = policy_counts(doc)
     lines = [f"trainstack plan: {title(doc)} (stack {doc.get('stack')}, catalog {doc.get('catalog_date') or 'unknown'})",
-             prices_line(doc.get("prices")), "", "Summary"]
+             *calibration_lines(doc), prices_line(doc.get("prices")), "", "Summary"]
     lines += ["  " + ln for ln in render_table(["", ""], summary_rows(doc)).splitlines()[1:]]
     resources = doc.get("resources") or []
     lines += ["", f"Resources ({len(resources)})"] + ["  " + ln for ln in resource_tree(doc)]
@@ -141,7 +159,7 @@ def render_markdown(doc: dict) -> str:
     out = [f"## trainstack plan: `{title(doc)}`", "",
            f"Stack `{doc.get('stack')}` · catalog {doc.get('catalog_date') or 'unknown'} · "
            f"{len(resources)} resources · {mandatory} mandatory / {advisory} advisory policy violation(s)", "",
-           *prices_callout(doc.get("prices")), "| | |", "|---|---|"]
+           *calibration_callout(doc), *prices_callout(doc.get("prices")), "| | |", "|---|---|"]
     out += [f"| {label} | {md_escape(value)} |" for label, value in summary_rows(doc)]
     out += ["", "### Policies", ""]
     if doc.get("policy"):
