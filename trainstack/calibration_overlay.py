@@ -219,9 +219,15 @@ def suspended() -> Iterator[None]:
 def parse_overlay(data: bytes, where: str) -> CalibrationOverlay:
     from .fsutil import parse_json
 
+    from .secrets import scan, secret_texts
+
     try:
-        parse_json(data, name=where, what="calibration overlay", max_depth=MAX_OVERLAY_DEPTH,
-                   limit=MAX_OVERLAY_BYTES)  # NaN, duplicate keys, nesting: refused before pydantic reads it
+        doc = parse_json(data, name=where, what="calibration overlay", max_depth=MAX_OVERLAY_DEPTH,
+                         limit=MAX_OVERLAY_BYTES)  # NaN, duplicate keys, nesting: refused before pydantic reads it
+        if findings := scan(doc):  # its names reach every plan's labels
+            raise InputError(f"{where}: the calibration overlay holds what looks like a credential",
+                             secrets=secret_texts(findings), problems=[
+                                 Problem(path=f.path, message=f.message, file=where) for f in findings])
         return CalibrationOverlay.model_validate_json(data)
     except ValidationError as exc:
         problems = [Problem(path=".".join(str(p) for p in e["loc"]), message=f"calibration overlay is invalid: {e['msg']}",

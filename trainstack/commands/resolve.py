@@ -7,6 +7,8 @@ import json
 from ..catalog import load_catalog
 from ..plan import Candidate, Plan
 from ..profile import load_profile
+from ..redaction import redact_string
+from ..secrets import redact
 from ..placement import rank_key, resolve_all
 from ..rules import check_plan, check_profile
 from ..textable import render_table
@@ -113,8 +115,9 @@ def run(args) -> int:
             doc["calibration"] = changed.model_dump(mode="json")
         if args.all:
             doc["considered"] = [c.model_dump(mode="json") for c in res.candidates]
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(redact(doc), indent=2))  # labels quote price books and overlays: never a secret
     else:
         text = render_text(plan, res.candidates, args.all)
-        print("\n".join(changed.lines(plan.region)) + "\n" + text if changed is not None else text)
+        text = "\n".join(changed.lines(plan.region)) + "\n" + text if changed is not None else text
+        print("\n".join(redact_string(line) for line in text.split("\n")))
     return 0

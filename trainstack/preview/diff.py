@@ -17,6 +17,7 @@ from trainstack.catalog.provider_facts import ProviderFacts, load_provider_facts
 
 from ..dlc_job import KIND as DLC_KIND
 from ..fsutil import json_or_none
+from ..redaction import redact_input
 from .change_rules import (
     DYNAMIC, effect_label, ignored_takes_effect, is_job_settings, judge, matches, replace_effects, takes_effect,
 )
@@ -207,7 +208,10 @@ def _verdict_key(v: dict) -> tuple:
 
 def diff_documents(base: dict, head: dict, base_label: str = "base", head_label: str = "head",
                    facts: Optional[ProviderFacts] = None) -> dict[str, Any]:
-    """The diff document (``kind: trainstack-diff``); both inputs are plan documents."""
+    """The diff document (``kind: trainstack-diff``); both inputs are plan documents, redacted here
+    whoever wrote them (a hand-made or older saved plan may hold a password or a token in user data:
+    trainstack/redaction.py; trainstack's own documents come out unchanged)."""
+    base, head = redact_input(base), redact_input(head)
     facts = facts or load_provider_facts()
     base_unknown, head_unknown = list(base.get("unknown_fields") or []), list(head.get("unknown_fields") or [])
     bi, hi = _index(base), _index(head)

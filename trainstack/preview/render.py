@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from ..redaction import redact_string
 from ..textable import render_table
 from . import topology
 from .values import public
@@ -136,7 +137,7 @@ def render_text(doc: dict) -> str:
         lines += ["  " + ln for ln in body.splitlines()]
     labels = (doc.get("plan") or {}).get("labels") or []
     if labels or doc.get("notes") or doc.get("logs"):
-        lines += ["", "Labels and notes"] + [f"  - {x}" for x in [*labels, *doc.get("notes", [])]]
+        lines += ["", "Labels and notes"] + [f"  - {redact_string(str(x))}" for x in [*labels, *doc.get("notes", [])]]
         lines += [f"  - {log['level']}: {log['message']}" for log in doc.get("logs", [])]
     return "\n".join(lines) + "\n"
 
@@ -178,7 +179,8 @@ def render_markdown(doc: dict) -> str:
     labels = (doc.get("plan") or {}).get("labels") or []
     notes = [*labels, *doc.get("notes", []), *(f"{x['level']}: {x['message']}" for x in doc.get("logs", []))]
     if notes:
-        out += ["", "<details><summary>Labels and notes</summary>", ""] + [f"- {md_escape(n)}" for n in notes]
+        out += ["", "<details><summary>Labels and notes</summary>", ""] + [f"- {md_escape(redact_string(str(n)))}"
+                                                                            for n in notes]
         out += ["", "</details>"]
     return "\n".join(out) + "\n"
 

@@ -281,4 +281,7 @@ def load_policy_config(path: Optional[str]) -> Optional[dict[str, Any]]:
     doc = read_json_file(path, what="policy config", limit=MAX_POLICY_CONFIG_BYTES, max_depth=16)
     if not isinstance(doc, dict):
         raise InputError(f"{path}: a policy config is a JSON object of policy name -> level or settings")
+    if findings := scan(doc):  # its settings reach policy messages, which plan and diff print
+        raise InputError(f"{path}: the policy config holds what looks like a credential", secrets=secret_texts(findings),
+                         problems=[Problem(path=f.path, message=f.message, file=str(path)) for f in findings])
     return doc
