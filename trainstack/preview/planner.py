@@ -174,6 +174,9 @@ def build_document(source: Source, project: Project, stack: str, plan: Plan, rec
     if any(i.token.endswith("getImages:getImages") for i in recording.invokes):
         notes.append(f"image {FAKE_IMAGE_ID} is a placeholder: the real image is looked up by family at deploy time")
     notes += [f"invoke {i.token} has no offline answer (empty result)" for i in recording.invokes if not i.answered]
+    from ..launchers import launch_notes, topology_from_plan
+
+    notes += launch_notes(plan.dlc.command if plan.dlc is not None else plan.job.command, topology_from_plan(plan))
     doc = {
         "schema_version": PLAN_SCHEMA_VERSION,
         "kind": "trainstack-plan",

@@ -6,10 +6,12 @@ Strict types: a YAML ``true`` is never the number 1 and a quoted ``"2"`` never t
 accepted where a decimal is. Lists are read into tuples. One spelling is read as the number it is
 in YAML 1.2 (https://yaml.org/spec/1.2.2/#1023-core-schema): an exponent without a dot or a sign,
 ``5.0e7``, ``1e9``, which PyYAML's YAML 1.1 rules leave a string (trainstack's own reader resolves
-it, trainstack/profile/yamlfile.py; a document parsed by plain PyYAML reaches a decimal field with it). Control characters (C0, DEL, C1, the
-Unicode line and paragraph separators) are refused in every string, key and list item; the
-free-text fields of a section (``FREE_TEXT``: ``job.command`` and ``job.env`` values) may hold
-tab, line feed and carriage return, which a shell line and a variable carry safely.
+it, trainstack/profile/yamlfile.py; a document parsed by plain PyYAML reaches a decimal field so).
+
+Control characters (C0, DEL, C1, the Unicode line and paragraph separators) are refused in every
+string, key and list item; the free-text fields of a section (``FREE_TEXT``: ``job.command`` and
+``job.env`` values) may hold tab, line feed, carriage return and the Unicode separators, which a
+shell line and a variable carry safely (the node files quote them).
 """
 
 from __future__ import annotations
