@@ -192,3 +192,169 @@ def parallel_ids() -> tuple[list[str], dict[str, str]]:
 def load_published() -> list[PublishedRow]:
     """Every published row trainstack can state, set A first."""
     return _set_a() + _set_b()
+
+
+# ---- set C: the broader corpus (issue 32) -----------------------------------------------------------------------
+
+SET_C = DATA / "published-set-c.json"
+
+#: how each measured memory kind of set C is compared (the PublishedRow.compare vocabulary)
+_COMPARE = {"reserved": "reserved", "allocated": "allocated", "active": "allocated", "nvidia-smi": "whole-gpu",
+            "unspecified": "whole-gpu", "fit-boundary": "fit-boundary"}
+#: sharding kinds today's profile states (ZeRO stage; FSDP = ZeRO-3; Megatron's distributed optimizer = ZeRO-1)
+_ZERO = {"single": 0, "ddp": 0, "fsdp": 3, "fsdp2": 3, "megatron": 1}
+#: frameworks whose default is no activation recompute (Megatron-LM recompute_granularity None; torchtitan mode none)
+_NO_RECOMPUTE_BY_DEFAULT = ("megatron", "torchtitan")
+
+
+class CorpusRow(NamedTuple):
+    """A set-C row stated in trainstack's types; ``approximated`` lists what the profile states less exactly."""
+    id: str
+    source: str
+    framework: str
+    category: str
+    arch: Architecture
+    training: TrainingSpec
+    gpu: Optional[GpuModel]         # None: the source states only a memory size (memory_limit_gib)
+    gpus: int
+    per_node: int
+    nodes: int
+    network_gbps: Optional[float]
+    compare: Optional[str]          # allocated | reserved | whole-gpu | fit-boundary | None
+    measured_gib: Optional[float]
+    tokens_per_second: Optional[float]
+    oom: bool                       # ran out of memory: an estimate must not call it fitting
+    memory_limit_gib: Optional[float]   # the memory the OOM or fit boundary is at, where not a GPU's usable memory
+    approximated: tuple[str, ...]
+
+
+class NotExpressible(NamedTuple):
+    id: str
+    source: str
+    missing: tuple[str, ...]    # each "not expressible yet: <field>" or "unstated: <what>"
+
+
+def _lora(r: dict, missing: list[str], approx: list[str]) -> Optional[LoraSpec]:
+    lora = r.get("lora")
+    if not lora:
+        return None
+    if not isinstance(lora.get("rank"), int):
+        missing.append("unstated: lora.rank")
+        return None
+    targets = lora.get("targets")
+    if isinstance(targets, list):
+        mlp = any(t in targets for t in ("mlp", "gate_proj", "up_proj", "down_proj"))
+        approx.append(f"lora.targets {targets} stated as {'all-linear' if mlp else 'attention'}")
+        targets = "all-linear" if mlp else "attention"
+    elif targets not in ("attention", "all-linear"):
+        missing.append(f"unstated: lora.targets ({targets})")
+        return None
+    alpha = lora.get("alpha") if isinstance(lora.get("alpha"), (int, float)) else None
+    return LoraSpec(rank=lora["rank"], targets=targets, alpha=alpha)
+
+
+def _blockers(r: dict) -> list[str]:
+    """What today's profile has no field for (the estimator engineer's list of new fields)."""
+    out = []
+    s = r["sharding"]
+    if s["kind"] == "hsdp":
+        out.append("not expressible yet: training.hsdp (shard inside a node, replicate across)")
+    if s["kind"] == "megatron-fsdp":
+        out.append("not expressible yet: Megatron-FSDP sharding")
+    if s.get("sp", 1) != 1:
+        out.append("not expressible yet: training.sequence_parallel (Ulysses all-to-all)")
+    if r.get("offload"):
+        out.append(f"not expressible yet: training.offload ({r['offload']})")
+    if "optimizer_in_backward" in r["fused"]:
+        out.append("not expressible yet: training.optimizer_in_backward")
+    if "bf16 exp_avg" in r["optimizer"]:
+        out.append("not expressible yet: training.optimizer_state_dtype (bf16 Adam moments)")
+    q = r["quantization"]
+    if q != "none" and not q.startswith("nf4"):
+        out.append(f"not expressible yet: training.quantization ({q})")
+    if r.get("moe_routing") == "token-drop":
+        out.append("not expressible yet: MoE token dropping (expert capacity factor)")
+    for key, what in (("sequence_length", "sequence length"), ("micro_batch_size", "micro batch size")):
+        if not isinstance(r.get(key), int):
+            out.append(f"unstated: {what}")
+    if r["gpu"] is None and r["measured"].get("memory_limit_gib") is None:
+        out.append("unstated: GPU model")
+    if r["optimizer"] == "unstated":
+        out.append("unstated: optimizer")
+    if r["gradient_checkpointing"] == "unstated" and r["framework_as_profile"] not in _NO_RECOMPUTE_BY_DEFAULT:
+        out.append("unstated: gradient checkpointing")
+    for key in ("zero_stage", "vp", "tp", "pp", "cp", "ep"):
+        if s.get(key) is not None and not isinstance(s.get(key), int):
+            out.append(f"unstated: sharding.{key}")
+    return out
+
+
+def _approximations(r: dict) -> list[str]:
+    """Stated details today's profile rounds off (kept with the row; not blocking)."""
+    out = []
+    if r["attention"] not in ("sdpa", "flash2", "unstated"):
+        out.append(f"attention {r['attention']} (no training.attention field yet: flash/SDPA-style memory assumed)")
+    if r["fp8_recipe"]:
+        out.append(f"fp8 recipe '{r['fp8_recipe']}' stated as precision fp8-mixed")
+    if r["gradient_checkpointing"] == "unstated":
+        out.append("gradient checkpointing unstated: taken as off (the stack's default)")
+    if r["nodes"] > 1 and not (r.get("network") or {}).get("gbps") and not (r.get("network") or {}).get("gbps_per_gpu"):
+        out.append("node network not stated (the estimate's default network applies)")
+    if r.get("moe_routing"):
+        out.append(f"MoE routing: {r['moe_routing']}")
+    if r["fused"]:
+        out.append("fused kernels: " + ", ".join(r["fused"]))
+    return out
+
+
+def _loss(r: dict) -> Optional[str]:
+    if r.get("loss_as_profile"):
+        return r["loss_as_profile"]
+    fused = " ".join(r["fused"])
+    if "liger" in fused or "chunked_ce" in fused:
+        return "chunked"
+    return None
+
+
+def _corpus_row(r: dict) -> Union[CorpusRow, NotExpressible]:
+    missing = _blockers(r)
+    approx = _approximations(r)
+    lora = _lora(r, missing, approx)
+    if missing:
+        return NotExpressible(r["id"], r["source"], tuple(missing))
+    s, m = r["sharding"], r["measured"]
+    ckpt = r["gradient_checkpointing"]
+    try:
+        training = TrainingSpec(
+            method=r["method"], precision=r["precision"], optimizer="adamw", micro_batch_size=r["micro_batch_size"],
+            sequence_length=r["sequence_length"], gradient_checkpointing=False if ckpt == "unstated" else ckpt,
+            lora=lora, zero_stage=s["zero_stage"] if s["kind"] == "zero" else _ZERO[s["kind"]],
+            framework=r["framework_as_profile"], loss=_loss(r),
+            gradient_accumulation_steps=r["grad_accum"] if isinstance(r["grad_accum"], int) else None,
+            expert_parallel=s["ep"], tensor_parallel=s["tp"], pipeline_parallel=s["pp"], context_parallel=s["cp"],
+            virtual_pipeline_stages=s["vp"], compile=r["compile"] if isinstance(r["compile"], bool) else None)
+        arch = Architecture(**r["architecture"])
+    except (ValueError, TypeError) as e:   # pydantic's ValidationError is a ValueError
+        return NotExpressible(r["id"], r["source"], (f"not expressible yet: {str(e).splitlines()[0]}",))
+    net = r.get("network") or {}
+    gbps = net.get("gbps") or (net["gbps_per_gpu"] * min(r["gpus"], 8) if net.get("gbps_per_gpu") else None)
+    gpu = gpu_named(r["gpu"]) if r["gpu"] else None
+    per_node = min(r["gpus"], 8)
+    compare = _COMPARE.get(m.get("kind")) if m.get("peak_gib") is not None else None
+    category = "QLoRA" if training.method == "qlora" else "multi-GPU / ZeRO / FSDP" if r["gpus"] > 1 else (
+        "single GPU H100/H200" if gpu is not None and gpu.architecture == "hopper" else "other single GPU")
+    return CorpusRow(r["id"], r["source"], r["framework"], category, arch, training, gpu, r["gpus"], per_node,
+                     r["nodes"], gbps, compare, m.get("peak_gib"), m.get("tokens_per_s_per_gpu"), bool(m["oom"]),
+                     m.get("memory_limit_gib"), tuple(approx))
+
+
+def load_set_c() -> tuple[list[CorpusRow], list[NotExpressible]]:
+    """Set C (published-set-c.json) in trainstack's types where today's fields can state a row; the rest with
+    the fields they would need ("not expressible yet: ...") or the facts their source leaves out ("unstated: ...")."""
+    doc = json.loads(SET_C.read_text(encoding="utf-8"))
+    rows: list[CorpusRow] = []
+    rest: list[NotExpressible] = []
+    for r in doc["rows"]:
+        got = _corpus_row(r)
+        (rows if isinstance(got, CorpusRow) else rest).append(got)
+    return rows, rest

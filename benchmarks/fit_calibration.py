@@ -2,11 +2,11 @@
 
 usage: python benchmarks/fit_calibration.py
 
-Speed. One micro-batch takes (throughput.micro_seconds)
+Speed. One micro-batch takes (compute_time.micro_seconds)
 
     t = linear / u[gen] + attention / a + (traffic + f * fused_traffic) / b + c * layers
 
-where the terms are the work at 100 % of the hardware (throughput.step_terms): matmul FLOPs over
+where the terms are the work at 100 % of the hardware (compute_time.step_terms): matmul FLOPs over
 the dense peak, flash attention's FLOPs, element-wise bytes over HBM bandwidth (``fused_traffic``
 for stacks that fuse or compile those kernels), and the layer count (a fixed launch cost per layer).
 The step is ``gradient_accumulation_steps`` micro-batches, the optimizer step and the exposed
@@ -17,7 +17,7 @@ Rows: the 12 H200 calibration rows and the published rows marked ``fit`` (set A'
 every second llm-foundry row); each group (H200, published set A, llm-foundry per GPU) weighs the
 same in total. The H200 held-out rows and the other published rows are never fitted on.
 
-Memory. The allocator model (memory.reserved_bytes) is fitted as the tightest upper envelope of
+Memory. The allocator model (allocator.reserved_bytes) is fitted as the tightest upper envelope of
 the 20 H200 rows' peak_reserved: every prediction at or above the measurement, the largest
 overshoot as small as possible. Leave-one-out is printed for both.
 """
@@ -36,7 +36,8 @@ from benchmarks.calibration_rows import (  # noqa: E402
 )
 from trainstack.catalog.models import GpuModel  # noqa: E402
 from trainstack.sizing import constants as K  # noqa: E402
-from trainstack.sizing import memory as memory_mod  # noqa: E402
+from trainstack.sizing import allocator, param_bytes, phases  # noqa: E402
+from trainstack.sizing import compute_time, links  # noqa: E402
 from trainstack.sizing import throughput as thr  # noqa: E402
 
 H200 = GpuModel(name="H200", architecture="hopper", memory_gb=141, usable_gib=139.8, memory_bandwidth_gbs=4800,
@@ -75,14 +76,14 @@ def published_case(row: PublishedRow) -> SpeedCase:
 
 
 def _peaks(case: SpeedCase) -> tuple[float, float, float]:
-    linear, attention, _ = thr.dense_tflops(case.gpu, case.training)
+    linear, attention, _ = compute_time.dense_tflops(case.gpu, case.training)
     bandwidth = case.gpu.memory_bandwidth_gbs or 4800.0 * linear / 989.0
     return linear, attention, bandwidth
 
 
 def features(case: SpeedCase) -> dict[str, float]:
     linear, attention, bandwidth = _peaks(case)
-    return thr.step_terms(case.arch, case.training, linear, attention, bandwidth)
+    return compute_time.step_terms(case.arch, case.training, linear, attention, bandwidth)
 
 
 def _row_vector(case: SpeedCase) -> list[float]:
@@ -217,9 +218,8 @@ def _te_row(case: SpeedCase, p: dict[str, float]) -> tuple[list[float], float]:
         lay = P.layout_for(t, gpus)
         gas = P.micro_batches(t, lay)
         linear, attention, bandwidth = _peaks(case)
-        bus, node_bw, _ = thr._links(case.gpu, case.interconnect, case.network, case.network_gbps, case.nodes)
-        *_, terms = thr.pipeline_pace(case.arch, t, case.gpu, lay, gas, linear, attention, bandwidth, case.per_node,
-                                      bus, node_bw)
+        lk = links.links(lay, case.gpu, case.per_node, case.nodes, case.interconnect, case.network, case.network_gbps)
+        *_, terms = thr.pipeline_pace(case.arch, t, case.gpu, lay, gas, linear, attention, bandwidth, lk)
     finally:
         _restore(saved)
     runs = gas + P.bubble_micro_batches(lay)
@@ -280,17 +280,17 @@ class ReservedCase(NamedTuple):
 
 def reserved_case(row: Row) -> ReservedCase:
     t = row.training
-    phases = memory_mod.phase_components(row.arch, t, 1, keeps_outputs=True)
-    name = max(phases, key=lambda p: sum(phases[p].values()))
-    at = phases[name]
-    static = sum(at.get(k, 0.0) for k in memory_mod.STATIC)
+    alive = phases.phase_components(row.arch, t, 1, keeps_outputs=True)
+    name = max(alive, key=lambda p: sum(alive[p].values()))
+    at = alive[name]
+    static = sum(at.get(k, 0.0) for k in allocator.STATIC)
     reusable = at.get("gradients", 0.0) + at.get("optimizer_states", 0.0)
     if t.checkpointing == "none":
         reusable += at.get("activations", 0.0)
     residue = max(0.0, 2.0 * row.arch.params - reusable) if harness_casts_on_gpu(row) else 0.0
-    copies = 2.0 * row.arch.matmul_params if memory_mod.layout(row.arch, t, 1).autocast else 0.0
+    copies = 2.0 * row.arch.matmul_params if param_bytes.param_bytes(row.arch, t, 1).autocast else 0.0
     return ReservedCase(row.id, t.checkpointing == "full", static, sum(at.values()) - static,
-                        memory_mod._one_layer(row.arch, t, 1), copies, residue, row.reserved_gib * K.GIB)
+                        allocator.recomputed_layer_bytes(row.arch, t, 1), copies, residue, row.reserved_gib * K.GIB)
 
 
 def reserved_predict(c: ReservedCase, k: dict[str, float]) -> float:

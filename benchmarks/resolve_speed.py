@@ -51,8 +51,8 @@ PROFILES = {
 
 def clear_caches() -> None:
     """Empty every sizing cache, so 'cold' measures the formulas too."""
-    for module in (sys.modules[f"trainstack.{m}"] for m in ("sizing.memory", "sizing.throughput", "sizing.estimate",
-                                                            "sizing.parallel", "placement.engine")):
+    names = [m for m in sys.modules if m.startswith("trainstack.sizing.")] + ["trainstack.placement.engine"]
+    for module in (sys.modules[m] for m in names):
         for value in vars(module).values():
             if callable(getattr(value, "cache_clear", None)):
                 value.cache_clear()

@@ -13,7 +13,10 @@ reads that source at one commit and writes, per resource type trainstack creates
 * what ``CustomizeDiff`` decides (``ForceNew``/``SetNewComputed`` calls, with lines);
 * a short hand-checked list of in-place updates that stop, restart or wipe a running node (and
   replacements that detach something from one), each located in the source by anchor patterns so
-  the recorded line moves with the code and a vanished anchor fails the run.
+  the recorded line moves with the code and a vanished anchor fails the run;
+* a short hand-checked list of impossible updates: in-place changes the cloud API refuses (a disk
+  or CPFS shrink, an instance moved to a vSwitch of another zone), each with the provider call that
+  sends the value (located by anchors), the API documentation that refuses it, and what to do instead.
 
 Usage (the ``fetch`` tool or a clone provides the git directories; nothing is downloaded)::
 
@@ -190,6 +193,73 @@ EFFECTS: dict[str, tuple[Effect, ...]] = {
                "RDMA traffic over it stops until it is attached again",
                (("resourceAliCloudEcsNetworkInterfaceAttachmentDelete", r'action := "DetachNetworkInterface"'),),
                when="replace"),
+    ),
+}
+
+@dataclass(frozen=True)
+class Impossible:
+    """An in-place update the cloud API refuses, hand-checked: the provider sends the new value and
+    the call fails, so `pulumi up` stops part-way (resources before it already changed).
+
+    ``rule``: ``not_smaller`` (a number may only grow) or ``same_referenced`` (the resource the input
+    refers to, through the program's property dependencies, must keep its input ``attribute``: an
+    instance cannot follow its vSwitch into another zone). ``only_when``: the resource's own
+    arguments (Terraform names) that must hold one of the values for the rule to apply.
+    ``anchors``: the provider call that sends the value (as for :class:`Effect`); ``docs``: the API
+    documentation that says the call refuses it. ``fix``: what to do instead.
+    """
+
+    argument: str  # Terraform name
+    rule: str  # not_smaller | same_referenced
+    api: str
+    why: str
+    fix: str
+    anchors: tuple[tuple[str, ...], ...]
+    docs: tuple[str, ...]
+    attribute: Optional[str] = None  # same_referenced: the wire name of the referenced resource's input
+    only_when: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+RESIZE_DISK_DOC = "https://www.alibabacloud.com/help/doc-detail/25522.html"  # "must be greater than the original"
+_DISK_SHRINK = Impossible(
+    "size", "not_smaller", "ResizeDisk",
+    "ResizeDisk only grows a disk: the new capacity must be greater than the original one",
+    "keep the size at least the deployed one (storage.dataset_gib, storage.checkpoint_gib); a smaller disk is a new "
+    "disk: replace it on purpose between jobs (`pulumi up --replace <urn>`; it comes back empty and is detached from "
+    "its node meanwhile; copy checkpoints off a checkpoint disk first)",
+    (("resourceAliCloudEcsDiskUpdate", r'action = "ResizeDisk"', r'request\["NewSize"\] = d\.Get\("size"\)'),),
+    (RESIZE_DISK_DOC,))
+IMPOSSIBLE: dict[str, tuple[Impossible, ...]] = {
+    "alicloud:ecs/ecsDisk:EcsDisk": (_DISK_SHRINK,),
+    "alicloud:ecs/disk:Disk": (_DISK_SHRINK,),
+    "alicloud:ecs/instance:Instance": (
+        Impossible("system_disk_size", "not_smaller", "ResizeDisk",
+                   "the system disk is resized with ResizeDisk, which only grows a disk",
+                   "keep the system disk size; a smaller system disk is a new node (`pulumi up --replace <urn>` "
+                   "between jobs)",
+                   (("resourceAliCloudInstanceUpdate", r'if d\.HasChange\("system_disk_size"\) \{',
+                     r"ecsClient\.ResizeDisk\("),),
+                   (RESIZE_DISK_DOC,)),
+        Impossible("vswitch_id", "same_referenced", "ModifyInstanceVpcAttribute",
+                   "ModifyInstanceVpcAttribute moves a stopped instance only between vSwitches of its own zone "
+                   "(InvalidVSwitchId.Mismatch otherwise)",
+                   "a running node cannot change zones in place: keep `zone`; to move, re-create the nodes in the new "
+                   "zone on purpose between jobs (`pulumi up --replace <urn>` per node, their disks follow) or deploy "
+                   "a new stack there",
+                   (("modifyVpcAttribute", r"ecsClient\.ModifyInstanceVpcAttribute\("),),
+                   ("https://www.alibabacloud.com/help/en/ecs/developer-reference/"
+                    "api-ecs-2014-05-26-modifyinstancevpcattribute",),
+                   attribute="zoneId"),
+    ),
+    "alicloud:nas/fileSystem:FileSystem": (
+        Impossible("capacity", "not_smaller", "UpgradeFileSystem",
+                   "a CPFS file system scales out only, never in (UpgradeFileSystem with a smaller capacity fails)",
+                   "keep the capacity at least the deployed one (it follows storage.dataset_gib and "
+                   "storage.checkpoint_gib); a smaller file system is a new one: copy the checkpoints out first",
+                   (("resourceAliCloudNasFileSystemUpdate", r'if !\(checkValue00 == "standard"\)',
+                     r'action = "UpgradeFileSystem"', r'request\["Capacity"\] = d\.Get\("capacity"\)'),),
+                   ("https://www.alibabacloud.com/help/en/cpfs/cpfsonecs/user-guide/scale-up-a-file-system",),
+                   only_when=(("file_system_type", ("cpfs",)),)),
     ),
 }
 
@@ -702,6 +772,7 @@ def describe(pkg: GoPackage, reader: SchemaReader, token: str, tf_type: str, fun
             item["docs"] = list(e.docs)
         effects.append(item)
     unique = [{"argument": wire_of[a], "why": why, "docs": [doc]} for a, why, doc in UNIQUE.get(token, ())]
+    impossible = [impossible_entry(pkg, token, wire_of, i) for i in IMPOSSIBLE.get(token, ())]
     sdk_tops = {w for p, w in sdk.items() if len(p) == 1}
     sdk_only = sorted(sdk_tops - {w for w in arguments if "." not in w})
     return {
@@ -713,10 +784,25 @@ def describe(pkg: GoPackage, reader: SchemaReader, token: str, tf_type: str, fun
         "customize_diff": decisions,
         "effects": effects,
         "unique_while_alive": unique,
+        "impossible_updates": impossible,
         "sdk_inputs_not_in_schema": sdk_only,
         "schema_inputs_not_in_sdk": sorted(tf_without_sdk),
         "_sdk_version": sdk_version,
     }
+
+
+def impossible_entry(pkg: GoPackage, token: str, wire_of: dict[str, str], i: Impossible) -> dict[str, Any]:
+    """One impossible-update fact, its arguments as wire names and its provider line located by anchors."""
+    missing = [a for a in (i.argument, *(k for k, _ in i.only_when)) if a not in wire_of]
+    if missing:
+        raise SystemExit(f"{token}: impossible-update fact names unknown arguments {missing}")
+    item: dict[str, Any] = {"argument": wire_of[i.argument], "rule": i.rule, "api": i.api, "why": i.why, "fix": i.fix,
+                            "sources": [anchor_line(pkg, a) for a in i.anchors], "docs": list(i.docs)}
+    if i.attribute:
+        item["attribute"] = i.attribute
+    if i.only_when:
+        item["only_when"] = {wire_of[k]: list(v) for k, v in i.only_when}
+    return item
 
 
 def provider_block(tf_git: Path, ref: str, pulumi_git: Optional[Path], sdk_version: str) -> dict[str, Any]:

@@ -29,6 +29,7 @@ class ReasonCode(str, Enum):
     TENSOR_PARALLEL_ACROSS_NODES = "tensor-parallel-across-nodes"
     TENSOR_PARALLEL_WITHOUT_NVLINK = "tensor-parallel-without-nvlink"
     LAYOUT_WORLD_SIZE = "layout-world-size"
+    LAYOUT_NO_LINK = "layout-no-link"
     DLC_PUBLIC_LIMIT = "dlc-public-limit"
     # per candidate (placement, pricing, sizing)
     NO_SPOT_STOCK = "no-spot-stock"

@@ -107,11 +107,14 @@ def test_plan_in_every_format_and_diff_say_whose_price(fp8, tmp_path, capsys, mo
     base_json = tmp_path / "base.json"
     assert main(["plan", str(base), "--format", "json", "--out", str(base_json)]) == 0
     capsys.readouterr()
-    assert main(["diff", str(base_json), str(head_json), "--format", "json"]) == 0
+    # the two plans sit in different zones: node 0 cannot follow its vSwitch there in place, an impossible
+    # update (exit 2, issue 31); the diff is printed all the same
+    assert main(["diff", str(base_json), str(head_json), "--format", "json"]) == 2
     d = json.loads(capsys.readouterr().out)
+    assert [(i["resource"], i["input"]) for i in d["impossible"]] == [("fp8-h20-cluster-node-0", "vswitchId")]
     assert (d["prices"]["source"], d["prices"]["age_days"], d["prices"]["as_of"]) == ("price-book", 45, "2026-01-15")
     assert d["prices"]["before"]["source"] == "snapshot" and d["prices"]["before"]["stale"] is True
-    assert main(["diff", str(base_json), str(head_json), "--format", "markdown"]) == 0
+    assert main(["diff", str(base_json), str(head_json), "--format", "markdown"]) == 2
     top = capsys.readouterr().out.split("Resources:")[0]
     assert "> [!WARNING]" in top and "before: prices for" in top and "Alibaba's public list price" in top
     assert "after: prices for ecs.gn8v-8x.48xlarge: the team's price" in top

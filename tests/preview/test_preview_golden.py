@@ -101,23 +101,22 @@ def test_a_base_plan_saved_by_an_older_version_reports_what_it_lacks(capsys, tmp
 
 PR_GOLDEN = ROOT / "tests" / "preview" / "golden" / "diff_70b_pr.md"
 PR_ARGS = ["stacks/profiles/llama3-70b-full.yaml", "tests/preview/fixtures/llama3-70b-full-pr.yaml"]
-README_START, README_END = "<!-- pr-diff-example:start -->", "<!-- pr-diff-example:end -->"
+DOC = ROOT / "docs" / "preview.md"  # "A pull request's comment" shows this diff between the markers
+DOC_START, DOC_END = "<!-- pr-diff-example:start -->", "<!-- pr-diff-example:end -->"
 
 
-def test_the_readme_shows_the_tools_own_pr_comment_with_a_replacement_and_a_disruptive_update(capsys):
+def test_the_preview_docs_show_the_tools_own_pr_comment_with_a_replacement_and_a_disruptive_update(capsys):
     """A new learning rate (job command -> the job settings channel: the next job start, no node
     disrupted) and a new SSH CIDR (a security group rule replaced) on the 70B sample."""
     assert main(["diff", *PR_ARGS]) == 0
     out = capsys.readouterr().out
     if os.environ.get("UPDATE_GOLDEN") == "1":
         PR_GOLDEN.write_text(out, encoding="utf-8")
-        readme = (ROOT / "README.md").read_text(encoding="utf-8")
-        head, rest = readme.split(README_START, 1)
-        (ROOT / "README.md").write_text(f"{head}{README_START}\n{out}{README_END}{rest.split(README_END, 1)[1]}",
-                                        encoding="utf-8")
+        doc = DOC.read_text(encoding="utf-8")
+        head, rest = doc.split(DOC_START, 1)
+        DOC.write_text(f"{head}{DOC_START}\n{out}{DOC_END}{rest.split(DOC_END, 1)[1]}", encoding="utf-8")
     assert out == PR_GOLDEN.read_text(encoding="utf-8")
     assert "⚠ disrupt" not in out and "± replace" in out and "takes effect at the next job start" in out
     assert "0 disruptive updates" in out and "GPU nodes replaced" not in out
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = readme.split(README_START, 1)[1].split(README_END, 1)[0]
+    block = DOC.read_text(encoding="utf-8").split(DOC_START, 1)[1].split(DOC_END, 1)[0]
     assert block == "\n" + out

@@ -8,7 +8,8 @@ from trainstack.models import find_preset
 from trainstack.profile import TrainingSpec
 from trainstack.sizing import constants as K
 from trainstack.sizing import throughput_estimate
-from trainstack.sizing.throughput import _comm_seconds, optimizer_bytes
+from trainstack.sizing.communication import data_parallel_seconds
+from trainstack.sizing.traffic import optimizer_bytes
 
 from test_throughput import H200
 
@@ -35,7 +36,7 @@ def test_the_step_is_micro_batches_plus_one_sync_by_hand():
     t = DDP.model_copy(update={"gradient_accumulation_steps": 4})
     one = speed(DDP)
     four = speed(t)
-    sync, gathers, alltoall, _ = _comm_seconds(EIGHT_B, t, H200, 8, 4, "nvswitch", "erdma", 200.0)
+    sync, gathers, alltoall, _ = data_parallel_seconds(EIGHT_B, t, H200, 8, 4, "nvswitch", "erdma", 200.0)
     assert gathers == 0 and alltoall == 0
     opt = optimizer_bytes(EIGHT_B, DDP) / (4800e9 * K.BANDWIDTH_EFFICIENCY)
     micro = one.compute_seconds - opt
@@ -48,7 +49,7 @@ def test_the_step_is_micro_batches_plus_one_sync_by_hand():
 def test_zero3_gathers_stay_per_micro_batch():
     z3 = DDP.model_copy(update={"zero_stage": 3})
     one, four = speed(z3), speed(z3.model_copy(update={"gradient_accumulation_steps": 4}))
-    sync, gathers, _, _ = _comm_seconds(EIGHT_B, z3, H200, 8, 4, "nvswitch", "erdma", 200.0)
+    sync, gathers, _, _ = data_parallel_seconds(EIGHT_B, z3, H200, 8, 4, "nvswitch", "erdma", 200.0)
     assert gathers > 0
     # communication per token falls only by the gradient sync's share; the gathers are paid 4 times
     assert four.communication_seconds > 3 * one.communication_seconds * gathers / (gathers + sync)

@@ -14,7 +14,7 @@ from trainstack.architecture import Architecture, presets
 from trainstack.profile import LoraSpec, TrainingSpec
 from trainstack.sizing import constants as K
 from trainstack.sizing import memory_estimate
-from trainstack.sizing.memory import phase_components
+from trainstack.sizing.phases import phase_components
 from trainstack.sizing.shapes import lora_params
 
 TINY = Architecture(hidden_size=64, num_layers=2, num_attention_heads=4, num_kv_heads=2,

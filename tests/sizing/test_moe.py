@@ -9,7 +9,7 @@ from trainstack.profile import LoraSpec, TrainingSpec
 from trainstack.sizing import constants as K
 from trainstack.sizing import flops_per_token, memory_estimate, throughput_estimate
 from trainstack.sizing.shapes import head_params
-from trainstack.sizing.throughput import _comm_seconds
+from trainstack.sizing.communication import data_parallel_seconds
 
 from test_throughput import H200
 
@@ -68,13 +68,13 @@ def test_expert_parallelism_divides_expert_memory():
 
 def test_expert_parallel_all_to_all_by_hand_and_slower_across_nodes():
     t = FULL.model_copy(update={"zero_stage": 1, "expert_parallel": 8})
-    _, _, inside, labels = _comm_seconds(MIXTRAL, t, H200, 8, 2, "nvswitch", "erdma", 400.0)
+    _, _, inside, labels = data_parallel_seconds(MIXTRAL, t, H200, 8, 2, "nvswitch", "erdma", 400.0)
     tokens = 4096
     per_gpu = tokens * 32 * 2 * 4096 * 2 * (4 + 2) * 7 / 8
     assert inside == pytest.approx(per_gpu / (K.INTRA_NODE_GBPS["hopper"] * 1e9))
     assert any("all-to-all" in lab for lab in labels)
     across = t.model_copy(update={"expert_parallel": 16})
-    _, _, crossing, _ = _comm_seconds(MIXTRAL, across, H200, 8, 2, "nvswitch", "erdma", 400.0)
+    _, _, crossing, _ = data_parallel_seconds(MIXTRAL, across, H200, 8, 2, "nvswitch", "erdma", 400.0)
     assert crossing > inside * 2
 
 

@@ -10,7 +10,9 @@ from trainstack.profile import TrainingSpec
 from trainstack.sizing import constants as K
 from trainstack.sizing import memory_estimate, throughput_estimate
 from trainstack.sizing import parallel as P
-from trainstack.sizing.memory import phase_components
+from trainstack.sizing.communication import tp_seconds
+from trainstack.sizing.links import group_span, links
+from trainstack.sizing.phases import phase_components
 
 from test_throughput import H200
 
@@ -134,7 +136,8 @@ def test_tensor_parallel_communication_by_hand():
     stage = P.Stage(32, True, True, 32.0, tp=8)
     # 8 all-gathers/reduce-scatters per layer, 4 more recomputed; 7/8 of 4096 x 4096 x 2 bytes each
     by_hand = 32 * 12 * 7 / 8 * 4096 * 4096 * 2 / (360 * 1e9)
-    assert P.tp_seconds(L8B, t, stage, 360.0) == pytest.approx(by_hand)
+    inside = links(P.Layout(tp=8), H200, 8, 1, "nvswitch", "none", None).tp  # Hopper NVSwitch: 360 GB/s
+    assert tp_seconds(L8B, t, stage, inside) == pytest.approx(by_hand)
     tp8 = throughput_estimate(L8B, t.model_copy(update={"tensor_parallel": 8}), H200, 8, 1, "nvswitch")
     assert any("tensor parallelism over 8" in lab for lab in tp8.labels)
     # one data-parallel rank: nothing else crosses a link; the all-gathers are the step's communication
@@ -150,9 +153,10 @@ def test_context_parallel_kv_exchange_hides_under_attention_inside_a_node_not_ac
 
 
 def test_placement_puts_tp_inside_nodes_and_pp_across():
-    where = P.placement(P.Layout(tp=8, pp=4, dp=2), 8)
-    assert where["tp"] == (8, 1) and where["reduce"] == (1, 2) and where["pp"] == (1, 4)
-    assert P.span(16, 1, 8) == (8, 2)
+    lk = links(P.Layout(tp=8, pp=4, dp=2), H200, 8, 8, "nvswitch", "erdma", 400.0)
+    assert (lk.tp.inside, lk.tp.nodes) == (8, 1) and (lk.dp.inside, lk.dp.nodes) == (1, 2)
+    assert (lk.pp.inside, lk.pp.nodes) == (1, 4)
+    assert group_span(16, 1, 1, 8) == (8, 8, 2)
 
 
 def test_layout_problems_name_the_divisor():

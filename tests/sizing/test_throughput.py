@@ -9,7 +9,8 @@ from trainstack.catalog.models import GpuModel
 from trainstack.profile import LoraSpec, TrainingSpec
 from trainstack.sizing import constants as K
 from trainstack.sizing import flops_per_token, throughput_estimate
-from trainstack.sizing.throughput import _sync_seconds, elementwise_bytes_per_token, optimizer_bytes, per_step_bytes
+from trainstack.sizing.communication import sync_seconds
+from trainstack.sizing.traffic import elementwise_bytes_per_token, optimizer_bytes, per_step_bytes
 
 TINY = Architecture(hidden_size=64, num_layers=2, num_attention_heads=4, num_kv_heads=2,
                     intermediate_size=128, vocab_size=1000, tie_embeddings=True)
@@ -116,14 +117,14 @@ FULL_8B = TrainingSpec(precision="bf16", micro_batch_size=1, sequence_length=204
 
 
 def test_ring_all_reduce_time_inside_one_nvlink_node_by_hand():
-    seconds, labels = _sync_seconds(EIGHT_B, FULL_8B, H200, 8, 1, "nvswitch", "none", None)
+    seconds, labels = sync_seconds(EIGHT_B, FULL_8B, H200, 8, 1, "nvswitch", "none", None)
     grad_bytes = 2 * EIGHT_B.params  # bf16 gradients
     assert seconds == pytest.approx(2 * 7 / 8 * grad_bytes / (360e9))
     assert any("not calibrated" in lab for lab in labels)
 
 
 def test_across_nodes_the_network_adds_its_own_ring():
-    seconds, _ = _sync_seconds(EIGHT_B, FULL_8B, H200, 8, 4, "nvswitch", "erdma", 400.0)
+    seconds, _ = sync_seconds(EIGHT_B, FULL_8B, H200, 8, 4, "nvswitch", "erdma", 400.0)
     grad_bytes = 2 * EIGHT_B.params
     intra = 2 * 7 / 8 * grad_bytes / 360e9
     inter = 2 * 3 / 4 * grad_bytes / (400 / 8 * 1e9 * 0.8)
@@ -133,7 +134,7 @@ def test_across_nodes_the_network_adds_its_own_ring():
 def test_exposed_communication_is_what_the_backward_pass_cannot_hide():
     one = throughput_estimate(EIGHT_B, FULL_8B, H200)
     eight = throughput_estimate(EIGHT_B, FULL_8B, H200, gpus_per_node=8, nodes=1, interconnect="nvswitch")
-    sync, _ = _sync_seconds(EIGHT_B, FULL_8B, H200, 8, 1, "nvswitch", "none", None)
+    sync, _ = sync_seconds(EIGHT_B, FULL_8B, H200, 8, 1, "nvswitch", "none", None)
     optimizer = optimizer_bytes(EIGHT_B, FULL_8B) / (4800e9 * K.BANDWIDTH_EFFICIENCY)
     backward = (one.step_seconds - optimizer) * 2 / 3  # the optimizer step is not part of the backward
     assert eight.communication_seconds == pytest.approx(sync - K.COMM_OVERLAP * min(sync, backward), rel=1e-3)

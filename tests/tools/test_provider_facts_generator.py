@@ -178,3 +178,33 @@ def test_token_mapping_is_checked_against_resources_go():
         tool.token_source(text, "alicloud:vpc/network:Network", "alicloud_vswitch")
     assert tool.token_source(None, "alicloud:nas/protocolService:ProtocolService",
                              "alicloud_nas_protocol_service").startswith("module rule")
+
+
+def test_an_impossible_update_fact_gets_wire_names_and_its_anchored_line(pkg):
+    fact = tool.Impossible("vswitch_name", "not_smaller", "ModifyVSwitchAttribute", "why", "fix",
+                           (("resourceAliCloudVpcVswitchUpdate", r'd\.HasChange\("vswitch_name"\)'),),
+                           ("https://example.invalid/doc",), only_when=(("cidr_block", ("10.0.0.0/8",)),))
+    wire_of = {"vswitch_name": "vswitchName", "cidr_block": "cidrBlock"}
+    item = tool.impossible_entry(pkg, "alicloud:vpc/switch:Switch", wire_of, fact)
+    assert item["argument"] == "vswitchName" and item["only_when"] == {"cidrBlock": ["10.0.0.0/8"]}
+    assert item["sources"] == [line_of('d.HasChange("vswitch_name")')] and item["docs"] == ["https://example.invalid/doc"]
+    with pytest.raises(SystemExit, match="unknown arguments"):
+        tool.impossible_entry(pkg, "alicloud:vpc/switch:Switch", {"cidr_block": "cidrBlock"}, fact)
+    gone = tool.Impossible("vswitch_name", "not_smaller", "X", "why", "fix",
+                           (("resourceAliCloudVpcVswitchUpdate", r"ResizeDisk\("),), ())
+    with pytest.raises(SystemExit, match="re-read the provider source"):
+        tool.impossible_entry(pkg, "alicloud:vpc/switch:Switch", wire_of, gone)
+
+
+def test_every_impossible_fact_names_an_argument_the_generated_data_has():
+    """The committed data carries each hand-checked fact once, under its wire name, with a line and a doc."""
+    from trainstack.catalog.provider_facts import load_provider_facts
+
+    facts = load_provider_facts()
+    for token, items in tool.IMPOSSIBLE.items():
+        rf = facts.resource(token)
+        got = {(i.argument, i.rule) for i in rf.impossible_updates}
+        assert len(got) == len(items), token
+        for i in rf.impossible_updates:
+            assert i.argument in rf.arguments and not rf.arguments[i.argument].force_new, (token, i.argument)
+            assert i.sources and all(s.startswith("alicloud/") for s in i.sources) and i.docs

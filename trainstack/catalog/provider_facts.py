@@ -82,6 +82,27 @@ class Unique(_Frozen):
     docs: tuple[str, ...] = ()
 
 
+class Impossible(_Frozen):
+    """An in-place update the cloud API refuses (hand-checked): `pulumi up` would stop part-way.
+
+    ``not_smaller``: the number may only grow. ``same_referenced``: the resource the input refers to
+    (through the program's property dependencies) must keep its input ``attribute``."""
+
+    argument: str
+    rule: Literal["not_smaller", "same_referenced"]
+    api: str
+    why: str
+    fix: str
+    sources: tuple[str, ...]
+    docs: tuple[str, ...]
+    attribute: Optional[str] = None
+    #: the resource's own inputs that must hold one of these values for the rule to apply
+    only_when: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+
+    def applies(self, inputs: dict) -> bool:
+        return all(inputs.get(k) in v for k, v in self.only_when.items())
+
+
 class ResourceFacts(_Frozen):
     terraform_type: str
     pulumi_token_source: str
@@ -91,6 +112,7 @@ class ResourceFacts(_Frozen):
     customize_diff: tuple[Decision, ...] = ()
     effects: tuple[Effect, ...] = ()
     unique_while_alive: tuple[Unique, ...] = ()
+    impossible_updates: tuple[Impossible, ...] = ()
     sdk_inputs_not_in_schema: tuple[str, ...] = ()
     schema_inputs_not_in_sdk: tuple[str, ...] = ()
 
@@ -122,6 +144,10 @@ class ResourceFacts(_Frozen):
 
     def effects_of(self, key: str, when: str) -> tuple[Effect, ...]:
         return tuple(e for e in self.effects if e.when == when and e.covers(key))
+
+    def impossible(self, key: str) -> tuple[Impossible, ...]:
+        """The impossible-update facts of the argument ``key`` (a normalized input path)."""
+        return tuple(i for i in self.impossible_updates if i.argument == key)
 
 
 class DynamicFacts(_Frozen):

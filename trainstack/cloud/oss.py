@@ -1,4 +1,5 @@
-"""OSS reads for ``trainstack status`` and ``calibrate``: the nodes' heartbeats, with Alibaba's SDK.
+"""OSS for ``trainstack status`` and ``calibrate`` (the nodes' heartbeats) and the deploy gate (the
+deployed plan, trainstack.preview.deploy_gate), with Alibaba's SDK.
 
 ``alibabacloud-oss-v2`` (the SDK the nodes use too), credentials from the one chain of
 :mod:`trainstack.cloud.credentials`, the shared retry policy and error-to-fix table. The CLI runs
@@ -54,15 +55,18 @@ class OssReader:
     def __init__(self, client: Any, region: str, *, sleep: Optional[Sleep] = None, policy: RetryPolicy = ECS_READS):
         self.client, self.region, self.sleep, self.policy = client, region, sleep, policy
 
-    def _call(self, api: str, fn: Any, what: str) -> Any:
+    def _call(self, api: str, fn: Any, what: str, absent: tuple[str, ...] = ()) -> Any:
+        """``fn()`` under the retry policy; None when the service answers one of the ``absent`` codes."""
         def attempt() -> Any:
             try:
                 return fn()
             except Exception as exc:  # noqa: BLE001 - classified below
                 raise _unwrap(exc) from exc
         try:
-            return with_retries(attempt, policy=self.policy, sleep=self.sleep)
+            return with_retries(attempt, policy=self.policy, sleep=self.sleep, stop=lambda info: info.code in absent)
         except GaveUp as failed:
+            if failed.info.code in absent:
+                return None
             raise cloud_error("oss", api, self.region, failed.cause, what=what, attempts=failed.attempts) from None
 
     def list_keys(self, bucket: str, prefix: str) -> list[str]:
@@ -82,6 +86,24 @@ class OssReader:
             with result.body as body:
                 return body.read()
         return self._call("GetObject", get, f"oss://{bucket}/{key}")
+
+
+    def get_optional(self, bucket: str, key: str) -> Optional[bytes]:
+        """An object's bytes, or None when there is no such object (NoSuchKey)."""
+        import alibabacloud_oss_v2 as oss
+
+        def get() -> bytes:
+            result = self.client.get_object(oss.GetObjectRequest(bucket=bucket, key=key))
+            with result.body as body:
+                return body.read()
+        return self._call("GetObject", get, f"oss://{bucket}/{key}", absent=("NoSuchKey",))
+
+    def put_bytes(self, bucket: str, key: str, data: bytes, content_type: str = "application/json") -> None:
+        """Write one small object (a retried PutObject of the same bytes is idempotent)."""
+        import alibabacloud_oss_v2 as oss
+
+        request = oss.PutObjectRequest(bucket=bucket, key=key, body=data, content_type=content_type)
+        self._call("PutObject", lambda: self.client.put_object(request), f"oss://{bucket}/{key}")
 
 
 def read_heartbeats(reader: Any, bucket: str, prefix: str, pooled: tuple[str, ...] = ()) -> dict[str, bytes]:

@@ -1,15 +1,14 @@
 """`trainstack diff BASE HEAD`: what a change to a profile or stack does to resources, cost and policies.
 
 Each side is a profile, a stack name, or a saved `trainstack plan --format json` file (for example
-one produced on the base branch in CI). Exit 0 whatever the diff shows; exit 4 only when HEAD
-violates a mandatory policy (the diff is still printed), so CI can block the merge.
+one produced on the base branch in CI). The diff is always printed; then exit 2 when an update is
+impossible (the cloud API refuses it: `pulumi up` would stop part-way; docs/preview.md), else 4 when
+HEAD violates a mandatory policy, else 0, so CI and the deploy gate can stop on it.
 """
 
 from __future__ import annotations
 
 import sys
-
-from ..errors import EXIT_POLICY
 
 
 def register(sub) -> None:
@@ -27,7 +26,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..outputs import emit
-    from ..preview.diff import diff_documents
+    from ..preview.diff import diff_documents, diff_exit_code
     from ..preview.planner import load_side
     from ..preview.render_diff import render
     from ..preview.sources import find_project, load_policy_config
@@ -41,8 +40,11 @@ def run(args) -> int:
     d = diff_documents(base, head, base_label=args.base, head_label=args.head)
     text = render(d, args.format)
     emit(args, text)
+    if d["impossible"]:
+        print(f"trainstack: {len(d['impossible'])} impossible update(s) from {args.base} to {args.head}: "
+              "the cloud API refuses them, `pulumi up` would stop part-way (see `impossible` in the diff)",
+              file=sys.stderr)
     if d["policy"]["mandatory_after"]:
         print(f"trainstack: {args.head} has {d['policy']['mandatory_after']} mandatory policy violation(s)",
               file=sys.stderr)
-        return EXIT_POLICY
-    return 0
+    return diff_exit_code(d)

@@ -58,7 +58,11 @@ def infeasible(profile: TrainingProfile, catalog: Catalog, res: Resolution) -> I
 
 _KINDS = (("exceed the budget", BUDGET_CODES), ("miss the deadline", {ReasonCode.DEADLINE}),
           ("do not fit in GPU memory", {ReasonCode.MEMORY}), ("have no known price", {ReasonCode.PRICE_UNKNOWN}),
-          ("need more than one GPU", {ReasonCode.ZERO_NEEDS_GPUS}))
+          ("need more than one GPU", {ReasonCode.ZERO_NEEDS_GPUS}),
+          ("cannot run the parallel layout there", {ReasonCode.LAYOUT_WORLD_SIZE, ReasonCode.LAYOUT_NO_LINK,
+                                                    ReasonCode.TENSOR_PARALLEL_ACROSS_NODES,
+                                                    ReasonCode.TENSOR_PARALLEL_WITHOUT_NVLINK,
+                                                    ReasonCode.NO_FEASIBLE_LAYOUT}))
 
 
 def summarise(res: Resolution) -> str:
@@ -67,4 +71,7 @@ def summarise(res: Resolution) -> str:
     if not codes:
         return "every instance family was rejected (see below)" if res.rejected else "the catalog has no candidates"
     parts = [f"{n} candidates {text}" for text, kind in _KINDS if (n := sum(c in kind for c in codes))]
+    known = set().union(*(kind for _, kind in _KINDS))
+    if (rest := sum(c not in known for c in codes)):
+        parts.append(f"{rest} candidates rejected for other reasons (`resolve --all` lists them)")
     return "; ".join(parts)

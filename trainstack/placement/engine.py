@@ -195,7 +195,7 @@ def size(profile: TrainingProfile, inst: ResolvedInstance, nodes: int, arch=None
     pick = choose_layout(arch, t, gpu, inst.gpu_count, nodes, inst.interconnect, network, bandwidth, layouts,
                          sizing.min_margin_gib(gpu.usable_gib, r.memory_margin_percent / 100.0))
     labels = _sizing_labels(arch, t, nodes * inst.gpu_count, pick.throughput.labels)
-    return Sized(pick, layout_why, labels)
+    return Sized(pick, layout_why or pick.why, labels)
 
 
 @functools.lru_cache(maxsize=8192)

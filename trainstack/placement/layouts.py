@@ -117,6 +117,12 @@ class LayoutPick:
     def plan_layout(self) -> ParallelLayout:
         return plan_layout(self.layout)
 
+    @property
+    def why(self) -> Optional[Reason]:
+        """Why the chosen layout cannot run on these nodes though its degrees are valid: no link carries a
+        group of its ranks (sizing.links; typed, so the candidate is rejected rather than sized at 0)."""
+        return self.throughput.problem
+
 
 def plan_layout(lay: Layout) -> ParallelLayout:
     return _plan_layout(lay)

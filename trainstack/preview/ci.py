@@ -6,7 +6,11 @@
 checkout, diffs it against ``DIR/<stack>.json`` (saved on the base branch; missing means the
 stack is new there or could not be planned) and writes one markdown comment headed by
 :data:`MARKER`, the tag the workflows use to find and update the same comment. Exit 4 when a
-stack violates a mandatory policy (after writing the comment), so the check fails.
+stack violates a mandatory policy, 2 when a change is an impossible update (after writing the
+comment), so the check fails.
+
+``deploy-gate --stack S --plan-out FILE`` and ``record-deployed --stack S --plan FILE`` are the deploy
+workflow's gate before `pulumi up` and its record after it (:mod:`.deploy_gate`).
 
 Kept here (not in workflow YAML) so the logic is tested like the rest of trainstack.
 """
@@ -19,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-from ..errors import EXIT_POLICY, TrainstackError
+from ..errors import TrainstackError
 from .sources import Project, find_project, stack_config
 
 MARKER = "<!-- trainstack-diff -->"
@@ -72,7 +76,7 @@ def _profile_file(value: str, project: Project) -> Optional[Path]:
 def comment(stacks: Sequence[str], base_plans: Path, project: Project,
             policy_config: Optional[dict] = None) -> tuple[str, int]:
     """``(markdown, exit code)`` for the PR comment covering ``stacks``."""
-    from .diff import diff_documents, empty_plan
+    from .diff import diff_documents, diff_exit_code, empty_plan
     from .planner import plan_source
     from .render_diff import render_markdown
     from .sources import Source, load_saved_plan
@@ -101,9 +105,29 @@ def comment(stacks: Sequence[str], base_plans: Path, project: Project,
             parts += [f"> `{stack}` has no plan on the base branch (new stack, or the base could not plan it): "
                       "everything below is new.", ""]
         parts.append(render_markdown(d))
-        if d["policy"]["mandatory_after"]:
-            code = max(code, EXIT_POLICY)
+        code = max(code, diff_exit_code(d))
     return "\n".join(parts).rstrip() + "\n", code
+
+
+def deploy(args: argparse.Namespace, project: Project, plans=None) -> int:
+    """The deploy workflow's gate and record steps (trainstack.preview.deploy_gate)."""
+    from .deploy_gate import PlanStore, gate, record, store_from_environment
+
+    plans = plans or PlanStore(store_from_environment())
+    if args.cmd == "record-deployed":
+        where = record(args.stack, project, plans, args.plan)
+        print(f"trainstack: recorded the deployed plan of {args.stack} at {where}")
+        return 0
+    from .sources import load_policy_config
+
+    text, code = gate(args.stack, project, plans, args.plan_out, load_policy_config(args.policy_config))
+    if args.summary:
+        with open(args.summary, "a", encoding="utf-8") as out:
+            out.write(text + "\n")
+    if code:
+        print(f"trainstack: the deploy of {args.stack} stops before `pulumi up` (exit {code}): see the job summary",
+              file=sys.stderr)
+    return code
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -117,6 +141,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     m.add_argument("--base-plans", type=Path, required=True, help="directory of <stack>.json from the base branch")
     m.add_argument("--out", type=Path, required=True)
     m.add_argument("--policy-config", metavar="FILE", help="policy config JSON (as --policy-pack-config)")
+    g = sub.add_parser("deploy-gate", help="diff the last deployed plan of STACK against its plan now; exit 2 on "
+                                           "an impossible update (the store: $PULUMI_BACKEND_URL's bucket)")
+    g.add_argument("--stack", required=True)
+    g.add_argument("--plan-out", type=Path, required=True, help="where to write the plan now (for record-deployed)")
+    g.add_argument("--summary", type=Path, help="append the diff (markdown) here, e.g. $GITHUB_STEP_SUMMARY")
+    g.add_argument("--policy-config", metavar="FILE", help="policy config JSON (as --policy-pack-config)")
+    r = sub.add_parser("record-deployed", help="record the plan deploy-gate wrote, after `pulumi up` succeeded")
+    r.add_argument("--stack", required=True)
+    r.add_argument("--plan", type=Path, required=True)
     args = parser.parse_args(argv)
     project = find_project()
     try:
@@ -130,6 +163,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                                                          file=sys.stderr))
             print(json.dumps(stacks) if args.json else "\n".join(stacks))
             return 0
+        if args.cmd in ("deploy-gate", "record-deployed"):
+            return deploy(args, project)
         from ..outputs import atomic_write_text
 
         from .sources import load_policy_config

@@ -11,17 +11,20 @@ trainstack lacks some fields; those are reported as unknown, never read as "noth
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 from trainstack.catalog.provider_facts import ProviderFacts, load_provider_facts
 
 from ..dlc_job import KIND as DLC_KIND
-from ..fsutil import json_or_none
+from ..errors import EXIT_BAD_INPUT, EXIT_POLICY
 from ..redaction import redact_input
 from .change_rules import (
     DYNAMIC, effect_label, ignored_takes_effect, is_job_settings, judge, matches, replace_effects, takes_effect,
 )
+from .impossible import impossible_updates
+from .propagation import FIELD, delete_first_cascade, entry_chain, propagate, records_dependencies
 from .sources import PLAN_SCHEMA_VERSION
+from .values import flatten
 
 DIFF_SCHEMA_VERSION = 2
 INSTANCE = "alicloud:ecs/instance:Instance"
@@ -33,24 +36,6 @@ PROVIDER_PREFIX = "pulumi:providers:"
 LIFECYCLE = ("protect", "retain_on_delete", "ignore_changes", "delete_before_replace", "replace_on_changes")
 SUMMARY_FIELDS = ("target", "instance_type", "gpu_model", "nodes", "gpus_per_node", "zone", "spot",
                   "spot_price_limit", "memory_margin_gib", "tokens_per_second", "estimated_hours")
-
-
-def flatten(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
-    """``(path, leaf)`` pairs: ``dataDisks[0].size``; lists of scalars stay one value; a string
-    holding a JSON document (a RAM policy) is opened up: ``policyDocument(json).Statement[0]...``."""
-    if isinstance(value, str) and value[:1] in "{[" and len(value) > 2:
-        parsed = json_or_none(value)  # bounded: a hand-made plan's string may nest 100,000 deep
-        if isinstance(parsed, (dict, list)) and parsed:
-            yield from flatten(parsed, f"{path}(json)")
-            return
-    if isinstance(value, dict) and value:
-        for k in sorted(value):
-            yield from flatten(value[k], f"{path}.{k}" if path else str(k))
-    elif isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):
-        for i, v in enumerate(value):
-            yield from flatten(v, f"{path}[{i}]")
-    else:
-        yield path, value
 
 
 def input_changes(base: dict, head: dict) -> list[dict[str, Any]]:
@@ -76,16 +61,15 @@ def lifecycle(r: dict, unknown: list[str]) -> dict[str, Any]:
     return out
 
 
-def changed_resource(facts: ProviderFacts, base: dict, head: dict, provider_inputs: Optional[dict],
-                     base_unknown: list[str], head_unknown: list[str]) -> tuple[Optional[dict], list[dict]]:
-    """``(changed entry or None, ignored changes)`` for one resource present on both sides. The
-    verdicts follow the head's options: Pulumi applies the new program's ignore/replace options.
-    A change of lifecycle options alone (``protect`` dropped, say) is a changed entry too."""
-    opts = lifecycle(head, head_unknown)
-    changes, ignored = judged_changes(facts, base, head, opts, provider_inputs)
+def changed_resource(facts: ProviderFacts, base: dict, head: dict, opts: dict, changes: list[dict],
+                     base_unknown: list[str], head_unknown: list[str]) -> Optional[dict]:
+    """The changed entry (or None) of one resource present on both sides, from its judged changes
+    (its own and the knock-on ones, :mod:`.propagation`). The verdicts follow the head's options:
+    Pulumi applies the new program's ignore/replace options. A change of lifecycle options alone
+    (``protect`` dropped, say) is a changed entry too."""
     lifecycle_changes = lifecycle_diff(base, head, base_unknown, head_unknown)
     if not changes and not lifecycle_changes:
-        return None, ignored
+        return None
     replace = any(c["replace"] for c in changes)
     reasons = []
     if replace:
@@ -107,10 +91,11 @@ def changed_resource(facts: ProviderFacts, base: dict, head: dict, provider_inpu
                  disruptive=any(c["disruptive"] for c in changes) or (replace and bool(reasons)),
                  unknown=any(c["action"] == "unknown" for c in changes), changes=changes, lifecycle=opts)
     collisions = held_value_collisions(facts, base, head) if replace and not dbr else []
-    for key, value in (("reasons", reasons), ("collisions", collisions), ("lifecycle_changes", lifecycle_changes)):
+    for key, value in (("reasons", reasons), ("collisions", collisions), ("lifecycle_changes", lifecycle_changes),
+                       ("cause_chain", entry_chain(changes))):
         if value:
             entry[key] = value
-    return entry, ignored
+    return entry
 
 
 def judged_changes(facts: ProviderFacts, base: dict, head: dict, opts: dict,
@@ -219,16 +204,26 @@ def diff_documents(base: dict, head: dict, base_label: str = "base", head_label:
              for k in hi if k not in bi]
     removed = [dict(_ident(bi[k]), node=is_node(bi[k]), protect=bool(bi[k].get("protect")),
                     retain_on_delete=bool(bi[k].get("retain_on_delete"))) for k in bi if k not in hi]
-    changed, ignored = [], []
-    for key in hi:
-        if key not in bi:
-            continue
-        entry, skipped = changed_resource(facts, bi[key], hi[key], _provider_inputs(head, hi[key]),
-                                          base_unknown, head_unknown)
+    changed, ignored, impossible = [], [], []
+    both = [k for k in hi if k in bi]
+    opts = {k: lifecycle(hi[k], head_unknown) for k in both}
+    pins = {k: _provider_inputs(head, hi[k]) for k in both}
+    judged = {k: judged_changes(facts, bi[k], hi[k], opts[k], pins[k]) for k in both}
+    knock = propagate(facts, bi, hi, {k: v[0] for k, v in judged.items()}, lambda k: opts[k]["ignore_changes"],
+                      pins.get, records_dependencies(head))
+    base_urns, head_urns = _by_urn(base), _by_urn(head)
+    for key in both:
+        changes = judged[key][0] + knock.changes.get(key, [])
+        skipped = judged[key][1] + knock.ignored.get(key, [])
+        entry = changed_resource(facts, bi[key], hi[key], opts[key], changes, base_unknown, head_unknown)
         if skipped:
             ignored.append(dict(_ident(hi[key]), changes=skipped))
         if entry is not None:
             changed.append(entry)
+            impossible += impossible_updates(facts, bi[key], hi[key], entry, base_urns, head_urns)
+    delete_first_cascade(changed)
+    if not knock.recorded and any(c["replace"] for c in changed):
+        head_unknown = head_unknown + [FIELD]
     bv = {_verdict_key(v): v for v in base.get("policy") or []}
     hv = {_verdict_key(v): v for v in head.get("policy") or []}
     bs, hs = base.get("summary") or {}, head.get("summary") or {}
@@ -242,6 +237,7 @@ def diff_documents(base: dict, head: dict, base_label: str = "base", head_label:
                            "bridged_by": f"{facts.provider.bridged_by.package} {facts.provider.bridged_by.version}"},
         "unknown": [{"side": side, "field": f} for side, fields in (("base", base_unknown), ("head", head_unknown))
                     for f in fields],
+        "impossible": impossible,
         "profile_changes": profile_changes(base, head),
         "summary": [{"field": f, "before": bs.get(f), "after": hs.get(f)} for f in SUMMARY_FIELDS
                     if bs.get(f) != hs.get(f)],
@@ -250,7 +246,7 @@ def diff_documents(base: dict, head: dict, base_label: str = "base", head_label:
         else {**(head.get("prices") or {}), "before": base.get("prices")},
         "cost": cost_changes(base, head),
         "resources": {"added": added, "removed": removed, "changed": changed, "ignored": ignored},
-        "warnings": warnings(removed, changed, bi),
+        "warnings": warnings(removed, changed, bi) + unknown_knock_on(knock, changed),
         "counts": {"add": len(added), "remove": len(removed), "change": len(changed),
                    "replace": sum(1 for c in changed if c["replace"]),
                    "disrupt": sum(1 for c in changed if c["disruptive"] and not c["replace"]),
@@ -260,6 +256,14 @@ def diff_documents(base: dict, head: dict, base_label: str = "base", head_label:
                    "mandatory_before": sum(1 for v in bv.values() if v.get("level") == "mandatory"),
                    "mandatory_after": sum(1 for v in hv.values() if v.get("level") == "mandatory")},
     }
+
+
+def diff_exit_code(d: dict) -> int:
+    """`trainstack diff`'s exit code (the deploy gate's too): 2 when an update is impossible (`pulumi
+    up` would stop part-way), else 4 when the head violates a mandatory policy, else 0."""
+    if d["impossible"]:
+        return EXIT_BAD_INPUT
+    return EXIT_POLICY if d["policy"]["mandatory_after"] else 0
 
 
 def warnings(removed: list[dict], changed: list[dict], base: dict[tuple[str, str], dict]) -> list[str]:
@@ -284,6 +288,22 @@ def warnings(removed: list[dict], changed: list[dict], base: dict[tuple[str, str
             out.append(f"`{c['name']}` ({c['type']}): what `pulumi up` does to some changed inputs is unknown "
                        "(no provider facts for them)")
     return out
+
+
+def unknown_knock_on(knock, changed: list[dict]) -> list[str]:
+    """Said when the head plan cannot show what the replaced resources' dependents do."""
+    if knock.recorded:
+        return []
+    names = [c["name"] for c in changed if c["replace"]]
+    if not names:
+        return []
+    return [f"what depends on the {len(names)} replaced resource(s) ({', '.join(f'`{n}`' for n in names[:5])}"
+            f"{', ...' if len(names) > 5 else ''}) is unknown: the head plan records no property dependencies "
+            "(saved by an older trainstack); plan it again with this version"]
+
+
+def _by_urn(doc: dict) -> dict[str, dict]:
+    return {r["urn"]: r for r in doc.get("resources") or [] if r.get("urn")}
 
 
 def _ident(r: dict) -> dict[str, Any]:

@@ -215,9 +215,13 @@ def with_calibration(doc: dict[str, Any], profile: Any, plan: Plan) -> dict[str,
 
 
 def _resource_entry(r: RecordedResource, names: dict[str, str]) -> dict[str, Any]:
-    """One resource: identity, the lifecycle options that decide what `pulumi up` does to it, inputs."""
+    """One resource: identity, the lifecycle options that decide what `pulumi up` does to it, inputs.
+
+    ``property_dependencies`` (input -> URNs whose outputs it holds, as the engine received them at
+    registration) and the offline ``id`` let the diff find the inputs a replaced resource feeds
+    (trainstack.preview.propagation); both are optional for readers: older plans lack them."""
     entry: dict[str, Any] = {
-        "type": r.type, "name": r.name, "urn": r.urn,
+        "type": r.type, "name": r.name, "urn": r.urn, "id": r.id,
         "parent": names.get(r.parent_urn or ""), "parent_urn": r.parent_urn,
         "custom": r.custom, "provider_urn": r.provider_urn,
         "protect": r.protect, "retain_on_delete": r.retain_on_delete,
@@ -225,6 +229,9 @@ def _resource_entry(r: RecordedResource, names: dict[str, str]) -> dict[str, Any
         "replace_on_changes": list(r.replace_on_changes),
         "inputs": shorten(public(r.inputs)),
         "dependencies": [d for d in r.dependencies if d in names],
+        "property_dependencies": {k: [u for u in urns if u in names]
+                                  for k, urns in sorted(r.property_dependencies.items())
+                                  if any(u in names for u in urns)},
     }
     if r.read:
         entry["read"] = True

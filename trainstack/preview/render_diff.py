@@ -145,6 +145,16 @@ def _brief_value(v: Any) -> Any:
     return f"({int(m.group(1)):,} bytes)" if m else v
 
 
+def cause(c: dict) -> str:
+    """What a knock-on change comes from: the chain up to the resource it changes (the row names
+    that one), so rows with the same cause still collapse; empty for a change of its own."""
+    steps = (c.get("caused_by") or [])[:-1]
+    if not steps:
+        return ""
+    return " · cause: " + " → ".join(f"`{md_escape(s['name'])}` {_code(s['input'])}: {md_escape(s['outcome'])}"
+                                     for s in steps)
+
+
 def _brief_change(c: dict) -> str:
     """One change in the GPU-node section: what and the deciding provider line, no digests, so
     nodes with the same change collapse into one row."""
@@ -152,9 +162,12 @@ def _brief_change(c: dict) -> str:
     line = SOURCE_LINE.search(c.get("reason", ""))
     where = f" ({line.group(0)})" if line else ""
     if c.get("replace"):
-        return text + f" **forces replacement**{where}"
-    why = c.get("reason", "").split(": ", 1)[-1].rsplit(" (", 1)[0]
-    return text + f" **{EFFECTS.get(c.get('effect'), 'disrupts the running node')}**{where}: {md_escape(why)}"
+        return text + f" **forces replacement**{where}" + cause(c)
+    reason = c.get("reason", "")
+    if c.get("unknown_after"):  # "known after apply: it holds an output of `x`, which is replaced; <verdict>"
+        reason = reason.split("; ", 1)[-1]
+    why = reason.split(": ", 1)[-1].rsplit(" (", 1)[0]
+    return text + f" **{EFFECTS.get(c.get('effect'), 'disrupts the running node')}**{where}: {md_escape(why)}" + cause(c)
 
 
 def _change_text(c: dict) -> str:
@@ -163,14 +176,14 @@ def _change_text(c: dict) -> str:
     if when in ("next_job_start", "new_nodes_only", "disk_grown"):
         text += f" *takes effect {WHEN[when]}*"
     if c.get("replace"):
-        return text + f" **forces replacement** ({md_escape(c['reason'])})"
+        return text + f" **forces replacement** ({md_escape(c['reason'])})" + cause(c)
     if c.get("disruptive"):
-        return text + f" **disrupts the running node** ({md_escape(c['reason'])})"
+        return text + f" **disrupts the running node** ({md_escape(c['reason'])})" + cause(c)
     if c.get("action") == "no-api-call":
-        return text + " *no API call*"
+        return text + " *no API call*" + cause(c)
     if c.get("action") == "unknown":
-        return text + f" *unknown* ({md_escape(c['reason'])})"
-    return text
+        return text + f" *unknown* ({md_escape(c['reason'])})" + cause(c)
+    return text + cause(c)
 
 
 def _mark(x: dict) -> str:
@@ -216,6 +229,26 @@ def _node_rows(d: dict) -> list[str]:
            "| | Resource | Type | What `pulumi up` does (why: the provider source line; details below) |",
            "|---|---|---|---|"]
     out += [f"| {MARKS[m]} | `{md_escape(n)}` | `{t}` | {det} |" for m, n, t, det in _grouped(rows)]
+    return out + [""]
+
+
+def _impossible_rows(d: dict) -> list[str]:
+    """What `pulumi up` cannot do (it would stop part-way), first in the comment, with the fix."""
+    items = d.get("impossible") or []
+    if not items:
+        return []
+    n = len(items)
+    rows = []
+    for x in items:
+        what = _code(x["input"]) + (f" ({md_escape(x['compared'])})" if x.get("compared") else "")
+        where = ", ".join(s if not s.startswith("https://") else f"[{x['api']} docs]({s})" for s in x["source"])
+        rows.append(("x", x["resource"], x["type"],
+                     f"{what}: {_code(x['before'])} → {_code(x['after'])}: {md_escape(x['reason'])} ({where}). "
+                     f"**Instead:** {md_escape(x['fix'])}"))
+    out = ["> [!CAUTION]", f"> **{n} impossible update{'s' if n != 1 else ''}: the cloud API refuses "
+           f"{'them' if n != 1 else 'it'}, so `pulumi up` would stop part-way** (what it changed before stays "
+           "changed). Change the pull request instead:"]
+    out += [f"> - `{md_escape(name)}`: {det}" for _, name, _, det in _grouped(rows)]
     return out + [""]
 
 
@@ -277,7 +310,8 @@ def render_markdown(d: dict) -> str:
     counts, pol = d["counts"], d["policy"]
     new_mandatory = sum(1 for v in pol["new"] if v.get("level") == "mandatory")
     disrupt = counts.get("disrupt", 0)
-    out = [f"### trainstack diff: `{d['base']['label']}` → `{d['head']['label']}`", "", headline(d), "",
+    out = [f"### trainstack diff: `{d['base']['label']}` → `{d['head']['label']}`", "", *_impossible_rows(d),
+           headline(d), "",
            *prices_lines(d),
            f"Resources: **{counts['add']} to add, {counts['change']} to change "
            f"({counts['replace']} replacement{'s' if counts['replace'] != 1 else ''}, {disrupt} disruptive "

@@ -7,8 +7,9 @@ rendering (text, markdown, JSON, diff) shows it redacted; nothing relies on key 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, Iterator
 
+from ..fsutil import json_or_none
 from ..secrets import REDACTED, redact
 
 #: What an output not known at preview time is shown as (only with ``preview=True``).
@@ -95,3 +96,21 @@ def _mask(value: Any) -> Any:
     if isinstance(value, list):
         return [_mask(v) for v in value]
     return value
+
+
+def flatten(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """``(path, leaf)`` pairs: ``dataDisks[0].size``; lists of scalars stay one value; a string
+    holding a JSON document (a RAM policy) is opened up: ``policyDocument(json).Statement[0]...``."""
+    if isinstance(value, str) and value[:1] in "{[" and len(value) > 2:
+        parsed = json_or_none(value)  # bounded: a hand-made plan's string may nest 100,000 deep
+        if isinstance(parsed, (dict, list)) and parsed:
+            yield from flatten(parsed, f"{path}(json)")
+            return
+    if isinstance(value, dict) and value:
+        for k in sorted(value):
+            yield from flatten(value[k], f"{path}.{k}" if path else str(k))
+    elif isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):
+        for i, v in enumerate(value):
+            yield from flatten(v, f"{path}[{i}]")
+    else:
+        yield path, value

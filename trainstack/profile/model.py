@@ -179,8 +179,7 @@ def _check_layout(arch: Architecture, t: TrainingSpec, gpus: Optional[int]) -> N
     """The parallel degrees the profile gives: ones its framework can run, dividing the heads, the layers,
     the sequence and the world size (trainstack.sizing.parallel.layout_problems). One error per field,
     located at ``training.<field>`` with the value given."""
-    from ..sizing.frameworks import unsupported_degrees
-    from ..sizing.parallel import Layout, layout_problems
+    from ..parallel_degrees import Layout, layout_problems, unsupported_degrees
 
     errors: list[tuple[str, str]] = [(f, why) for f, why in unsupported_degrees(t)]
     if t.virtual_pipeline_stages > 1 and (t.pipeline_parallel or 1) == 1:

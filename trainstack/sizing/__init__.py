@@ -18,8 +18,10 @@ from .estimate import (
     gpu_hour_price,
     min_margin_gib,
 )
-from .memory import MemoryEstimate, memory_estimate, trainable_params
-from .throughput import ThroughputEstimate, flops_per_token, throughput_estimate
+from .flops import flops_per_token
+from .memory import MemoryEstimate, memory_estimate
+from .param_bytes import trainable_params
+from .throughput import ThroughputEstimate, throughput_estimate
 
 __all__ = [
     "Estimate", "GpuFit", "GpuHourPrice", "MemoryEstimate", "NodeLayout", "ThroughputEstimate", "assumptions",

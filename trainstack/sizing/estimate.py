@@ -17,7 +17,8 @@ from ..catalog.models import TRAINING_INTERCONNECTS, GpuModel
 from ..profile import TrainingSpec
 from . import constants as K
 from .frameworks import framework, loss_mode
-from .memory import MIXED, MemoryEstimate, memory_estimate
+from .memory import MemoryEstimate, memory_estimate
+from .param_bytes import MIXED
 from .throughput import ThroughputEstimate, throughput_estimate
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # annotations only: the profile validator calls into this module (no import circle)
+from ..parallel_degrees import PARALLEL_DEGREES, unsupported_degrees  # noqa: F401 - the degree rules, kept importable here
+
+if TYPE_CHECKING:
     from ..profile import TrainingSpec
 
 
@@ -48,42 +50,6 @@ FRAMEWORKS: dict[str, Framework] = {
     "litgpt": Framework("chunked", False, False, False,
                         "litgpt lm_head_chunk_size=128 with chunked_cross_entropy; eager kernels"),
 }
-
-
-#: The parallel degrees (besides data parallelism and MoE expert parallelism, which every stack runs)
-#: each stack documents, with where: a degree a stack cannot run is refused at validate, and the
-#: resolver searches only these.
-PARALLEL_DEGREES: dict[str, tuple[frozenset[str], str]] = {
-    "megatron": (frozenset({"tensor", "pipeline", "context"}),
-                 "Megatron-LM core_v0.14.0 (23e00ed0963c35382dfe8a5a94fb3cda4d21e133) megatron/training/arguments.py: "
-                 "--tensor-model-parallel-size, --pipeline-model-parallel-size, --context-parallel-size, "
-                 "--num-virtual-stages-per-pipeline-rank"),
-    "torchtitan": (frozenset({"tensor", "pipeline", "context"}),
-                   "torchtitan 0.3.0 (PyPI) torchtitan/config/configs.py ParallelismConfig: tensor_parallel_degree, "
-                   "pipeline_parallel_degree, context_parallel_degree (v0.2.2, 73a0e6979dd10b6b1904098eb3c8f62c18ab87ce: "
-                   "torchtitan/config/job_config.py Parallelism)"),
-    "hf": (frozenset({"tensor", "context"}),
-           "Accelerate 1.15.0 ParallelismConfig (accelerate launch --parallelism_config_tp_size, "
-           "--parallelism_config_cp_size; FSDP2), src/accelerate/parallelism_config.py"),
-    "torchtune": (frozenset({"tensor"}),
-                  "torchtune 0.6.1 recipes/full_finetune_distributed.py: tensor_parallel_dim (with a "
-                  "tensor_parallel_plan in the config)"),
-    "llm-foundry": (frozenset(), "llm-foundry trains with FSDP (data parallelism) only"),
-    "litgpt": (frozenset(), "litgpt trains with FSDP/DDP (data parallelism) only"),
-}
-
-
-def unsupported_degrees(t: TrainingSpec) -> list[tuple[str, str]]:
-    """(field, why) for each degree > 1 the profile gives that its framework cannot run."""
-    can, _ = PARALLEL_DEGREES[t.framework]
-    out = []
-    for degree, field in (("tensor", "tensor_parallel"), ("pipeline", "pipeline_parallel"),
-                          ("context", "context_parallel")):
-        if (getattr(t, field) or 1) > 1 and degree not in can:
-            who = sorted(f for f, (d, _) in PARALLEL_DEGREES.items() if degree in d)
-            out.append((field, f"framework {t.framework} cannot run {degree} parallelism ({field} "
-                               f"{getattr(t, field)}); frameworks that can: {', '.join(who)}"))
-    return out
 
 
 def searchable_degrees(t: TrainingSpec) -> frozenset[str]:

@@ -1,8 +1,8 @@
 """The parallel layout of a job: tensor x context x data x pipeline (x expert) GPUs, in one place.
 
-Every division of memory and every piece of communication that a layout brings is decided here;
-``memory.py`` and ``throughput.py`` ask this module which share of the model and of the tokens one
-GPU holds, and how long the layout's collectives take.
+Every division of memory and of the work that a layout brings is decided here; the memory and speed
+modules ask this module which share of the model and of the tokens one GPU holds. Which link each
+dimension's traffic crosses is ``links.py``'s; the degree rules are ``trainstack.parallel_degrees``.
 
 Ranks are ordered the way Megatron-LM (``tp-cp-ep-dp-pp``) and torchtitan (mesh
 ``pp, dp_replicate, dp_shard, cp, tp``) order them: tensor parallelism innermost (inside a node, over
@@ -23,60 +23,14 @@ rank; the warm-up (micro-batches in flight) follows Megatron-LM core_v0.14.0
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from ..models import Architecture
+from ..parallel_degrees import DEGREE_FIELDS, Layout, layout_problems  # noqa: F401 - the layout's rules, kept importable here
 
-if TYPE_CHECKING:  # annotations only: the profile validator calls into this module (no import circle)
+if TYPE_CHECKING:
     from ..profile import TrainingSpec
-
-#: Degrees a layout has, by the profile field that sets them.
-DEGREE_FIELDS = {"tensor": "tensor_parallel", "pipeline": "pipeline_parallel", "context": "context_parallel",
-                 "expert": "expert_parallel"}
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How ``world`` GPUs split one job. ``vp``: model chunks per pipeline rank (interleaved 1F1B)."""
-
-    tp: int = 1
-    pp: int = 1
-    cp: int = 1
-    dp: int = 1
-    ep: int = 1
-    vp: int = 1
-
-    @property
-    def world(self) -> int:
-        return self.tp * self.pp * self.cp * self.dp
-
-    @property
-    def model_parallel(self) -> int:
-        """GPUs one model replica is spread over (tensor x pipeline x context)."""
-        return self.tp * self.pp * self.cp
-
-    @property
-    def shard(self) -> int:
-        """Ranks holding the same weights: what ZeRO/FSDP shards over and gradients are reduced over."""
-        return self.dp * self.cp
-
-    @property
-    def trivial(self) -> bool:
-        return self.tp == self.pp == self.cp == 1
-
-    @property
-    def label(self) -> str:
-        parts = [f"TP {self.tp}"] if self.tp > 1 else []
-        if self.pp > 1:
-            parts.append(f"PP {self.pp}" + (f" (x{self.vp} virtual)" if self.vp > 1 else ""))
-        if self.cp > 1:
-            parts.append(f"CP {self.cp}")
-        if self.ep > 1:
-            parts.append(f"EP {self.ep}")
-        parts.append(f"DP {self.dp}")
-        return " x ".join(parts)
 
 
 def layout_for(t: TrainingSpec, gpus: int) -> Layout:
@@ -202,114 +156,3 @@ def shares(arch: Architecture, stage: Stage) -> Shares:
 def tokens_per_gpu(t: TrainingSpec, stage: Stage) -> float:
     """Tokens of one micro-batch one GPU works on: context parallelism splits the sequence."""
     return t.micro_batch_size * t.sequence_length / stage.cp
-
-
-# ---- links and collectives ----------------------------------------------------------------------
-
-def span(size: int, stride: int, per_node: int) -> tuple[int, int]:
-    """(members inside one node, nodes spanned) of a group of ``size`` ranks ``stride`` apart."""
-    if size <= 1:
-        return 1, 1
-    inside = max(1, min(size, per_node // stride)) if stride < per_node else 1
-    return inside, math.ceil(size / inside)
-
-
-def ring_seconds(volume: float, inside: int, across: int, bus_gbs: float, node_bytes_s: float,
-                 per_node: int) -> float:
-    """A hierarchical ring all-reduce of ``volume`` bytes per GPU: 2 (n-1)/n of it over NVLink inside
-    the node, then across nodes, where every GPU of a node sends its part at once."""
-    seconds = 0.0
-    if inside > 1:
-        seconds += 2 * (inside - 1) / inside * volume / (bus_gbs * 1e9)
-    if across > 1:
-        concurrent = max(1, per_node // inside) if inside < per_node else 1
-        seconds += 2 * (across - 1) / across * volume * concurrent / node_bytes_s
-    return seconds
-
-
-def link_bytes_per_second(inside_node: bool, bus_gbs: float, node_bytes_s: float, per_node: int) -> float:
-    """What one GPU gets for a point-to-point or all-gather stream: NVLink, or its share of the node network."""
-    return bus_gbs * 1e9 if inside_node else node_bytes_s / max(1, per_node)
-
-
-def tp_collectives(t: TrainingSpec) -> int:
-    """All-gathers and reduce-scatters per layer and micro-batch with sequence parallelism: two of each
-    in the forward (attention and MLP), their conjugates in the backward, the forward's again when
-    full checkpointing recomputes it."""
-    return 8 + (4 if t.checkpointing == "full" else 0)
-
-
-def tp_seconds(arch: Architecture, t: TrainingSpec, stage: Stage, bus_gbs: float) -> float:
-    """Tensor-parallel communication of one micro-batch on one stage (inside the node)."""
-    if stage.tp == 1:
-        return 0.0
-    volume = tokens_per_gpu(t, stage) * arch.hidden_size * 2.0 * (stage.tp - 1) / stage.tp
-    return stage.layers * tp_collectives(t) * volume / (bus_gbs * 1e9)
-
-
-def cp_seconds(arch: Architecture, t: TrainingSpec, stage: Stage, link: float) -> float:
-    """Context-parallel communication of one micro-batch: per layer the K and V shards are all-gathered
-    (torchtitan's default ``allgather`` rotation; Megatron's p2p ring moves the same bytes) forward,
-    again and reduce-scattered as gradients backward, again when recomputed; (cp - 1) / cp of the whole
-    sequence's K and V (this GPU's heads) each time."""
-    if stage.cp == 1:
-        return 0.0
-    kv = t.micro_batch_size * t.sequence_length * 2 * arch.kv_dim / stage.tp * 2.0
-    passes = 3 + (1 if t.checkpointing == "full" else 0)
-    return stage.layers * passes * kv * (stage.cp - 1) / stage.cp / link
-
-
-def pp_seconds(arch: Architecture, t: TrainingSpec, stage: Stage, link: float, vp: int = 1) -> float:
-    """Pipeline point-to-point of one micro-batch: the activation forward and its gradient back
-    (sequence-parallel: 1 / tp of it per GPU), once per model chunk the rank holds (interleaving)."""
-    if stage.pp == 1:
-        return 0.0
-    return vp * 2 * tokens_per_gpu(t, stage) * arch.hidden_size * 2.0 / stage.tp / link
-
-
-def placement(lay: Layout, per_node: int) -> dict[str, tuple[int, int]]:
-    """(inside a node, nodes spanned) of each group: tp innermost, cp, then the dp x cp reduction group,
-    pp outermost."""
-    return {"tp": span(lay.tp, 1, per_node), "cp": span(lay.cp, lay.tp, per_node),
-            "reduce": span(lay.shard, lay.tp, per_node),
-            "pp": span(lay.pp, lay.tp * lay.cp * lay.dp, per_node)}
-
-
-# ---- rules ---------------------------------------------------------------------------------------
-
-def layout_problems(arch: Architecture, lay: Layout, sequence_length: int,
-                    gpus: Optional[int] = None, even_stages: bool = True) -> list[tuple[str, str]]:
-    """(degree field, why) for every way ``lay`` cannot run: Megatron-LM core_v0.14.0's own checks
-    (transformer_config.py: heads and query groups divisible by tp; arguments.py: world size
-    divisible by tp x pp x cp, layers by pp and layers per stage by the virtual stages, sequence by
-    2 x cp). ``even_stages`` False (torchtitan, which splits layers unevenly) only needs a layer per
-    (virtual) stage."""
-    out: list[tuple[str, str]] = []
-    full = lay
-    if lay.pp > 1 and not even_stages:
-        if lay.pp * lay.vp > arch.num_layers:
-            out.append(("pipeline_parallel", f"pipeline_parallel {lay.pp} x virtual_pipeline_stages {lay.vp} stages "
-                                             f"need at least one of the model's {arch.num_layers} layers each"))
-        lay = Layout(tp=lay.tp, cp=lay.cp, dp=lay.dp, ep=lay.ep)
-    if lay.tp > 1:
-        for what, n in (("attention heads", arch.num_attention_heads), ("key/value heads", arch.num_kv_heads)):
-            if n % lay.tp:
-                out.append(("tensor_parallel", f"tensor_parallel {lay.tp} must divide the model's {n} {what} "
-                                               "(each GPU computes whole heads)"))
-                break
-    if lay.pp > 1:
-        if arch.num_layers % lay.pp:
-            out.append(("pipeline_parallel", f"pipeline_parallel {lay.pp} must divide the model's {arch.num_layers} "
-                                             "layers (equal stages)"))
-        elif (arch.num_layers // lay.pp) % lay.vp:
-            out.append(("virtual_pipeline_stages", f"virtual_pipeline_stages {lay.vp} must divide the "
-                                                   f"{arch.num_layers // lay.pp} layers of each pipeline stage"))
-    if lay.cp > 1 and sequence_length % (2 * lay.cp):
-        out.append(("context_parallel", f"context_parallel {lay.cp} needs a sequence_length divisible by 2 x "
-                                        f"{lay.cp} = {2 * lay.cp} (load-balanced causal chunks); it is "
-                                        f"{sequence_length}"))
-    if gpus is not None and gpus % full.model_parallel:
-        out.append(("tensor_parallel" if full.tp > 1 else "pipeline_parallel" if full.pp > 1 else "context_parallel",
-                    f"tensor_parallel {full.tp} x pipeline_parallel {full.pp} x context_parallel {full.cp} = "
-                    f"{full.model_parallel} must divide the world size ({gpus} GPUs)"))
-    return out
