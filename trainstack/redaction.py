@@ -7,8 +7,10 @@ be hand-made or come from an older trainstack, so it is redacted like a profile 
   ``*_key`` whose value is a generated token), numbers included;
 * a key that is itself credential-shaped is replaced by a placeholder;
 * inside every string, each credential shape (trainstack.secrets.SHAPES, the 30-character AccessKey
-  secret too) and each secret-named option or assignment with a literal value (``--password X``,
-  ``HF_TOKEN=...``) is replaced, so cloud-init user data keeps its shape and loses the secret;
+  secret too), each secret-named option or assignment with a literal value (``--password X``,
+  ``HF_TOKEN=...``) and each secret-named ``key=value`` / ``key: value`` pair of a config text
+  (``password: hunter2`` in cloud-config, ``db-secret=...``) is replaced, so user data keeps its
+  shape and loses the secret;
 * a string that is base64 (cloud-init user data usually is; gzip inside it is opened, at most
   :data:`MAX_DECODED_BYTES`) holding any of the above is replaced whole: its text cannot be redacted
   in place, and printing it would print the secret to anyone who decodes it.
@@ -26,12 +28,17 @@ import re
 import zlib
 from typing import Any
 
-from .secrets import REDACTED, _command_hits, _shape_hits, is_key_name, is_secret_name, token_like
+from .secrets import REDACTED, _command_hits, _is_reference, _shape_hits, is_key_name, is_secret_name, token_like
 
 #: decoded base64 (after gunzip) larger than this is not looked into, and is replaced whole
 MAX_DECODED_BYTES = 16 << 20
 _BASE64 = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
 _REDACTED_KEY = "***redacted key***"
+#: ``key=value`` / ``key: value`` / ``"key": "value"`` inside a text (a config file, cloud-config):
+#: wider than a shell assignment (``db-secret``, ``auth.token``); ``key:value`` needs the space YAML
+#: needs, so a URL's scheme is never a key
+_TEXT_PAIR = re.compile(r"(?:^|(?<=[\s;&|(`\"'{,]))([A-Za-z_][A-Za-z0-9_.-]*)[\"']?[ \t]*(?:=|:[ \t]+)[ \t]*"
+                        r"[\"']?([^\s;&|)\"',}]+)")
 
 
 def redact_input(doc: Any) -> Any:
@@ -89,6 +96,9 @@ def redact_string(text: str) -> str:
     hits = list(_shape_hits(text))
     if "=" in text or "-" in text:  # an assignment or an option: the only places a named literal sits
         hits += list(_command_hits(text))
+    if "=" in text or ": " in text or ":\t" in text:
+        hits += [("a secret-named pair", m.group(2)) for m in _TEXT_PAIR.finditer(text)
+                 if _key_kind(m.group(1)) == _SECRET and not _is_reference(m.group(2))]
     for _, hit in hits:
         if len(hit) >= 3:
             out = out.replace(hit, REDACTED)

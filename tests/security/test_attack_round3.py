@@ -84,3 +84,23 @@ def test_round3_case_fails_cleanly_or_passes_as_promised(world, case):
 def test_every_class_of_the_issue_has_a_reproducer():
     assert {c["class"] for c in CASES} == {"tracebacks", "false successes", "calibration poisoning", "leaks",
                                           "launch intent"}
+
+
+# ---- re-tested here, fixed by the sizing issue (stated degrees with gpus: auto were a ZeroDivisionError) --------------------------------------------------------------------
+DEGREES = [(fw, cmd, pp, cp) for fw, cmd in (("megatron", "torchrun pretrain_gpt.py"),
+                                             ("torchtitan", "torchrun -m torchtitan.train --job.config_file c.toml"))
+           for pp, cp in ((2, None), (None, 2), (4, 2))]
+
+
+@pytest.mark.parametrize("framework, command, pp, cp", DEGREES, ids=[f"{d[0]}-pp{d[2]}-cp{d[3]}" for d in DEGREES])
+def test_stated_pipeline_and_context_degrees_end_cleanly(world, tmp_path, framework, command, pp, cp):
+    import yaml
+
+    training = {"framework": framework, "method": "pretrain", "sequence_length": 8192}
+    training.update({k: v for k, v in (("pipeline_parallel", pp), ("context_parallel", cp)) if v})
+    f = tmp_path / "p.yaml"
+    f.write_text(yaml.safe_dump({"name": "degrees", "model": {"preset": "llama-3-8b"}, "training": training,
+                                 "job": {"command": command}, "resources": {"gpus": "auto"}}))
+    for cmd in ("validate", "resolve"):
+        code, out, err = run_main(main, [cmd, str(f)])
+        assert code in {0, 2, 3} and "Traceback" not in out + err, (cmd, code, err[-800:])
