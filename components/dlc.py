@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import pulumi
@@ -279,6 +280,63 @@ def _norm(value: Any) -> Any:
 # resources
 
 
+@dataclass(frozen=True)
+class DlcJobArgs:
+    """A DLC job's inputs: the plan's plain values (``trainstack.dlc_job.job_inputs``, what policies
+    judge) and the ids known only at deploy time (workspace, network, data sources)."""
+
+    region: str
+    workspace_id: pulumi.Input[str]
+    command: str
+    pod_count: int
+    image: Optional[str] = None
+    image_lookup: Optional[Mapping[str, Any]] = None
+    quota_spec: Optional[str] = None
+    quota_kind: Optional[str] = None
+    gpus_per_pod: int = 1
+    ecs_spec: Optional[str] = None
+    resource_id: Optional[str] = None
+    cpu_per_pod: Optional[int] = None
+    memory_gib_per_pod: Optional[float] = None
+    enable_rdma: bool = False
+    spot: bool = False
+    spot_price_limit: Optional[float] = None
+    job_type: str = "PyTorchJob"
+    envs: Mapping[str, str] = field(default_factory=dict)
+    data_sources: Sequence[Mapping[str, pulumi.Input[Any]]] = ()
+    vpc_id: pulumi.Input[Optional[str]] = None
+    vswitch_id: pulumi.Input[Optional[str]] = None
+    security_group_id: pulumi.Input[Optional[str]] = None
+    vpc_cidr: Optional[str] = None
+    max_running_minutes: Optional[int] = None
+    display_name: Optional[str] = None
+    kind: str = KIND
+    #: the planned price per pod-hour and whose it is (informational: policies read it, it never replaces)
+    on_demand_cny_per_hour: Optional[float] = None
+    price_source: Optional[str] = None
+
+    def props(self, name: str) -> dict[str, Any]:
+        """The resource's inputs (and its outputs, unset), in the order the engine records them."""
+        if self.kind != KIND:
+            raise ValueError(f"DlcJob kind must be {KIND!r}")
+        return {
+            "kind": self.kind, "region": self.region, "display_name": self.display_name or name,
+            "job_type": self.job_type, "image": self.image,
+            "image_lookup": dict(self.image_lookup) if self.image_lookup else None,
+            "quota_spec": self.quota_spec, "quota_kind": self.quota_kind,
+            "command": self.command, "envs": dict(self.envs or {}), "ecs_spec": self.ecs_spec,
+            "resource_id": self.resource_id, "pod_count": self.pod_count, "gpus_per_pod": self.gpus_per_pod,
+            "cpu_per_pod": self.cpu_per_pod, "memory_gib_per_pod": self.memory_gib_per_pod,
+            "enable_rdma": self.enable_rdma, "spot": self.spot, "spot_price_limit": self.spot_price_limit,
+            "max_running_minutes": self.max_running_minutes, "vpc_cidr": self.vpc_cidr,
+            **({"on_demand_cny_per_hour": self.on_demand_cny_per_hour, "price_source": self.price_source}
+               if self.on_demand_cny_per_hour is not None else {}),
+            "workspace_id": self.workspace_id, "vpc_id": self.vpc_id, "vswitch_id": self.vswitch_id,
+            "security_group_id": self.security_group_id, "data_sources": [dict(d) for d in self.data_sources],
+            "job_id": None, "status": None, "reason": None, "image_resolved": None,
+        }
+
+
 class DlcJob(dyn.Resource):
     """One PAI-DLC job. Plain inputs (``kind``, ``ecs_spec``, ``pod_count``, ``enable_rdma`` ...) are
     what policies judge; ``workspace_id``, network ids and ``data_sources`` may be Outputs."""
@@ -289,35 +347,9 @@ class DlcJob(dyn.Resource):
 
     image_resolved: pulumi.Output[str]
 
-    def __init__(self, name: str, *, region: str, workspace_id: pulumi.Input[str], command: str,
-                 pod_count: int, image: Optional[str] = None, image_lookup: Optional[Mapping[str, Any]] = None,
-                 quota_spec: Optional[str] = None, quota_kind: Optional[str] = None,
-                 gpus_per_pod: int = 1, ecs_spec: Optional[str] = None,
-                 resource_id: Optional[str] = None, cpu_per_pod: Optional[int] = None,
-                 memory_gib_per_pod: Optional[float] = None, enable_rdma: bool = False, spot: bool = False,
-                 spot_price_limit: Optional[float] = None, job_type: str = "PyTorchJob",
-                 envs: Optional[Mapping[str, str]] = None,
-                 data_sources: Optional[Sequence[Mapping[str, pulumi.Input[Any]]]] = None,
-                 vpc_id: pulumi.Input[Optional[str]] = None, vswitch_id: pulumi.Input[Optional[str]] = None,
-                 security_group_id: pulumi.Input[Optional[str]] = None, vpc_cidr: Optional[str] = None,
-                 max_running_minutes: Optional[int] = None, display_name: Optional[str] = None,
-                 kind: str = KIND, opts: Optional[pulumi.ResourceOptions] = None,
+    def __init__(self, name: str, args: DlcJobArgs, opts: Optional[pulumi.ResourceOptions] = None,
                  provider: Optional[DlcJobProvider] = None) -> None:
-        if kind != KIND:
-            raise ValueError(f"DlcJob kind must be {KIND!r}")
-        props: dict[str, Any] = {
-            "kind": kind, "region": region, "display_name": display_name or name, "job_type": job_type,
-            "image": image, "image_lookup": dict(image_lookup) if image_lookup else None,
-            "quota_spec": quota_spec, "quota_kind": quota_kind,
-            "command": command, "envs": dict(envs or {}), "ecs_spec": ecs_spec,
-            "resource_id": resource_id, "pod_count": pod_count, "gpus_per_pod": gpus_per_pod,
-            "cpu_per_pod": cpu_per_pod, "memory_gib_per_pod": memory_gib_per_pod, "enable_rdma": enable_rdma,
-            "spot": spot, "spot_price_limit": spot_price_limit, "max_running_minutes": max_running_minutes,
-            "vpc_cidr": vpc_cidr, "workspace_id": workspace_id, "vpc_id": vpc_id, "vswitch_id": vswitch_id,
-            "security_group_id": security_group_id, "data_sources": [dict(d) for d in (data_sources or [])],
-            "job_id": None, "status": None, "reason": None, "image_resolved": None,
-        }
-        super().__init__(provider or DlcJobProvider(), name, props, opts)
+        super().__init__(provider or DlcJobProvider(), name, args.props(name), opts)
 
 
 class DlcTraining(pulumi.ComponentResource):
@@ -350,8 +382,9 @@ class DlcTraining(pulumi.ComponentResource):
                 description=f"trainstack {plan.name}: {spec.role} ({spec.mount_access} at {spec.mount_path})",
                 opts=child)
         data_sources = [spec.data_source(self.datasets[spec.role].id) for spec in specs]
-        self.job = DlcJob(f"{name}-job", **inputs, workspace_id=workspace_id, data_sources=data_sources,
-                          vpc_id=vpc_id, vswitch_id=vswitch_id, security_group_id=security_group_id,
+        args = DlcJobArgs(**inputs, workspace_id=workspace_id, data_sources=data_sources, vpc_id=vpc_id,
+                          vswitch_id=vswitch_id, security_group_id=security_group_id)
+        self.job = DlcJob(f"{name}-job", args,
                           opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.datasets.values())))
         self.workspace_id = pulumi.Output.from_input(workspace_id)
         self.job_id = self.job.job_id

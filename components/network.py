@@ -18,7 +18,6 @@ Translates ``plan.network`` into resources; decides nothing the Plan has not alr
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Optional
 
 import pulumi
@@ -27,6 +26,7 @@ import pulumi_alicloud as alicloud
 from trainstack.catalog.limits import service_limits
 from trainstack.errors import CloudApiError
 from trainstack.layout.lifecycle import network_lifecycle, services_vswitch_lifecycle
+from trainstack.layout.network import ssh_rule_cidrs
 from trainstack.plan import Plan
 
 from trainstack.tags import base_tags
@@ -122,7 +122,7 @@ class Network(pulumi.ComponentResource):
                 policy="accept", nic_type="intranet", priority=10, cidr_ip=cidr,
                 security_group_id=self.security_group.id, description=f"SSH from {cidr} (access.ssh_cidrs)",
                 opts=sg_child)
-            for i, cidr in enumerate(str(ipaddress.ip_network(c, strict=False)) for c in net.ssh_cidrs)
+            for i, cidr in enumerate(ssh_rule_cidrs(net))
         ]
 
         self.nat_gateway = self.eip = self.snat_entry = None

@@ -22,7 +22,7 @@ from trainstack.profile import TrainingProfile
 from trainstack.rules import planned
 from trainstack.stack_config import (  # noqa: F401 (re-exported)
     PLAIN_CREDENTIAL_KEYS, PROJECT_ROOT, check_auto_release_time, check_region, check_stack_config,
-    load_profile_with_overrides, profile_path, storage_generation, trusted_profile,
+    load_profile_with_overrides, profile_path, stack_inputs, storage_generation, trusted_profile,
 )
 
 from .stack import TrainingStack
@@ -65,21 +65,22 @@ def build(plan: Plan, *, provider: Optional[pulumi.ProviderResource] = None,
     return stack, stack.outputs
 
 
+#: The stack config keys the program reads (``stack_config.stack_inputs`` decides what they mean).
+PROGRAM_KEYS = ("profile", "zone", "priceBook", "autoReleaseAt", "storageGeneration", "policyConfig")
+
+
 def run_program(plan_loader: Optional[PlanLoader] = None, root: Union[str, Path] = PROJECT_ROOT) -> dict[str, Any]:
     """Read the stack config, resolve the Plan and declare everything. Raises TrainstackError
     for user mistakes (``__main__`` turns it into a clean Pulumi error)."""
-    cfg = pulumi.Config("trainstack")
     from pulumi.runtime.config import get_config, is_config_secret
 
-    check_stack_config({k: get_config(k) for k in PLAIN_CREDENTIAL_KEYS},
-                       [k for k in PLAIN_CREDENTIAL_KEYS if is_config_secret(k)])
-    path = profile_path(cfg.require("profile"), Path(root))
-    profile = load_profile_with_overrides(path, zone=cfg.get("zone"), price_book=cfg.get("priceBook"), root=Path(root))
-    check_region(profile, pulumi.Config("alicloud").get("region"))
-    auto_release_time = check_auto_release_time(cfg.get("autoReleaseAt"))
-    generation = storage_generation(cfg.get("storageGeneration"))
-    plan = plan_loader(profile) if plan_loader else planned(profile, file=str(path))
+    keys = [f"trainstack:{k}" for k in PROGRAM_KEYS] + ["alicloud:region", *PLAIN_CREDENTIAL_KEYS]
+    config = {k: get_config(k) for k in keys}
+    inputs = stack_inputs(config, "trainstack", Path(root),
+                          secret_keys=[k for k in PLAIN_CREDENTIAL_KEYS if is_config_secret(k)])
+    profile = inputs.profile
+    plan = plan_loader(profile) if plan_loader else planned(profile, file=str(inputs.path))
     if plan.region != profile.region:
         raise InputError(f"the plan is for {plan.region}, the profile for {profile.region}")
-    _, outputs = build(plan, auto_release_time=auto_release_time, generation=generation)
+    _, outputs = build(plan, auto_release_time=inputs.auto_release_time, generation=inputs.generation)
     return outputs

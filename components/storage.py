@@ -6,10 +6,8 @@ Translates ``plan.storage``; the lifecycle decisions are trainstack.layout.lifec
   prefixes of trainstack.layout.storage.BUCKET_PREFIXES (``job/``, ``status/``, ``checkpoints/``).
   When it holds checkpoints it is protected and retained (``storage.retain_on_destroy``); otherwise
   ``pulumi destroy`` deletes it with what the nodes wrote under ``status/`` (``force_destroy``).
-  It holds two objects ``pulumi up`` writes (``BucketObject``, updated in place by PutObject): the
-  job settings (``job/settings.json``, components/job_settings.py) and the heartbeat program
-  (``job/trainstack_heartbeat.py``; the nodes fetch it when their heartbeat service starts and run
-  it only when its sha256 matches their node.env, docs/status.md).
+  ``pulumi up`` writes the job settings and the node programs under ``job/`` (components/job_settings.py;
+  the nodes check each by its sha256, docs/bootstrap.md).
 - **CPFS** sits in the services vSwitch (never the cluster's), protected and retained when it holds
   checkpoints. Its protocol service leaves ``protocol_throughput`` to CPFS (ForceNew: a throughput
   tied to the capacity would replace the service on every resize) and, when it must be replaced
@@ -28,9 +26,7 @@ from typing import Optional
 import pulumi
 import pulumi_alicloud as alicloud
 
-from trainstack.bootstrap.heartbeat import (
-    NCCL_CHECK, NCCL_CHECK_KEY, PROGRAM_KEY, has_status, needs_nccl_check, program_text, status_prefix,
-)
+from trainstack.bootstrap.heartbeat import has_status, status_prefix
 from trainstack.catalog.limits import service_limits
 from trainstack.layout.lifecycle import protocol_service_lifecycle, retained
 from trainstack.plan import DataDiskPlan, Plan
@@ -54,7 +50,6 @@ class Storage(pulumi.ComponentResource):
     """Stack bucket (+ private ACL, public-access block), CPFS + protocol service, per-node disks."""
 
     bucket: Optional[alicloud.oss.Bucket]
-    heartbeat_program: Optional[alicloud.oss.BucketObject]
     cpfs: Optional[alicloud.nas.FileSystem]
     protocol_service: Optional[alicloud.nas.ProtocolService]
     protocol_mount_target: Optional[alicloud.nas.ProtocolMountTarget]
@@ -67,7 +62,7 @@ class Storage(pulumi.ComponentResource):
         st = plan.storage
         child = pulumi.ResourceOptions(parent=self)
 
-        self.bucket = self.bucket_acl = self.public_access_block = self.heartbeat_program = None
+        self.bucket = self.bucket_acl = self.public_access_block = None
         if st.oss is not None:
             self._bucket(name, plan)
 
@@ -129,19 +124,6 @@ class Storage(pulumi.ComponentResource):
                                                  opts=side)
         self.public_access_block = alicloud.oss.BucketPublicAccessBlock(
             f"{name}-bucket-block-public", bucket=self.bucket.bucket, block_public_access=True, opts=side)
-        self.heartbeat_program = self.nccl_check_program = None
-        if has_status(plan):
-            # not data: destroyed with the stack (a retained bucket keeps only what the nodes wrote), so
-            # never protected or retained, also under a protected bucket (a child inherits both)
-            program_opts = pulumi.ResourceOptions(parent=self.bucket, protect=False, retain_on_delete=False)
-            self.heartbeat_program = alicloud.oss.BucketObject(
-                f"{name}-heartbeat-program", bucket=self.bucket.bucket, key=PROGRAM_KEY, content=program_text(),
-                content_type="text/x-python", acl="private", opts=program_opts)
-            if needs_nccl_check(plan):  # run at job start, fetched then (it leaves room in the user data)
-                self.nccl_check_program = alicloud.oss.BucketObject(
-                    f"{name}-nccl-check-program", bucket=self.bucket.bucket, key=NCCL_CHECK_KEY,
-                    content=program_text(NCCL_CHECK), content_type="text/x-python", acl="private",
-                    opts=program_opts)
 
     def _cpfs(self, name: str, plan: Plan, zone: str, vpc_id: pulumi.Input[str], vswitch_id: pulumi.Input[str],
               child: pulumi.ResourceOptions) -> None:

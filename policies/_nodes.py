@@ -1,9 +1,11 @@
 """Recognise what a resource is for: GPU nodes, disks, storage, rules (by type token and markers).
 
 Markers (docs/DESIGN.md): every training node carries the tags ``trainstack:role=training`` and
-``trainstack:zone=<zone>``; the PAI-DLC job is a resource (a ``pulumi-python:dynamic:Resource``)
-whose inputs hold ``kind: pai-dlc-job`` with its ECS spec, pod count and RDMA setting. DLC inputs
-are read in both spellings (``ecs_spec``/``ecsSpec``, ``pod_count``/``podCount``, ...).
+``trainstack:zone=<zone>`` (and, from trainstack, ``trainstack:planned-price``); the PAI-DLC job is a
+resource (a ``pulumi-python:dynamic:Resource``) whose inputs hold ``kind: pai-dlc-job`` with its ECS
+spec, pod count, RDMA setting and planned price. DLC inputs are read in both spellings
+(``ecs_spec``/``ecsSpec``, ``pod_count``/``podCount``, ...). The nodes are the pure checks'
+``GpuNode`` (trainstack.rules.stack_view).
 
 Everything here takes :func:`_props.plain` props and reads values through the ``_props``
 coercers, so an unknown value that matters raises the engine's ``UnknownValueError``.
@@ -11,12 +13,15 @@ coercers, so an unknown value that matters raises the engine's ``UnknownValueErr
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from trainstack.dlc_job import KIND as DLC_KIND
+from trainstack.plan import PlannedPrice
+from trainstack.rules import stack_view as V
+from trainstack.rules.checks.gpu import looks_like_gpu_type as _looks_like_gpu_type
+from trainstack.rules.stack_view import GpuNode
+from trainstack.tags import PLANNED_PRICE, parse_price_text
 
 if __package__:
     from . import _props as P
@@ -56,12 +61,9 @@ TAGGABLE_TYPES = frozenset({
 #: Shared persistent storage that survives a spot reclaim: NAS (standard/extreme/CPFS) and OSS.
 SHARED_STORAGE_TYPES = (NAS_FILE_SYSTEM, OSS_BUCKET)
 
-_GPU_FAMILY = re.compile(r"^ecs\.(?:ebm|scc|v|s)?gn\d")
-
-
 def looks_like_gpu_type(name: str) -> bool:
-    """ECS GPU family names: gn*, ebmgn*, sccgn*, vgn*, sgn* (CPU types are out of scope)."""
-    return bool(_GPU_FAMILY.match(name))
+    """ECS GPU family names (trainstack.rules.checks.gpu, where known-instance-type decides)."""
+    return _looks_like_gpu_type(name)
 
 
 def is_dlc_job(props: Mapping[str, Any]) -> bool:
@@ -73,32 +75,8 @@ def spot_strategy(props: Mapping[str, Any]) -> str:
     return P.as_str(props.get("spotStrategy")) or "NoSpot"
 
 
-@dataclass
-class Node:
-    """One GPU node declaration (a resource standing for ``count`` identical machines)."""
-
-    name: str
-    urn: str
-    resource_type: str
-    kind: str  # "ecs" | "instance-set" | "launch-template" | "ess" | "dlc"
-    instance_types: list[str] = field(default_factory=list)
-    training: bool = False
-    count: Optional[int] = 1  # None: decided elsewhere (an ESS scaling group)
-    spot: bool = False
-    spot_strategy: str = "NoSpot"
-    spot_price_limits: dict[str, float] = field(default_factory=dict)  # type -> CNY/h; "*" = any
-    zone: Any = None  # str | None | Unknown (the trainstack:zone tag)
-    high_performance: bool = False  # an eRDMA (HighPerformance) interface on the node itself
-    rdma_enabled: Optional[bool] = None  # DLC ``enable_rdma``
-    gpus_per_pod: Optional[int] = None
-    region: Optional[str] = None  # DLC ``region`` input, if any
-
-    @property
-    def is_template(self) -> bool:
-        return self.kind == "launch-template"
-
-    def label(self) -> str:
-        return self.name if self.count in (None, 1) else f"{self.name} (x{self.count})"
+#: A GPU node declaration, as the pure checks read it (trainstack.rules.stack_view.GpuNode).
+Node = GpuNode
 
 
 def _types(props: Mapping[str, Any], *keys: str) -> list[str]:
@@ -141,10 +119,18 @@ def _spot_limits(props: Mapping[str, Any], types: list[str]) -> dict[str, float]
     return out
 
 
-def node_of(resource_type: str, props: Mapping[str, Any], name: str, urn: str = "") -> Optional[Node]:
-    """The GPU node a resource declares, or ``None`` when it declares none."""
+def _planned_price(value: Any) -> Any:
+    """The ``trainstack:planned-price`` tag (or DLC inputs) as a PlannedPrice; unknown stays unknown."""
+    if P.is_unknown(value):
+        return V.Unknown(sentinel=value.sentinel, path=value.path)
+    return parse_price_text(value)
+
+
+def node_of(resource_type: str, props: Mapping[str, Any], name: str, urn: str = "",
+            region: Optional[str] = None) -> Optional[GpuNode]:
+    """The GPU node a resource declares, or ``None`` when it declares none. ``region``: its provider's."""
     if is_dlc_job(props):
-        return _dlc_node(props, name, urn, resource_type)
+        return _dlc_node(props, name, urn, resource_type, region)
     if resource_type not in NODE_TYPES:
         return None
     kind = {INSTANCE: "ecs", INSTANCE_SET: "instance-set", LAUNCH_TEMPLATE: "launch-template",
@@ -159,15 +145,21 @@ def node_of(resource_type: str, props: Mapping[str, Any], name: str, urn: str = 
         count = None
     elif kind == "launch-template":
         count = 0
-    return Node(
-        name=name, urn=urn, resource_type=resource_type, kind=kind, instance_types=types,
+    return GpuNode(
+        name=name, urn=urn, resource_type=resource_type, kind=kind, instance_types=tuple(types),
         training=P.role(props) == TRAINING, count=count,
         spot=strategy in SPOT_STRATEGIES, spot_strategy=strategy,
         spot_price_limits=_spot_limits(props, types) if strategy == "SpotWithPriceLimit" else {},
-        zone=P.tag(props, P.ZONE_TAG), high_performance=_high_performance(props))
+        zone=_maybe(P.tag(props, P.ZONE_TAG)), high_performance=_high_performance(props), region=region,
+        planned_price=_planned_price(P.tag(props, PLANNED_PRICE)))
 
 
-def _dlc_node(props: Mapping[str, Any], name: str, urn: str, resource_type: str) -> Node:
+def _maybe(value: Any) -> Any:
+    return V.Unknown(sentinel=value.sentinel, path=value.path) if P.is_unknown(value) else value
+
+
+def _dlc_node(props: Mapping[str, Any], name: str, urn: str, resource_type: str,
+              provider_region: Optional[str]) -> GpuNode:
     types = _types(props, "ecs_spec", "ecsSpec")
     pods = P.first(props, "pod_count", "podCount", default=1)
     spot_raw = P.first(props, "spot", "use_spot_instance", "useSpotInstance", "spot_strategy", "spotStrategy")
@@ -181,13 +173,21 @@ def _dlc_node(props: Mapping[str, Any], name: str, urn: str, resource_type: str)
                 else "SpotAsPriceGo"
     limit = P.as_number(P.first(props, "spot_price_limit", "spotPriceLimit"))
     rdma = P.first(props, "enable_rdma", "enableRdma", "enableRDMA")
-    return Node(
-        name=name, urn=urn, resource_type=resource_type, kind="dlc", instance_types=types,
+    price = P.first(props, "on_demand_cny_per_hour", "onDemandCnyPerHour")
+    source = P.first(props, "price_source", "priceSource")
+    planned: Any = None
+    if P.is_unknown(price) or P.is_unknown(source):
+        planned = V.Unknown(sentinel=(price if P.is_unknown(price) else source).sentinel)
+    elif P.as_number(price) is not None and P.as_str(source):
+        planned = PlannedPrice(cny_per_hour=P.as_number(price), source=P.as_str(source))
+    return GpuNode(
+        name=name, urn=urn, resource_type=resource_type, kind="dlc", instance_types=tuple(types),
         training=True, count=P.as_int(pods), spot=strategy in SPOT_STRATEGIES, spot_strategy=strategy,
         spot_price_limits={"*": limit} if limit and strategy != "NoSpot" else {},
         rdma_enabled=None if rdma is None else P.as_bool(rdma),
         gpus_per_pod=P.as_int(P.first(props, "gpus_per_pod", "gpusPerPod")),
-        region=P.as_str(props.get("region")))
+        region=P.as_str(props.get("region")) or provider_region,
+        quota_id=P.as_str(P.first(props, "resource_id", "resourceId")), planned_price=planned)
 
 
 # ---- stack view -------------------------------------------------------------------------------
@@ -200,15 +200,16 @@ def _linked(resource: Any, prop: str, resource_type: str) -> list[Any]:
     return hits
 
 
-def stack_nodes(resources: list[Any]) -> list[Node]:
+def stack_nodes(resources: list[Any], props: Optional[dict[int, Any]] = None) -> list[GpuNode]:
     """Every GPU node declaration of a stack (``PolicyResource`` list), counts and eRDMA resolved.
 
     ESS scaling configurations count their scaling group's ``maxSize`` (the worst case); an ENI
     attachment of a ``HighPerformance`` ``EcsNetworkInterface`` gives its instance eRDMA. Both
     links come from the engine's dependencies (``scalingGroupId``/``instanceId``/
-    ``networkInterfaceId`` property dependencies).
+    ``networkInterfaceId`` property dependencies). ``props``: each resource's plain props, by ``id``,
+    when the caller has them already.
     """
-    props = {id(r): P.plain(r.props) for r in resources}
+    props = props if props is not None else {id(r): P.plain_props(r.props) for r in resources}
     groups = [r for r in resources if r.resource_type == SCALING_GROUP]
     hp_instances: set[str] = set()
     for r in resources:
@@ -217,21 +218,17 @@ def stack_nodes(resources: list[Any]) -> list[Node]:
         enis = _linked(r, "networkInterfaceId", NETWORK_INTERFACE)
         if any(P.as_str(props[id(e)].get("networkInterfaceTrafficMode")) == HIGH_PERFORMANCE for e in enis):
             hp_instances.update(i.urn for i in _linked(r, "instanceId", INSTANCE))
-    nodes: list[Node] = []
+    nodes: list[GpuNode] = []
     for r in resources:
-        node = node_of(r.resource_type, props[id(r)], r.name, r.urn)
+        node = node_of(r.resource_type, props[id(r)], r.name, r.urn, provider_region(getattr(r, "provider", None)))
         if node is None or node.is_template:
             continue
-        if r.urn in hp_instances:
-            node.high_performance = True
+        update: dict[str, Any] = {"high_performance": True} if r.urn in hp_instances else {}
         if node.kind == "ess":
             linked = _linked(r, "scalingGroupId", SCALING_GROUP) or (groups if len(groups) == 1 else [])
-            if linked:
-                g = props[id(linked[0])]
-                node.count = P.as_int(P.first(g, "maxSize", "desiredCapacity", default=1))
-            else:
-                node.count = 1
-        nodes.append(node)
+            update["count"] = P.as_int(P.first(props[id(linked[0])], "maxSize", "desiredCapacity", default=1)) \
+                if linked else 1
+        nodes.append(node.model_copy(update=update) if update else node)
     return nodes
 
 

@@ -14,11 +14,13 @@ analyzer (an exception other than ``UnknownValueError`` aborts the whole preview
 
 from __future__ import annotations
 
-import math
+from collections import OrderedDict
 from collections.abc import Mapping  # isinstance: typing.Mapping's check is several times slower
 from typing import Any, Iterable, Optional
 
 from pulumi_policy.proxy import UnknownValueError, _DictProxy, _ListProxy, _is_unknown
+
+from trainstack.rules.checks.values import number_of, whole
 
 #: ``trainstack:role`` marks what a resource is for (docs/DESIGN.md "Markers the policies rely on").
 ROLE_TAG = "trainstack:role"
@@ -62,6 +64,23 @@ def plain(value: Any, path: tuple[str, ...] = ()) -> Any:
     return value
 
 
+_PLAIN_SEEN: "OrderedDict[int, tuple[Any, Any]]" = OrderedDict()
+_PLAIN_KEPT = 4096
+
+
+def plain_props(props: Any) -> Any:
+    """:func:`plain` of a resource's props, once per props object: every policy of one analysis reads the
+    same object (the runner and the engine's stack call pass it to each), and none changes what it reads."""
+    hit = _PLAIN_SEEN.get(id(props))
+    if hit is not None and hit[0] is props:
+        return hit[1]
+    out = plain(props)
+    _PLAIN_SEEN[id(props)] = (props, out)  # the props are kept with it, so their id is not reused meanwhile
+    if len(_PLAIN_SEEN) > _PLAIN_KEPT:
+        _PLAIN_SEEN.popitem(last=False)
+    return out
+
+
 def is_unknown(value: Any) -> bool:
     return isinstance(value, Unknown)
 
@@ -88,22 +107,12 @@ def present(props: Mapping[str, Any], *keys: str) -> bool:
 
 def as_number(value: Any) -> Optional[float]:
     """A finite float, or ``None`` for missing/garbage. Unknown raises (see :func:`need`)."""
-    value = need(value)
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
+    return number_of(need(value))
 
 
 def as_int(value: Any) -> Optional[int]:
     """Engine floats (``2.0``) back to ints; ``None`` for missing, garbage or fractions."""
-    number = as_number(value)
-    if number is None or number != int(number):
-        return None
-    return int(number)
+    return whole(as_number(value))
 
 
 def as_bool(value: Any) -> Optional[bool]:

@@ -12,9 +12,12 @@ live one module per resource family, each a small factory per policy:
 * ``ram_rules``: RAM policies (no wildcard OSS access);
 * ``tag_rules``: required tags.
 
-``_base`` holds the names, levels, the catalog and the config reader they share. Facts about
-instance types (GPUs, interconnect, RDMA, prices) come from ``trainstack.catalog``, the same
-catalog the resolver uses; nothing about a type is written here.
+Each policy's decision is a pure function of the rule book (``trainstack.rules.checks``) over a
+typed view of the resources (``_view``, ``_nodes``); ``_base`` runs it the engine's way and holds the
+names and levels (from ``trainstack.rules.policy_book``). ``validate`` and ``resolve`` run the same
+functions on the Plan's view, so they give the pack's verdicts. Facts about instance types (GPUs,
+interconnect, RDMA, prices) come from ``trainstack.catalog``, the same catalog the resolver uses;
+nothing about a type is written here.
 
 Importable both as ``policies.rules`` (from the repository root: tests, the planner) and as
 ``rules`` (Pulumi runs the pack with ``policies/`` as the program directory).

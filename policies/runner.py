@@ -28,8 +28,6 @@ Schema defaults fill unset properties, as the Pulumi CLI does. A bad config rais
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping
 from typing import Any, Iterable, Optional
 
@@ -49,14 +47,14 @@ from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.policy import _NotApplicableError
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
+from trainstack.rules.policy_config import resolve_policy_config
+
 if __package__:
     from .rules import ALL_POLICIES
 else:
     from rules import ALL_POLICIES  # type: ignore[no-redef]
 
 _LEVELS = {level.value: level for level in EnforcementLevel}
-_JSON_TYPES = {"string": (str,), "number": (int, float), "integer": (int,), "boolean": (bool,),
-               "array": (list, tuple), "object": (dict,)}
 
 
 def engine_props(inputs: Optional[Mapping[str, Any]]) -> Mapping[str, Any]:
@@ -76,63 +74,27 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _parse_level(value: Any, where: str) -> EnforcementLevel:
-    if isinstance(value, EnforcementLevel):
-        return value
-    if isinstance(value, str) and value.strip().lower() in _LEVELS:
-        return _LEVELS[value.strip().lower()]
-    raise ValueError(f"policy config {where}: enforcement level {value!r} is not one of "
-                     f"{', '.join(_LEVELS)}")
+def _plain_levels(config: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+    """A config whose levels may be EnforcementLevel members, with their words instead."""
+    def word(v: Any) -> Any:
+        return v.value if isinstance(v, EnforcementLevel) else v
 
-
-def _check_type(policy: Any, key: str, value: Any) -> None:
-    schema = policy.config_schema.properties if policy.config_schema else {}
-    if key not in schema:
-        known = ", ".join(sorted(schema)) or "none"
-        raise ValueError(f"policy config {policy.name}: unknown setting {key!r} (settings: {known})")
-    kind = schema[key].get("type")
-    ok = _JSON_TYPES.get(kind, (object,))
-    if isinstance(value, bool) and kind in ("number", "integer") or not isinstance(value, ok):
-        raise ValueError(f"policy config {policy.name}.{key}: expected {kind}, got {json.dumps(value)}")
-    if kind in ("number", "integer") and not math.isfinite(value):
-        raise ValueError(f"policy config {policy.name}.{key}: expected a finite {kind}, got {value}")
-    if kind in ("number", "integer") and "minimum" in schema[key] and value < schema[key]["minimum"]:
-        raise ValueError(f"policy config {policy.name}.{key}: must be at least {schema[key]['minimum']}, got {value}")
-    if kind == "array" and "items" in schema[key]:
-        for item in value:
-            if not isinstance(item, _JSON_TYPES.get(schema[key]["items"].get("type"), (object,))):
-                raise ValueError(f"policy config {policy.name}.{key}: expected a list of "
-                                 f"{schema[key]['items'].get('type')}s, got {json.dumps(value)}")
+    out: dict[str, Any] = {}
+    for name, value in (config or {}).items():
+        if isinstance(value, Mapping) and "enforcementLevel" in value:
+            value = {**value, "enforcementLevel": word(value["enforcementLevel"])}
+        out[name] = word(value)
+    return out
 
 
 def resolve_config(config: Optional[Mapping[str, Any]],
                    policies: Iterable[Any] = ALL_POLICIES) -> dict[str, tuple[EnforcementLevel, dict]]:
-    """``{policy name: (level, properties)}`` from a policy-pack config (defaults filled in)."""
-    policies = list(policies)
-    by_name = {p.name: p for p in policies}
-    config = dict(config or {})
-    every = _parse_level(config.pop("all"), "all") if "all" in config else None
-    out: dict[str, tuple[EnforcementLevel, dict]] = {}
-    for p in policies:
-        schema = p.config_schema.properties if p.config_schema else {}
-        props = {k: v["default"] for k, v in schema.items() if "default" in v}
-        level = every or p.enforcement_level or EnforcementLevel.ADVISORY
-        out[p.name] = (level, props)
-    for name, value in config.items():
-        if name not in by_name:
-            raise ValueError(f"policy config: unknown policy {name!r} (policies: {', '.join(by_name)})")
-        level, props = out[name]
-        if isinstance(value, Mapping):
-            value = dict(value)
-            if "enforcementLevel" in value:
-                level = _parse_level(value.pop("enforcementLevel"), name)
-            for key, setting in value.items():
-                _check_type(by_name[name], key, setting)
-            props.update(value)
-        else:
-            level = _parse_level(value, name)
-        out[name] = (level, props)
-    return out
+    """``{policy name: (level, properties)}`` from a policy-pack config (defaults filled in), with the
+    rules of trainstack.rules.policy_config (the CLI's loader): a bad config raises ValueError."""
+    shapes = [(p.name, (p.enforcement_level or EnforcementLevel.ADVISORY).value,
+               p.config_schema.properties if p.config_schema else {}) for p in policies]
+    resolved = resolve_policy_config(_plain_levels(config), shapes)
+    return {name: (_LEVELS[level], props) for name, (level, props) in resolved.items()}
 
 
 def _urn(r: Mapping[str, Any]) -> str:
@@ -201,6 +163,18 @@ def run_policies(resources: list[dict], config: Optional[dict] = None,
         for policy, level, cfg in stack_policies:
             call(policy, StackValidationArgs(stack, dict(cfg) or None), level, None)
     return verdicts
+
+
+def stack_resources(resources: list[dict]) -> list[PolicyResource]:
+    """``resources`` as the ``PolicyResource`` objects a stack policy gets (linked, props wrapped)."""
+    urns = [_urn(r) for r in resources]
+    by_key: dict[str, str] = {}
+    for r, urn in zip(resources, urns):
+        by_key[urn] = urn
+        by_key.setdefault(r["name"], urn)
+    parents = [by_key.get(r.get("parent") or "", r.get("parent") or None) for r in resources]
+    props = [engine_props(r.get("inputs")) for r in resources]
+    return _stack(resources, urns, parents, by_key, props, _providers(resources))
 
 
 def _stack(resources: list[dict], urns: list[str], parents: list[Optional[str]], by_key: dict[str, str],

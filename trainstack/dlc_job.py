@@ -43,14 +43,16 @@ UNKNOWN = "(known after deploy)"
 PLAN_INPUT_KEYS = (
     "kind", "region", "display_name", "job_type", "image", "image_lookup", "command", "envs", "ecs_spec",
     "resource_id", "pod_count", "gpus_per_pod", "cpu_per_pod", "memory_gib_per_pod", "enable_rdma", "spot",
-    "spot_price_limit", "max_running_minutes", "vpc_cidr", "quota_spec", "quota_kind",
+    "spot_price_limit", "max_running_minutes", "vpc_cidr", "quota_spec", "quota_kind", "on_demand_cny_per_hour",
+    "price_source",
 )
 #: ... and those known only at deploy time.
 DEPLOY_INPUT_KEYS = ("workspace_id", "vpc_id", "vswitch_id", "security_group_id", "data_sources")
 INPUT_KEYS = PLAN_INPUT_KEYS + DEPLOY_INPUT_KEYS
-#: Inputs that describe the quota for the deploy-time check and for policies; a change in them alone
-#: never replaces a submitted job (the quota itself is ``resource_id``).
-INFORMATIONAL_INPUT_KEYS = ("quota_spec", "quota_kind")
+#: Inputs that describe the quota for the deploy-time check and the planned price per pod-hour for
+#: policies (``gpu-hourly-budget``); a change in them alone never replaces a submitted job (the quota
+#: itself is ``resource_id``; a new price-book entry must not restart training).
+INFORMATIONAL_INPUT_KEYS = ("quota_spec", "quota_kind", "on_demand_cny_per_hour", "price_source")
 #: Outputs of the DlcJob resource. ``image_resolved``: the image the job was submitted with (the
 #: deploy-time lookup's answer is kept here, so a newer official image never replaces the job).
 OUTPUT_KEYS = ("job_id", "status", "reason", "image_resolved")
@@ -173,6 +175,10 @@ def job_inputs(plan: Plan) -> dict[str, Any]:
         inputs["image_lookup"] = d.image_lookup.model_dump(mode="json")  # type: ignore[union-attr]
     if d.quota_kind is not None:
         inputs["quota_kind"] = d.quota_kind
+    from .tags import planned_price
+
+    if (price := planned_price(plan)) is not None:  # what policies price the job at (per pod-hour)
+        inputs.update(on_demand_cny_per_hour=price.cny_per_hour, price_source=price.source)
     if d.quota_spec is not None:
         inputs["quota_spec"] = d.quota_spec
     if d.resource_id:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class ReasonCode(str, Enum):
@@ -52,16 +52,19 @@ BUDGET_CODES = frozenset({ReasonCode.HOURLY_BUDGET, ReasonCode.TOTAL_BUDGET})
 
 
 class Reason(BaseModel):
-    """One broken rule: what broke (``code``) and the user's sentence (``message``)."""
+    """One broken rule: what broke (``code``), the user's sentence (``message``) and, where the rule
+    rests on a catalog fact, the source tag and the citation that states it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     code: ReasonCode
     message: str
+    source: Optional[str] = Field(None, description="Tag in the catalog's sources.yaml the rule's fact rests on")
+    fact: Optional[str] = Field(None, description="The citation quoted: families.<family>.<fact> (families.yaml)")
 
 
-def reason(code: ReasonCode, message: str) -> Reason:
-    return Reason(code=code, message=message)
+def reason(code: ReasonCode, message: str, *, source: Optional[str] = None, fact: Optional[str] = None) -> Reason:
+    return Reason(code=code, message=message, source=source, fact=fact)
 
 
 def first_code(reasons: list[Optional[Reason]]) -> Optional[ReasonCode]:

@@ -1,7 +1,8 @@
 """A stack's config as the Pulumi program reads it: which profile, which overrides, which deadline.
 
 Pure, so ``trainstack validate --stack`` and the offline plan apply exactly the rules the program
-applies (``components/program.py`` calls these), without importing Pulumi.
+applies: ``components/program.py`` reads its config into a mapping and calls :func:`stack_inputs`,
+the one pipeline, without this module importing Pulumi.
 
 Stack config (``stacks/Pulumi.<stack>.yaml``):
 - ``trainstack:profile`` (required): profile path, relative to ``stacks/`` (an absolute path must
@@ -16,6 +17,10 @@ Stack config (``stacks/Pulumi.<stack>.yaml``):
   replaces the profile's ``price_book`` (README, "Prices").
 - ``trainstack:storageGeneration`` (optional, default 1): part of the stack bucket's name; raise it
   to deploy the stack again next to a bucket an earlier ``pulumi destroy`` retained.
+- ``trainstack:policyConfig`` (optional): the stack's policy config (a ``--policy-pack-config`` JSON
+  file), relative to ``stacks/`` like the profile and confined there; ``validate``, ``resolve``,
+  ``plan``, ``diff`` and the workflows (``pulumi preview/up --policy-pack-config``) read it, and a
+  ``--policy-config FILE`` on the command line replaces it (docs/policies.md).
 - ``alicloud:region`` (optional): must equal the profile's region if set.
 - ``alicloud:accessKey``/``secretKey``/``securityToken`` only as secrets (``pulumi config set
   --secret``); a plain value is refused (README "Credentials").
@@ -26,7 +31,8 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Mapping, Optional
 
 from .errors import InputError
 from .plan import Plan
@@ -148,13 +154,24 @@ def check_stack_config(config: dict[str, Any], secret_keys: Iterable[str] = ()) 
                               f"{plain[0]} ...`")
 
 
-def plan_for_config(config: dict[str, str], project: str, root: Path = PROJECT_ROOT,
-                    secret_keys: Iterable[str] = ()) -> Plan:
-    """The checked Plan the program builds for a stack's config (full ``namespace:key`` names):
-    the same profile path rules, overrides and rule book as ``components/program.py``."""
-    from .rules import planned
+@dataclass(frozen=True)
+class StackInputs:
+    """What a stack's config gives the program, checked: the profile (stack overrides applied), the
+    file it came from, the hard deadline and the bucket generation."""
 
-    check_stack_config(config, secret_keys)
+    profile: TrainingProfile
+    path: Path
+    auto_release_time: Optional[str] = None
+    generation: int = 1
+    policy_config: Optional[Path] = None
+
+
+def stack_inputs(config: Mapping[str, Optional[str]], project: str, root: Path = PROJECT_ROOT,
+                 secret_keys: Iterable[str] = ()) -> StackInputs:
+    """The stack config (full ``namespace:key`` names) read the way the program reads it: credentials
+    only as secrets, the profile path confined to stacks/, the zone and price-book overrides, the
+    region check, the release time, the storage generation and the policy config's path."""
+    check_stack_config(dict(config), secret_keys)
     value = config.get(f"{project}:profile")
     if not value:
         raise InputError(f"stack config has no {project}:profile",
@@ -163,6 +180,24 @@ def plan_for_config(config: dict[str, str], project: str, root: Path = PROJECT_R
     profile = load_profile_with_overrides(path, zone=config.get(f"{project}:zone"),
                                           price_book=config.get(f"{project}:priceBook"), root=root)
     check_region(profile, config.get("alicloud:region"))
-    check_auto_release_time(config.get(f"{project}:autoReleaseAt"))
-    storage_generation(config.get(f"{project}:storageGeneration"))
-    return planned(profile, file=str(path))
+    return StackInputs(profile=profile, path=path,
+                       auto_release_time=check_auto_release_time(config.get(f"{project}:autoReleaseAt")),
+                       generation=storage_generation(config.get(f"{project}:storageGeneration")),
+                       policy_config=policy_config_path(config, project, root))
+
+
+def policy_config_path(config: Mapping[str, Optional[str]], project: str, root: Path = PROJECT_ROOT) -> Optional[Path]:
+    """``trainstack:policyConfig`` as a path under ``<root>/stacks`` (None when the stack sets none)."""
+    value = config.get(f"{project}:policyConfig")
+    if not value:
+        return None
+    return profile_path(value, root, key=f"{project}:policyConfig", example="policy-config.json")
+
+
+def plan_for_config(config: Mapping[str, Optional[str]], project: str, root: Path = PROJECT_ROOT,
+                    secret_keys: Iterable[str] = ()) -> Plan:
+    """The checked Plan the program builds for a stack's config (:func:`stack_inputs`, then the rule book)."""
+    from .rules import planned
+
+    inputs = stack_inputs(config, project, root, secret_keys)
+    return planned(inputs.profile, file=str(inputs.path))

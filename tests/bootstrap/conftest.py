@@ -1,10 +1,12 @@
 """Fixtures for the bootstrap tests: a fake ECS metadata service (with tokens) and a fake ECS
-API on 127.0.0.1, and a way to write a plan's rendered files to a directory."""
+API on 127.0.0.1, a way to write a plan's rendered files to a directory, what `pulumi up` writes to
+the stack bucket (the job settings, the node programs), and the node programs as importable modules."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
+import sys
 import threading
 import time
 import urllib.parse
@@ -16,7 +18,7 @@ import pytest
 
 from plan_factory import single_gpu_lora_plan
 
-from trainstack.bootstrap import render_files, render_script
+from trainstack.bootstrap import render_files
 
 SECRET = "fake-secret-for-tests"
 TOKEN_TTL_HEADER = "X-aliyun-ecs-metadata-token-ttl-seconds"
@@ -156,6 +158,18 @@ def publish_settings(plan, cloud: "FakeCloud", store_root: Path, **kwargs) -> st
     return settings.digest
 
 
+def publish_programs(plan, store_root: Path) -> str:
+    """What `pulumi up` writes for the node programs (components/job_settings.py): each program and
+    the manifest at their content-addressed keys. Returns the set's digest."""
+    from fake_oss import DirStore
+
+    from trainstack.bootstrap.programs import program_objects, program_set
+
+    for obj in program_objects(plan):
+        DirStore(store_root).write(plan.storage.oss.bucket, obj.key, obj.content.encode())
+    return program_set().digest
+
+
 def write_rendered(plan, directory: Path, node_rank: int = 0, **kwargs) -> dict[str, Path]:
     """Write each rendered file as ``directory/<name>``; returns name -> path."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -188,14 +202,35 @@ def waiter() -> Callable[..., None]:
     return wait_for
 
 
+class NodePrograms:
+    """The node programs exactly as rendered, in one program directory (``lib``), importable by duty:
+    ``programs.metadata`` is trainstack_metadata.py, ``programs.path("trainstack_agent.py")`` a file."""
+
+    def __init__(self, lib: Path) -> None:
+        self.lib = lib
+
+    def path(self, name: str) -> Path:
+        return self.lib / name
+
+    def __getattr__(self, duty: str):
+        if not (self.lib / f"trainstack_{duty}.py").is_file():
+            raise AttributeError(duty)
+        return importlib.import_module(f"trainstack_{duty}")
+
+
+def _forget_programs() -> None:
+    for name in [m for m in sys.modules if m.startswith("trainstack_")]:
+        del sys.modules[name]
+
+
 @pytest.fixture
-def agent(tmp_path):
-    """The node agent exactly as rendered for a plan, imported as a module (it also holds the
-    OSS commands); ``module.path`` is the rendered file, for running it as a subprocess."""
-    path = tmp_path / "trainstack_agent.py"
-    path.write_text(render_script(single_gpu_lora_plan(), "trainstack_agent.py"))
-    spec = importlib.util.spec_from_file_location("trainstack_agent_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.path = path
-    return module
+def programs(tmp_path, monkeypatch):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for f in render_files(single_gpu_lora_plan(), 0):
+        if f.program:
+            (lib / f.name).write_text(f.content)
+    _forget_programs()
+    monkeypatch.syspath_prepend(str(lib))
+    yield NodePrograms(lib)
+    _forget_programs()

@@ -1,4 +1,5 @@
-"""Fakes for the OSS side of the agent's ``oss`` commands (templates/trainstack_agent.py).
+"""Fakes for the OSS side of the node programs (templates/programs/: the agent's ``oss`` commands,
+the heartbeat, the programs installer).
 
 - ``DirStore``: the agent's store interface (list/get/put) over a local directory, one file
   per object; injected in place of the SDK-backed store, in-process or from bash through
@@ -53,6 +54,9 @@ class DirStore:
         if mtime is not None:
             os.utime(path, (mtime, mtime))
 
+    def delete(self, bucket: str, key: str) -> None:
+        self._file(bucket, key).unlink()
+
     def read(self, bucket: str, key: str) -> bytes:
         return self._file(bucket, key).read_bytes()
 
@@ -89,27 +93,31 @@ class DirStore:
 
 
 def oss_python_wrapper(path: Path) -> Path:
-    """A stand-in for the OSS venv's python: runs the real agent (argv[1]; argv[2] is ``oss``) or
-    the real heartbeat program (argv[1], trainstack_heartbeat.py), with a DirStore at $FAKE_OSS_ROOT that logs each call to $FAKE_OSS_LOG."""
+    """A stand-in for the OSS venv's python: runs the real node program argv[1] (the agent's ``oss``
+    commands, the heartbeat, the programs installer) with a DirStore at $FAKE_OSS_ROOT that logs each
+    call to $FAKE_OSS_LOG. $FAKE_OSS_FAIL makes the agent's data commands and the heartbeat fail as a
+    role without access would (the job settings and the programs still come through)."""
     path.write_text(
         f"#!{sys.executable}\n"
-        "import importlib.util, os, sys\n"
+        "import importlib, os, sys\n"
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
         "import fake_oss\n"
-        "spec = importlib.util.spec_from_file_location('trainstack_agent', sys.argv[1])\n"
-        "agent = importlib.util.module_from_spec(spec)\n"
-        "spec.loader.exec_module(agent)\n"
-        "heartbeat = sys.argv[1].endswith('trainstack_heartbeat.py')\n"
-        "assert heartbeat or sys.argv[2] == 'oss', sys.argv\n"
-        "if os.environ.get('FAKE_OSS_FAIL') and (heartbeat or sys.argv[7:8] != ['job-settings']):\n"
+        "sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[1])))\n"
+        "program = os.path.basename(sys.argv[1])[:-3]\n"
+        "module = importlib.import_module(program)\n"
+        "data = program == 'trainstack_heartbeat' or (program == 'trainstack_agent' and sys.argv[7:8] != ['job-settings'])\n"
+        "if os.environ.get('FAKE_OSS_FAIL') and data:\n"
         "    def factory(region, endpoint):\n"
         "        raise PermissionError(os.environ['FAKE_OSS_FAIL'])\n"
         "else:\n"
         "    def factory(region, endpoint):\n"
         "        return fake_oss.DirStore(os.environ['FAKE_OSS_ROOT'], log=os.environ['FAKE_OSS_LOG'],\n"
         "                                 region=region, endpoint=endpoint)\n"
-        "sys.exit(agent.heartbeat_main(sys.argv[2:], store_factory=factory) if heartbeat\n"
-        "         else agent.oss_main(sys.argv[3:], store_factory=factory))\n")
+        "if program == 'trainstack_agent':\n"
+        "    assert sys.argv[2] == 'oss', sys.argv\n"
+        "    sys.exit(module.oss_main(sys.argv[3:], store_factory=factory))\n"
+        "main = module.heartbeat_main if program == 'trainstack_heartbeat' else module.main\n"
+        "sys.exit(main(sys.argv[2:], store_factory=factory))\n")
     path.chmod(0o755)
     return path
 

@@ -65,11 +65,11 @@ def disk(tmp_path):
         checkpoint="oss", checkpoint_path=str(tmp_path / "ckpt"),
         data_disk=DataDiskPlan(size_gib=200, mount_path=str(tmp_path / "data")),
         oss=BUCKET))
-    setup = tmp_path / "node-setup.sh"
+    setup = tmp_path / "trainstack-setup.sh"
 
     def render(plan, options=None):
         (etc / "node.env").write_text(render_script(plan, "node.env", options=options))
-        setup.write_text(render_script(plan, "node-setup.sh", options=options))
+        setup.write_text(render_script(plan, "trainstack-setup.sh", options=options))
 
     render(plan)
 
@@ -126,7 +126,7 @@ def test_anything_but_a_positive_empty_answer_leaves_the_disk_alone(disk, blkid_
 
 
 def test_the_rendered_step_has_no_other_path_to_mkfs():
-    setup = render_script(single_gpu_lora_plan(), "node-setup.sh")
+    setup = render_script(single_gpu_lora_plan(), "trainstack-setup.sh")
     assert setup.count("mkfs") == 1
     guarded = setup[setup.index('blkid -p "$dev" >/dev/null'):setup.index("mkfs")]
     assert "    2)\n" in guarded  # inside the `blkid -p` exit-2 ("nothing found") branch only

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_bootstrap_launch import FAST, launch  # noqa: F401  (the launch fixture)
+from launch_harness import FAST, launch  # noqa: F401  (the launch fixture)
 
 from trainstack.bootstrap import render_files
 from trainstack.errors import TrainstackError

@@ -8,126 +8,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 
-import pytest
-from fake_oss import DirStore, oss_python_wrapper
+from launch_harness import FAST, STACK_BUCKET, launch, local_plan  # noqa: F401 (launch: the fixture)
 from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
 
-from conftest import publish_settings
-
 from trainstack.bootstrap import BootstrapOptions, render_files
-from trainstack.bootstrap.heartbeat import NCCL_CHECK, NCCL_CHECK_KEY, PROGRAM_KEY, has_status, program_text
-from trainstack.bootstrap.render import CHANNEL_FILES
 from trainstack.plan import JobPlan, OssPlan, StoragePlan
-
-FAST = BootstrapOptions(checkpoint_grace_seconds=1, kill_after_seconds=1, poweroff_fallback=False)
-
-TORCHRUN = """\
-import json, os, signal, sys, time
-def record(event, **data):
-    with open(os.environ["FAKE_LOG"], "a") as fh:
-        fh.write(json.dumps(dict(event=event, **data)) + "\\n")
-check = any(a.endswith("nccl_check.py") for a in sys.argv)
-ckpt = os.environ["TRAINSTACK_CHECKPOINT_DIR"]
-record("nccl_check" if check else "trainer", argv=sys.argv[1:], cwd=os.getcwd(),
-       usr1_ignored=signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN,
-       env={k: os.environ.get(k) for k in ("NCCL_IB_HCA", "NCCL_DEBUG", "MY_VAR", "TRAINSTACK_CHECKPOINT_DIR")},
-       extra_env={k: os.environ.get(k) for k in os.environ.get("FAKE_ENV_KEYS", "").split(",") if k},
-       checkpoints=sorted(os.listdir(ckpt)) if os.path.isdir(ckpt) else None)
-if not check and os.environ.get("FAKE_SAVE"):
-    with open(os.path.join(ckpt, os.environ["FAKE_SAVE"]), "w") as fh:
-        fh.write("saved by the trainer")
-if check:
-    if os.environ.get("FAKE_NCCL_LOG"):
-        print(os.environ["FAKE_NCCL_LOG"])
-    sys.exit(int(os.environ.get("FAKE_NCCL_RC", "0")))
-if os.environ.get("FAKE_MODE") == "run-until-stopped":
-    signal.signal(signal.SIGUSR1, lambda *_: record("USR1"))
-    def on_term(*_):
-        record("TERM")
-        sys.exit(143)
-    signal.signal(signal.SIGTERM, on_term)
-    end = time.monotonic() + 20  # bounded: the deadline test stops it long before
-    while time.monotonic() < end:
-        time.sleep(0.02)
-sys.exit(int(os.environ.get("FAKE_RC", "0")))
-"""
-
-
-@pytest.fixture
-def launch(tmp_path, fake_cloud, rendered):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "torchrun").write_text(f"#!{sys.executable}\n{TORCHRUN}")
-    (bin_dir / "systemctl").write_text(f'#!/bin/bash\necho "systemctl $*" >>"{tmp_path}/systemctl.log"\n')
-    for tool in ("torchrun", "systemctl"):
-        (bin_dir / tool).chmod(0o755)
-    oss_python = oss_python_wrapper(bin_dir / "oss-python")  # the real trainstack_oss.py over a DirStore
-
-    def prepare(plan, rank=0, options=FAST, **env):
-        """The node's files rendered under tmp_path/node and the environment the scripts run in."""
-        kwargs = {"cpfs_mount_address": "cpfs-x.cn-shenzhen.cpfs.aliyuncs.com"} if plan.storage.cpfs else {}
-        publish = env.pop("PUBLISH", True)
-        kept = {n: (tmp_path / "node" / n).read_text() for n in CHANNEL_FILES if (tmp_path / "node" / n).exists()}
-        files = {k: v for k, v in rendered(plan, tmp_path / "node", rank, options=options, **kwargs).items()
-                 if k not in CHANNEL_FILES}  # these come from the job settings channel
-        for name in CHANNEL_FILES:  # what the node had (a later job start), never the render's copy
-            (tmp_path / "node" / name).unlink(missing_ok=True)
-            if name in kept and not publish:
-                (tmp_path / "node" / name).write_text(kept[name])
-        if publish:
-            publish_settings(plan, fake_cloud, tmp_path / "oss", options=options, **kwargs)
-        if has_status(plan):  # what `pulumi up` writes to the stack bucket (components/storage.py)
-            run.oss.write(plan.storage.oss.bucket, PROGRAM_KEY, program_text().encode())
-            run.oss.write(plan.storage.oss.bucket, NCCL_CHECK_KEY, program_text(NCCL_CHECK).encode())
-        # the launcher reads /etc/trainstack and /usr/local/lib/trainstack: point both at the render
-        base = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", FAKE_LOG=str(tmp_path / "torchrun.log"),
-                    TRAINSTACK_ETC=str(tmp_path / "node"), TRAINSTACK_LIB=str(tmp_path / "node"),
-                    TRAINSTACK_STATE=str(tmp_path / "state"), TRAINSTACK_RUN=str(tmp_path / "run"),
-                    TRAINSTACK_WORKDIR=str(tmp_path / "work"), TRAINSTACK_METADATA_URL=fake_cloud.url,
-                    TRAINSTACK_ECS_ENDPOINT=fake_cloud.url, TRAINSTACK_KMS_ENDPOINT=fake_cloud.url,
-                    TRAINSTACK_RETRY_SECONDS="0", TRAINSTACK_SETTINGS_ATTEMPTS="2",
-                    TRAINSTACK_RAM_ROLE_WAIT_SECONDS="0", TRAINSTACK_OSS_PYTHON=str(oss_python),
-                    FAKE_OSS_ROOT=str(tmp_path / "oss"), FAKE_OSS_LOG=str(tmp_path / "oss.log"))
-        return files, {**base, **env}
-
-    def run(plan, rank=0, options=FAST, **env):
-        files, full = prepare(plan, rank, options, **env)
-        return subprocess.run(["bash", str(files["trainstack-launch.sh"])], capture_output=True, text=True,
-                              env=full, timeout=60)
-
-    def events():
-        log = tmp_path / "torchrun.log"
-        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-    def oss_calls():
-        """The OSS calls of code and checkpoints (not the job settings channel's or the heartbeat's)."""
-        return [c for c in all_oss_calls()
-                if not str(c.get("key", c.get("prefix", ""))).startswith(("job/", "status/"))]
-
-    def all_oss_calls():
-        log = tmp_path / "oss.log"
-        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-    run.prepare = prepare
-    run.events = events
-    run.oss_calls = oss_calls
-    run.all_oss_calls = all_oss_calls
-    run.oss = DirStore(tmp_path / "oss")
-    run.cloud = fake_cloud
-    run.state = tmp_path / "state"
-    return run
-
-
-STACK_BUCKET = OssPlan(bucket="stack-bucket", internal_endpoint="oss-cn-shenzhen-internal.aliyuncs.com")
-
-
-def local_plan(base, tmp_path, **job):
-    """A plan whose checkpoints live under tmp_path (the launcher creates nothing outside it)."""
-    return base(storage=StoragePlan(checkpoint="essd", checkpoint_path=str(tmp_path / "ckpt"), oss=STACK_BUCKET),
-                job=JobPlan(method="full", precision="bf16", **{"command": "python train.py", **job}))
-
 
 def test_single_gpu_job_runs_under_torchrun_then_the_node_stops_billing(launch, tmp_path):
     plan = local_plan(single_gpu_lora_plan, tmp_path, command="python -u train.py --lr 3e-4",
@@ -231,19 +117,25 @@ def test_no_job_starts_on_a_spot_instance_that_is_being_reclaimed(launch, tmp_pa
     assert not launch.events() and not launch.cloud.ecs_calls
 
 
-def test_setup_failure_applies_the_stop_policy(launch, tmp_path):
+def test_setup_failure_applies_the_stop_policy_with_the_boot_programs_alone(launch, tmp_path):
     plan = local_plan(single_gpu_lora_plan, tmp_path)
     files = {f.name: f for f in render_files(plan, 0, options=FAST)}
-    assert "--setup-failed" in files["trainstack-setup-failed.service"].content
-    assert "OnFailure=trainstack-setup-failed.service" in files["trainstack-setup.service"].content
-    launch(plan)  # renders the files; then run the failure path the unit runs
+    assert "ExecStart=/usr/local/sbin/trainstack-boot --failed" in files["trainstack-setup-failed.service"].content
+    for unit in ("trainstack-setup.service", "trainstack-programs.service"):
+        assert "OnFailure=trainstack-setup-failed.service" in files[unit].content
+    launch.prepare(plan)  # renders the files; then the failure path the unit runs, on a node with only its user data
+    for f in files.values():
+        if f.program and not f.boot:
+            (tmp_path / "node" / f.name).unlink()
     env = dict(os.environ, TRAINSTACK_ETC=str(tmp_path / "node"), TRAINSTACK_LIB=str(tmp_path / "node"),
                TRAINSTACK_STATE=str(tmp_path / "s2"), TRAINSTACK_RUN=str(tmp_path / "r2"),
                TRAINSTACK_METADATA_URL=launch.cloud.url, TRAINSTACK_ECS_ENDPOINT=launch.cloud.url,
                TRAINSTACK_RAM_ROLE_WAIT_SECONDS="0", PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
-    result = subprocess.run(["bash", str(tmp_path / "node" / "trainstack-launch.sh"), "--setup-failed"],
+    result = subprocess.run(["bash", str(tmp_path / "node" / "trainstack-boot.sh"), "--failed"],
                             capture_output=True, text=True, env=env, timeout=60)
-    assert result.returncode == 12 and len(launch.cloud.ecs_calls) == 2
+    assert result.returncode == 12, result.stderr
+    (stop,) = launch.cloud.ecs_calls
+    assert (stop["Action"], stop["StoppedMode"]) == ("StopInstance", "StopCharging")
     assert not (tmp_path / "s2" / "job-finished").exists(), "a restarted node retries the setup"
 
 
@@ -376,8 +268,8 @@ def test_the_sync_service_uploads_new_checkpoints_each_round(launch, tmp_path, w
                TRAINSTACK_OSS_PYTHON=str(tmp_path / "bin" / "oss-python"), FAKE_OSS_ROOT=str(tmp_path / "oss"),
                FAKE_OSS_LOG=str(tmp_path / "oss.log"))
     unit = render_files(plan, 0, options=FAST)
-    assert "ExecStart=/usr/local/bin/trainstack-launch --ckpt-sync" in {f.name: f for f in unit}[
-        "trainstack-ckpt-sync.service"].content
+    (sync_unit,) = [f.content for f in unit if f.name == "trainstack-ckpt-sync.service"]
+    assert "ExecStart=/bin/bash /usr/local/lib/trainstack/trainstack-launch.sh --ckpt-sync" in sync_unit
     (tmp_path / "node" / "node.env").write_text(
         (tmp_path / "node" / "node.env").read_text().replace("CKPT_SYNC_SECONDS=300", "CKPT_SYNC_SECONDS=1"))
     proc = subprocess.Popen(["bash", str(tmp_path / "node" / "trainstack-launch.sh"), "--ckpt-sync"], env=env,
@@ -518,18 +410,9 @@ def test_a_job_over_budget_before_training_never_starts_the_trainer(launch, tmp_
     assert not launch.events() and len(launch.cloud.ecs_calls) == 1
 
 
-def test_a_finished_job_leaves_its_last_heartbeat_and_a_program_that_is_not_ours_never_runs(launch, tmp_path):
+def test_a_finished_job_leaves_its_last_heartbeat(launch, tmp_path):
     plan = guarded_plan(tmp_path)
     result = launch(plan)
     assert result.returncode == 0, result.stderr
     beat = last_heartbeat(launch, plan)
     assert beat.state == "finished" and beat.exit_code == 0 and beat.stop is None
-    # someone replaced the program in the bucket: the node refuses to run it
-    (launch.state / "job-finished").unlink()
-    (tmp_path / "node" / "trainstack_heartbeat.py").unlink()
-    files, env = launch.prepare(plan)
-    launch.oss.write(plan.storage.oss.bucket, "job/trainstack_heartbeat.py", b"import os; os.system('evil')\n")
-    service = subprocess.run(["bash", str(files["trainstack-launch.sh"]), "--heartbeat"], env=env,
-                             capture_output=True, text=True, timeout=60)
-    assert service.returncode == 1 and "not the trainstack_heartbeat.py this node was deployed with" in service.stderr
-    assert not (tmp_path / "node" / "trainstack_heartbeat.py").exists()

@@ -5,21 +5,23 @@ hostfile: one document for every rank, read at every job start)."""
 from __future__ import annotations
 
 import base64
-import gzip
 import hashlib
+import io
 import json
 import math
 import re
 import subprocess
+import tarfile
 
 import pytest
 import yaml
 from plan_factory import dlc_plan, multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
 
-from trainstack.bootstrap.heartbeat import NCCL_CHECK, program_sha256
+from trainstack.bootstrap.programs import LIB, PROGRAMS
 from trainstack.bootstrap import (
     USER_DATA_LIMIT, BootstrapOptions, render_files, render_script, render_user_data,
 )
+from trainstack.bootstrap.cloud_config import BOOT_ARCHIVE
 from trainstack.bootstrap.render import CHANNEL_FILES, JOB_SETTINGS_KIND, render_job_settings
 from trainstack.plan import JobPlan, StoragePlan
 
@@ -34,13 +36,19 @@ def env_of(text: str) -> dict[str, str]:
 
 
 def written_files(user_data: str) -> dict[str, str]:
-    """path -> content of every write_files entry, decoded as cloud-init decodes it."""
+    """path -> content of every file the user data writes: each write_files entry as cloud-init
+    decodes it, and what the first runcmd unpacks from the boot archive (which is then not listed)."""
     doc = yaml.safe_load(user_data)
     out = {}
     for entry in doc["write_files"]:
         content = entry["content"]
-        if entry.get("encoding") == "gz+b64":
-            content = gzip.decompress(base64.b64decode(content)).decode()
+        if entry.get("encoding") == "b64" and entry["path"] == BOOT_ARCHIVE:
+            assert doc["runcmd"][0] == ["tar", "-xzf", BOOT_ARCHIVE, "-C", "/"]
+            with tarfile.open(fileobj=io.BytesIO(base64.b64decode(content)), mode="r:gz") as tar:
+                for member in tar.getmembers():
+                    assert member.isfile() and (member.uid, member.gid, member.mtime) == (0, 0, 0), member.name
+                    out["/" + member.name] = tar.extractfile(member).read().decode()
+            continue
         out[entry["path"]] = content
     return out
 
@@ -58,9 +66,8 @@ def test_single_gpu_plan_has_no_rdma_and_no_nccl_check():
     settings = env_of(render_script(plan, "settings.env"))
     assert (settings["NNODES"], settings["NPROC_PER_NODE"]) == ("1", "1")
     assert "/etc/trainstack/hostfile" not in files and render_script(plan, "hostfile") == "10.0.0.10\n"
-    setup = files["/usr/local/sbin/trainstack-node-setup"]
-    assert "setup_erdma" not in setup and "setup_mtu" not in setup
-    assert "  setup_data_disk\n" in setup and "  setup_gpu_driver\n" in setup
+    assert env["SETUP_STEPS"].split() == ["setup_data_disk", "setup_nfs_client", "setup_gpu_driver", "setup_git",
+                                          "setup_python"]
 
 
 def test_multi_node_erdma_plan_installs_erdma_sets_nccl_env_mtu_and_hostfile():
@@ -75,21 +82,17 @@ def test_multi_node_erdma_plan_installs_erdma_sets_nccl_env_mtu_and_hostfile():
     assert (settings["NNODES"], settings["NPROC_PER_NODE"], settings["MASTER_ADDR"]) == ("4", "8", "10.0.0.10")
     assert render_script(plan, "hostfile", 2, CPFS).splitlines() == ["10.0.0.10", "10.0.0.11", "10.0.0.12",
                                                                      "10.0.0.13"]
-    setup = files["/usr/local/sbin/trainstack-node-setup"]
-    for step in ("setup_data_disk", "setup_nfs_client", "setup_gpu_driver", "setup_erdma", "setup_mtu",
-                 "setup_python"):
-        assert f"  {step}\n" in setup
-    assert setup.index("  setup_gpu_driver\n") < setup.index("  setup_erdma\n") < setup.index("  setup_mtu\n")
-    assert "./install.sh --batch" in setup and "ibv_devices" in setup
+    assert env["SETUP_STEPS"].split() == ["setup_data_disk", "setup_nfs_client", "setup_gpu_driver", "setup_erdma",
+                                          "setup_mtu", "setup_git", "setup_python"]
+    setup = render_script(plan, "trainstack-setup.sh", 2)  # a node program: the steps node.env names
+    assert "./install.sh --batch" in setup and "ibv_devices" in setup and 'for step in $SETUP_STEPS' in setup
     nccl = env_of(files["/etc/trainstack/nccl.env"])
     assert nccl["NCCL_IB_HCA"] == "erdma" and nccl["NCCL_IB_GID_INDEX"] == "1"
     assert {k: nccl[k] for k in plan.network.nccl_env} == plan.network.nccl_env
-    assert files["/etc/profile.d/trainstack-nccl.sh"] == files["/etc/trainstack/nccl.env"]
-    # the NCCL check travels through the stack bucket like the heartbeat program (room in the user data)
-    assert "/usr/local/lib/trainstack/nccl_check.py" not in files
-    env = env_of(files["/etc/trainstack/node.env"])
-    assert env["NCCL_CHECK_URI"] == f"oss://{plan.storage.oss.bucket}/job/nccl_check.py"
-    assert env["NCCL_CHECK_SHA256"] == program_sha256(NCCL_CHECK)
+    assert files["/etc/profile.d/trainstack-nccl.sh"].endswith(". /etc/trainstack/nccl.env\n"), "login shells get them"
+    # the NCCL check is a node program: in the stack bucket, not in the user data
+    assert f"{LIB}/nccl_check.py" not in files and "nccl_check.py" in PROGRAMS
+    assert not {"NCCL_CHECK_URI", "NCCL_CHECK_SHA256", "HEARTBEAT_PROGRAM_URI", "HEARTBEAT_SHA256"} & set(env)
 
 
 def test_every_rank_agrees_on_the_rendezvous_master():
@@ -102,7 +105,7 @@ def test_mtu_is_left_alone_unless_the_plan_asks_for_jumbo_frames():
     plan = multi_node_erdma_plan()
     plain = plan.model_copy(update={"network": plan.network.model_copy(update={"mtu": 1500})})
     assert "MTU" not in env_of(render_script(plain, "node.env", 0, CPFS))
-    assert "setup_mtu" not in render_script(plain, "node-setup.sh", 0, CPFS)
+    assert "setup_mtu" not in env_of(render_script(plain, "node.env", 0, CPFS))["SETUP_STEPS"]
 
 
 def test_cpfs_is_mounted_from_the_protocol_mount_target_named_by_the_job_settings():
@@ -122,9 +125,8 @@ def test_cpfs_is_mounted_from_the_protocol_mount_target_named_by_the_job_setting
 
 def test_spot_plan_runs_the_watcher_and_on_demand_plans_do_not():
     user_data = yaml.safe_load(render_user_data(spot_plan(), 0))
-    paths = {e["path"] for e in user_data["write_files"]}
-    assert {"/usr/local/lib/trainstack/spot-watcher.py",
-            "/etc/systemd/system/trainstack-spot-watcher.service"} <= paths
+    assert "/etc/systemd/system/trainstack-spot-watcher.service" in written_files(render_user_data(spot_plan(), 0))
+    assert "Requires=trainstack-programs.service" in render_script(spot_plan(), "trainstack-spot-watcher.service")
     assert ["systemctl", "start", "--no-block", "trainstack-job.service", "trainstack-ckpt-sync.service",
             "trainstack-spot-watcher.service", "trainstack-heartbeat.service"] in user_data["runcmd"]
     unit = render_script(spot_plan(), "trainstack-spot-watcher.service")
@@ -141,12 +143,12 @@ def test_every_node_runs_the_sync_service_which_follows_the_job_settings():
     assert env["OSS_CHECKPOINT_URI"] == f"oss://{single_gpu_lora_plan().storage.oss.bucket}/checkpoints/"
     assert env_of(render_script(single_gpu_lora_plan(), "node.env"))["OSS_ENDPOINT"] == \
         "oss-cn-shenzhen-internal.aliyuncs.com"
-    assert "  setup_oss\n" in render_script(single_gpu_lora_plan(), "node-setup.sh")
+    assert "  setup_oss\n" in render_script(single_gpu_lora_plan(), "trainstack-boot.sh")
     assert env_of(render_script(multi_node_erdma_plan(), "settings.env", 0, CPFS))["OSS_CHECKPOINT_URI"] == ""
     names = {f.name for f in render_files(multi_node_erdma_plan(), 0, CPFS)}
     assert "trainstack-ckpt-sync.service" in names
     unit = render_script(single_gpu_lora_plan(), "trainstack-ckpt-sync.service")
-    assert "ExecStart=/usr/local/bin/trainstack-launch --ckpt-sync" in unit
+    assert f"ExecStart=/bin/bash {LIB}/trainstack-launch.sh --ckpt-sync" in unit
     assert "load_settings || true" in render_script(single_gpu_lora_plan(), "trainstack-launch.sh")
 
 
@@ -159,8 +161,8 @@ def test_oss_needs_no_internet_egress():
     fetches comes from inside the VPC (PyPI mirror, internal OSS endpoint, metadata, ECS VPC API)."""
     plan = single_gpu_lora_plan(job=JobPlan(command="python train.py", method="lora", precision="bf16",
                                             code_uri="oss://code-bucket/jobs/code.tar.gz"))
-    files = {**written_files(render_user_data(plan, 0)),
-             **{f.path: f.content for f in render_files(plan, 0) if f.channel}}
+    files = {f.path: f.content for f in render_files(plan, 0)}  # user data, node programs, job settings
+    assert written_files(render_user_data(plan, 0)).items() <= files.items()
     everything = "\n".join(files.values())
     assert "ossutil" not in everything and "alicdn" not in everything and "gosspublic" not in everything
     assert urls_in(everything) == {"http://mirrors.cloud.aliyuncs.com/pypi/simple/", "http://100.100.100.200",
@@ -174,11 +176,10 @@ def test_oss_needs_no_internet_egress():
     assert settings["CODE_URI"] == "oss://code-bucket/jobs/code.tar.gz"
     assert settings["OSS_CHECKPOINT_URI"] == f"oss://{single_gpu_lora_plan().storage.oss.bucket}/checkpoints/"
     assert env["JOB_SETTINGS_URI"] == f"oss://{plan.storage.oss.bucket}/job/settings.json"
-    setup = files["/usr/local/sbin/trainstack-node-setup"]
-    assert setup.index("  setup_python\n") < setup.index("  setup_oss\n"), "the SDK venv uses setup's Python"
-    assert '"$OSS_VENV/bin/pip" install --quiet --index-url "$PIP_INDEX_URL"' in setup
-    unit = files["/etc/systemd/system/trainstack-setup.service"]
-    assert "OSS SDK" in unit
+    boot = files["/usr/local/sbin/trainstack-boot"]  # the OSS SDK before the programs, which need it
+    assert boot.index("  setup_oss\n") < boot.index("  setup_programs\n")
+    assert '"$OSS_VENV/bin/pip" install --quiet --index-url "$PIP_INDEX_URL"' in boot
+    assert "OSS SDK" in files["/etc/systemd/system/trainstack-programs.service"]
 
 
 def test_every_node_installs_the_oss_sdk_the_job_settings_channel_and_the_heartbeat_need():
@@ -186,7 +187,8 @@ def test_every_node_installs_the_oss_sdk_the_job_settings_channel_and_the_heartb
     names = {f.name for f in render_files(plan, 0)}
     assert "trainstack-heartbeat.service" in names
     env = env_of(render_script(plan, "node.env"))
-    assert env["OSS_SDK_SPEC"] == "alibabacloud-oss-v2==1.4.1" and "  setup_oss\n" in render_script(plan, "node-setup.sh")
+    assert env["OSS_SDK_SPEC"] == "alibabacloud-oss-v2==1.4.1"
+    assert "  setup_oss\n" in render_script(plan, "trainstack-boot.sh")
     assert "OSS_CHECKPOINT_URI" not in env
     assert env["STATUS_URI"] == f"oss://{plan.storage.oss.bucket}/status/{plan.name}-node-0/"
     assert env["DATA_DISK_WAIT_SECONDS"] == "900"
@@ -204,7 +206,7 @@ def test_driver_auto_install_follows_the_image_plan():
     baked = plan.model_copy(update={"image": plan.image.model_copy(update={"auto_install_driver": False})})
     env = env_of(render_script(baked, "node.env"))
     assert env["AUTO_INSTALL_DRIVER"] == "0"
-    setup = render_script(plan, "node-setup.sh")
+    setup = render_script(plan, "trainstack-setup.sh")
     assert "ALL INSTALL OK" in setup and "/root/auto_install/auto_install.log" in setup
     assert "/opsx/ecs/linux/binary/script/" in setup and "nvidia-smi" in setup
 
@@ -236,10 +238,10 @@ def test_user_data_is_a_deterministic_cloud_config_within_the_ecs_limit():
         assert first.startswith("#cloud-config\n")
         assert len(first.encode()) <= USER_DATA_LIMIT
         files = written_files(first)
-        assert files == {f.path: f.content for f in render_files(plan, 0, **kw) if not f.channel}
+        assert files == {f.path: f.content for f in render_files(plan, 0, **kw) if f.in_user_data}
         runcmd = yaml.safe_load(first)["runcmd"]
-        assert runcmd[0] == ["systemctl", "daemon-reload"]
-        assert "trainstack-setup.service" in runcmd[1]
+        assert runcmd[1] == ["systemctl", "daemon-reload"]
+        assert {"trainstack-programs.service", "trainstack-setup.service"} <= set(runcmd[2])
 
 
 def test_user_data_does_not_grow_with_the_cluster_and_the_largest_plan_fits():
@@ -308,3 +310,20 @@ def test_plans_the_bootstrap_cannot_serve_are_refused():
         render_user_data(no_bucket, 0)
     with pytest.raises(KeyError):
         render_script(single_gpu_lora_plan(), "spot-watcher.py")
+
+
+def test_user_data_over_the_ecs_limit_is_refused_by_the_render_and_the_rule_book():
+    """What can still grow in user data is the node's own settings (node.env, the network's NCCL
+    settings): over ECS's limit the render refuses, and so does the rule book `plan` and `validate` run."""
+    from trainstack.rules import check_plan, plan_problems
+    from trainstack.errors import InputError
+
+    plan = multi_node_erdma_plan()
+    long = plan.model_copy(update={"network": plan.network.model_copy(
+        update={"nccl_env": {**plan.network.nccl_env, "NCCL_SOCKET_IFNAME": "eth0," * 5000}})})
+    with pytest.raises(ValueError, match=f"ECS accepts {USER_DATA_LIMIT}"):
+        render_user_data(long, 0)
+    problems = [p.message for p in plan_problems(long) if "ECS accepts" in p.message]
+    assert [m.split(":")[0] for m in problems] == [f"bootstrap of {plan.name} node {r}" for r in (0, 2)]
+    with pytest.raises(InputError, match="ECS accepts"):
+        check_plan(long)

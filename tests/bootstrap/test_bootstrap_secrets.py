@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from plan_factory import single_gpu_lora_plan
-from test_bootstrap_launch import FAST, launch, local_plan  # noqa: F401  (the launch fixture)
+from launch_harness import FAST, launch, local_plan  # noqa: F401  (the launch fixture)
 
 from trainstack.bootstrap import render_files, render_user_data
 from trainstack.plan import JobPlan, JobSecretPlan
@@ -54,25 +54,26 @@ def test_a_secret_that_cannot_be_read_stops_the_job_before_the_trainer_with_exit
     assert len(launch.cloud.ecs_calls) == 1, "the node still stops billing"
 
 
-def test_agent_exec_puts_secrets_in_the_child_environment_only(agent, fake_cloud, monkeypatch):
+def test_agent_exec_puts_secrets_in_the_child_environment_only(programs, fake_cloud, monkeypatch):
     fake_cloud.secrets["s1"] = "v1"
     monkeypatch.setenv("TRAINSTACK_METADATA_URL", fake_cloud.url)
     monkeypatch.setenv("TRAINSTACK_KMS_ENDPOINT", fake_cloud.url)
     monkeypatch.setenv("TRAINSTACK_RETRY_SECONDS", "0")
-    out = subprocess.run([sys.executable, str(agent.path), "exec", "--region", "cn-shenzhen", "--secret=A=s1", "--",
+    agent = str(programs.path("trainstack_agent.py"))
+    out = subprocess.run([sys.executable, agent, "exec", "--region", "cn-shenzhen", "--secret=A=s1", "--",
                           sys.executable, "-c", "import os; print(os.environ['A'])"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout == "v1\n" and "v1" not in out.stderr
 
 
-def test_a_binary_secret_is_decoded_and_one_with_nul_is_refused(agent):
+def test_a_binary_secret_is_decoded_and_one_with_nul_is_refused(programs):
     import base64
 
-    assert agent.secret_value({"SecretData": base64.b64encode(b"tok").decode(), "SecretDataType": "binary"}, "s") == "tok"
+    assert programs.launch.secret_value({"SecretData": base64.b64encode(b"tok").decode(), "SecretDataType": "binary"}, "s") == "tok"
     for answer in ({"SecretData": "a\0b"}, {"SecretData": base64.b64encode(b"\xff").decode(), "SecretDataType": "binary"},
                    {}):
         try:
-            agent.secret_value(answer, "s")
+            programs.launch.secret_value(answer, "s")
         except ValueError as exc:
             assert "a\0b" not in str(exc)
         else:

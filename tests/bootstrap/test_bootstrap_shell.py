@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from plan_factory import multi_node_erdma_plan, single_gpu_lora_plan, spot_plan, spot_pool_plan
 
-from trainstack.bootstrap.heartbeat import NCCL_CHECK, program_text
 from trainstack.bootstrap import BootstrapOptions, render_files
 from trainstack.plan import DataDiskPlan, JobPlan, OssPlan, StoragePlan
 
@@ -69,7 +68,8 @@ def test_rendered_shell_passes_bash_n_and_shellcheck(sample, tmp_path):
         path.write_text(f.content)
         if f.is_shell:
             shell.append(path)
-    assert {"node.env", "job.env", "node-setup.sh", "trainstack-launch.sh"} <= {p.name for p in shell}
+    assert {"node.env", "job.env", "trainstack-boot.sh", "trainstack-setup.sh", "trainstack-launch.sh"} <= {
+        p.name for p in shell}
     assert ("nccl.env" in {p.name for p in shell}) == bool(plan.network.nccl_env)
     for path in shell:
         result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
@@ -87,12 +87,16 @@ def test_shellcheck_really_checks(tmp_path):
 
 
 def test_node_side_python_parses_on_python_3_6():
-    """trainstack_agent.py and spot-watcher.py run on the image's python3 (3.6 on Alibaba Cloud Linux 3)."""
-    files = {f.name: f.content for f in render_files(spot_plan(), 0)}
-    for name in ("trainstack_agent.py", "spot-watcher.py"):
-        tree = ast.parse(files[name], filename=name, feature_version=(3, 6))
+    """The agent, its modules, the spot watcher and the heartbeat run on the image's python3 (3.6 on
+    Alibaba Cloud Linux 3) or the OSS venv's; the NCCL check on PyTorch's Python (3.9+)."""
+    files = {f.name: f.content for f in render_files(spot_plan(), 0) if f.program and f.name.endswith(".py")}
+    assert len(files) == 12
+    for name, text in files.items():
+        if name == "nccl_check.py":
+            compile(text, name, "exec")
+            continue
+        tree = ast.parse(text, filename=name, feature_version=(3, 6))
         assert not any(isinstance(node, ast.AnnAssign) for node in ast.walk(tree)), name
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
                 assert node.module != "__future__", f"{name}: from __future__ import needs Python 3.7"
-    compile(program_text(NCCL_CHECK), "nccl_check.py", "exec")  # fetched from the stack bucket

@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 from trainstack.bootstrap.compact import compact
-from trainstack.bootstrap.render import TEMPLATES
+from trainstack.bootstrap.programs import TEMPLATES
 
 SCRIPTS = sorted(p for p in TEMPLATES.rglob("*") if p.is_file() and (p.suffix == ".py" or p.suffix == ".sh"))
 

@@ -1,37 +1,33 @@
-"""The heartbeat program as the nodes run it (the text the stack writes to its bucket), in-process:
-progress lines, measured speed, memory, checkpoints, instance hours carried across a replacement,
-the budget guard's arithmetic, and a record the CLI's strict reader accepts."""
+"""The heartbeat and the budget guard as the nodes run them (node programs, the text the stack writes
+to its bucket), in-process: progress lines, measured speed, memory, checkpoints, instance hours
+carried across a replacement, the budget guard's arithmetic, and a record the CLI's strict reader
+accepts."""
 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
-import sys
 
 import pytest
 from fake_oss import DirStore
 from plan_factory import single_gpu_lora_plan, spot_plan
 
 from trainstack.bootstrap import render_script
-from trainstack.bootstrap.heartbeat import PROGRAM_KEY, program_sha256, program_text, status_uri
+from trainstack.bootstrap.heartbeat import status_uri
+from trainstack.bootstrap.programs import program_text
 from trainstack.status import parse_heartbeat
 
 NOW = 1_750_000_000.0
 
 
 @pytest.fixture
-def hb(tmp_path, monkeypatch):
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    (lib / "trainstack_agent.py").write_text(render_script(single_gpu_lora_plan(), "trainstack_agent.py"))
-    (lib / "trainstack_heartbeat.py").write_text(program_text())
-    monkeypatch.setenv("TRAINSTACK_LIB", str(lib))
-    monkeypatch.delitem(sys.modules, "trainstack_agent", raising=False)
-    spec = importlib.util.spec_from_file_location("trainstack_heartbeat_under_test", lib / "trainstack_heartbeat.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def hb(programs):
+    return programs.heartbeat
+
+
+@pytest.fixture
+def guard(programs):
+    return programs.guard
 
 
 class Metadata:
@@ -71,13 +67,11 @@ def progress(tmp_path, *lines: dict, raw: str = "") -> None:
         fh.write("".join(json.dumps(line) + "\n" for line in lines) + raw)
 
 
-def test_the_program_is_python_3_6_and_the_node_env_names_its_object_and_hash():
-    ast.parse(program_text(), feature_version=(3, 6))
+def test_the_programs_are_python_3_6_and_the_node_env_names_the_status_place():
+    for name in ("trainstack_heartbeat.py", "trainstack_guard.py"):
+        ast.parse(program_text(name), feature_version=(3, 6))
     plan = single_gpu_lora_plan()
-    text = render_script(plan, "node.env")
-    assert f"HEARTBEAT_PROGRAM_URI=oss://{plan.storage.oss.bucket}/{PROGRAM_KEY}" in text
-    assert f"HEARTBEAT_SHA256={program_sha256()}" in text
-    assert f"STATUS_URI={status_uri(plan, plan.node_names()[0])}" in text
+    assert f"STATUS_URI={status_uri(plan, plan.node_names()[0])}" in render_script(plan, "node.env")
 
 
 def test_progress_lines_give_step_tokens_speed_memory_and_the_last_checkpoint(hb, tmp_path):
@@ -161,16 +155,16 @@ def test_spend_is_instance_hours_times_the_plans_price_and_a_replacement_continu
     (150.0, 360, 100.0, True),
     (10_000.0, 360, None, False),  # no max_total_cost: no budget stop
 ])
-def test_the_guard_stops_while_one_checkpoint_still_fits_the_budget(hb, spent, reserve, limit, stops):
-    verdict = hb.guard_verdict(NOW, spent, 10.0, reserve, limit, None)
+def test_the_guard_stops_while_one_checkpoint_still_fits_the_budget(guard, spent, reserve, limit, stops):
+    verdict = guard.guard_verdict(NOW, spent, 10.0, reserve, limit, None)
     assert bool(verdict) == stops
     if stops:
         assert verdict["reason"] == "budget" and "max_total_cost 100" in verdict["message"]
 
 
-def test_the_guard_stops_before_the_deadline_leaves_no_time_for_a_checkpoint(hb):
-    assert hb.guard_verdict(NOW, 0.0, 10.0, 360, None, NOW + 361) is None
-    verdict = hb.guard_verdict(NOW, 0.0, 10.0, 360, None, NOW + 360)
+def test_the_guard_stops_before_the_deadline_leaves_no_time_for_a_checkpoint(guard):
+    assert guard.guard_verdict(NOW, 0.0, 10.0, 360, None, NOW + 361) is None
+    verdict = guard.guard_verdict(NOW, 0.0, 10.0, 360, None, NOW + 360)
     assert verdict["reason"] == "deadline"
 
 

@@ -24,12 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import FakeCloud, publish_settings, wait_for, write_rendered
+from conftest import FakeCloud, publish_programs, publish_settings, wait_for, write_rendered
 from fake_oss import DirStore, oss_python_wrapper
 from plan_factory import hand_edited, multi_node_erdma_plan
 
 from trainstack.bootstrap import BootstrapOptions
-from trainstack.bootstrap.heartbeat import NCCL_CHECK, NCCL_CHECK_KEY, PROGRAM_KEY, program_text
 from trainstack.bootstrap.render import CHANNEL_FILES
 
 FAST = BootstrapOptions(checkpoint_grace_seconds=1, kill_after_seconds=1, poweroff_fallback=False)
@@ -171,7 +170,7 @@ class FakeEss:
         # what the node's systemd starts: trainstack-job.service and the spot watcher
         inst.processes.append(subprocess.Popen(["bash", str(files["trainstack-launch.sh"])], env=env, stdout=out,
                                                stderr=subprocess.STDOUT, start_new_session=True))
-        inst.processes.append(subprocess.Popen([sys.executable, str(files["spot-watcher.py"])], env=env, stdout=out,
+        inst.processes.append(subprocess.Popen([sys.executable, str(files["trainstack_spot.py"])], env=env, stdout=out,
                                                stderr=subprocess.STDOUT, start_new_session=True))
         self.instances[iid] = inst
         return inst
@@ -240,8 +239,7 @@ def ess(tmp_path):
     plan = elastic_plan(tmp_path)
     (tmp_path / "cpfs" / "checkpoints").mkdir(parents=True)
     store = DirStore(tmp_path / "oss")
-    store.write(plan.storage.oss.bucket, PROGRAM_KEY, program_text().encode())  # what `pulumi up` uploads
-    store.write(plan.storage.oss.bucket, NCCL_CHECK_KEY, program_text(NCCL_CHECK).encode())
+    publish_programs(plan, tmp_path / "oss")  # what `pulumi up` uploads (components/job_settings.py)
     cloud = FakeEss(plan, tmp_path, bin_dir, oss_python_wrapper(bin_dir / "oss-python"))
     cloud.store = store
     try:

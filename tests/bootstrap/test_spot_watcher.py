@@ -43,7 +43,7 @@ def test_watcher_signals_the_trainer_on_the_termination_notice(fake_cloud, rende
         env = dict(os.environ, TRAINSTACK_LIB=str(tmp_path / "lib"), TRAINSTACK_METADATA_URL=fake_cloud.url,
                    TRAINSTACK_SPOT_POLL_SECONDS="0.05", TRAINSTACK_SPOT_MARKER=str(marker),
                    TRAINSTACK_TRAINER_PIDFILE=str(pidfile), TRAINSTACK_CHECKPOINT_SIGNAL="USR1")
-        watcher = subprocess.Popen([sys.executable, str(files["spot-watcher.py"])], env=env,
+        watcher = subprocess.Popen([sys.executable, str(files["trainstack_spot.py"])], env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         _, stderr = watcher.communicate(timeout=10)
         assert watcher.returncode == 0, stderr
@@ -70,7 +70,7 @@ def test_watcher_keeps_polling_when_the_token_is_revoked(fake_cloud, rendered, t
     env = dict(os.environ, TRAINSTACK_LIB=str(tmp_path / "lib"), TRAINSTACK_METADATA_URL=fake_cloud.url,
                TRAINSTACK_SPOT_POLL_SECONDS="0.02", TRAINSTACK_SPOT_MARKER=str(marker),
                TRAINSTACK_TRAINER_PIDFILE=str(tmp_path / "no-trainer.pid"))
-    watcher = subprocess.Popen([sys.executable, str(files["spot-watcher.py"])], env=env,
+    watcher = subprocess.Popen([sys.executable, str(files["trainstack_spot.py"])], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         waiter(lambda: len(fake_cloud.gets) >= 3, what="the watcher to poll")

@@ -334,7 +334,12 @@ def test_rdma_per_section_c(cat):
 
 def test_uefi_status_and_deployment_sets(cat):
     uefi = {f.name for f in cat.families.values() if f.uefi_required}
-    assert uefi == {"ebmgn7ex", "ebmgn8v", "ebmgn8is", "ebmgn8ia", "gn9gc", "ebmgn9g", "ebmgn9ge", "ebmgn9gc"}
+    # every family whose doc says its images must boot UEFI [EBM-ZH][GPU-ZH]; ebmgn7ix since round 3
+    assert uefi == {"ebmgn7ex", "ebmgn7ix", "ebmgn8v", "ebmgn8is", "ebmgn8ia", "gn9gc", "ebmgn9g", "ebmgn9ge",
+                    "ebmgn9gc"}
+    for name in uefi:
+        cite = cat.families[name].cite("boot_mode", "boot-mode")
+        assert cite is not None and name.lower() in cite.quote.lower() and "UEFI" in cite.quote, name
     # LowLatency support per the deployment-set overview [DSET-ZH]; other families unverified
     low = {f.name for f in cat.families.values() if f.deployment_set_low_latency}
     assert low == {"gn8v", "ebmgn8v", "ebmgn7ex"}

@@ -27,7 +27,7 @@ def test_every_limit_cites_a_known_source_and_unknowns_are_explicit(limits):
         if lim.value is None:
             assert not lim.verified and lim.notes, lim.key
     assert {lim.key for lim in limits.unverified()} == {
-        "ecs.deployment_set.low_latency.families", "cpfs.capacity.min_gib",
+        "cpfs.capacity.min_gib",
         "cpfs.protocol_service.throughput_tiers_mbps", "pai.dlc.public.max_gpus", "pai.dlc.public.max_vcpu"}
 
 

@@ -140,7 +140,7 @@ def test_a_new_family_is_added_with_an_unverified_interconnect():
     cat = build_catalog(overlays=[record()])
     fam = cat.families["gn9x"]
     assert fam.interconnect == "unverified" and fam.gpu == "H20" and fam.rdma == "none"
-    assert fam.sources == ("ECS-API",) and {"interconnect", "uefi_required"} <= set(fam.unverified)
+    assert fam.sources == ("ECS-API",) and {"interconnect", "boot_mode"} <= set(fam.unverified)
     assert "refresh" in fam.notes and "cn-shenzhen" in fam.notes
     big = cat.instance("ecs.gn9x-c16g1.8xlarge")
     assert big.gpu_count == 2 and not big.multi_gpu_training_ok and big.trainable

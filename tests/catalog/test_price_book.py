@@ -143,7 +143,11 @@ def test_quote_prefers_the_book_and_says_whose_price_it_is(tmp_path):
     public = cat.quote("cn-shenzhen", "ecs.gn7i-c8g1.2xlarge")
     q = priced.quote("cn-shenzhen", "ecs.gn7i-c8g1.2xlarge")
     assert q.on_demand_cny_per_hour == 7.5 != public.on_demand_cny_per_hour
-    assert q.spot_estimated and q.spot_cny_per_hour == pytest.approx(7.5 * cat.settings["spot_estimate_fraction"])
+    # the spot estimate derives from the list price, never from the team's discounted one
+    frac = cat.settings["spot_estimate_fraction"]
+    assert q.spot_estimated and q.spot_cny_per_hour == pytest.approx(public.on_demand_cny_per_hour * frac, abs=1e-4)
+    assert q.list_on_demand_cny_per_hour == public.on_demand_cny_per_hour
+    assert any("not of the team's price" in label for label in q.spot_labels)
     assert q.seen_in_region and q.zones == public.zones
     assert public.source_kind == "snapshot" and "public list price" in public.source
 

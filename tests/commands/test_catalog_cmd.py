@@ -43,14 +43,17 @@ def test_default_table_lists_training_types_with_prices(capsys):
     assert rc == 0
     assert err == ""  # prices are 10 days old here: no warning
     header = next(line for line in out.splitlines() if line.startswith("GPU ") and "QTY" in line)
-    for col in ("QTY", "INSTANCE TYPE", "GiB/GPU", "vCPU", "RAM GiB", "INTERCONNECT", "RDMA",
+    for col in ("QTY", "INSTANCE TYPE", "GiB/GPU", "vCPU", "RAM GiB", "INTERCONNECT", "RDMA", "BOOT",
                 "ON-DEMAND", "SPOT"):
         assert col in header
     assert "cn-shenzhen" in out and "2024-11-07" in out and "10 days old" in out
     rows = {r[2]: r for r in table_rows(out)}
     a10 = rows["ecs.gn7i-c8g1.2xlarge"]
     assert a10[:7] == ["A10", "1", "ecs.gn7i-c8g1.2xlarge", "21.99", "8", "30", "PCIe"]
-    assert a10[8] == "9.53" and a10[9] == "~4.77 (est.)"
+    assert a10[8] == "-" and a10[9] == "9.53" and a10[10] == "~4.77 (est.)"  # boot mode not stated
+    # the boot mode a family doc states, with its source tag (issue 35: ebmgn7ix boots UEFI only)
+    assert rows["ecs.ebmgn7ix.32xlarge"][8] == "UEFI [EBM-ZH]" and rows["ecs.ebmgn7ex.32xlarge"][8] == "UEFI [EBM-ZH]"
+    assert "BOOT: the boot mode the family doc states" in out
     assert rows["ecs.gn7e-c16g1.32xlarge"][6] == "NVLink"
     assert rows["ecs.gn7-c13g1.26xlarge"][6] == "NVSwitch"
     assert rows["ecs.ebmgn7ex.32xlarge"][7] == "eRDMA 160G"
@@ -63,10 +66,10 @@ def test_unknown_is_a_dash_never_zero(capsys):
     rc, out, _ = run(capsys, "--all")
     assert rc == 0
     for row in table_rows(out):
-        for cell in row[3:10]:
+        for cell in row[3:11]:
             assert not re.fullmatch(r"~?0(\.0+)?\*?( \(est\.\))?", cell), row
     gn7s = {r[2]: r for r in table_rows(out)}["ecs.gn7s-c8g1.2xlarge"]
-    assert gn7s[8] == "-" and gn7s[9] == "-"  # no price anywhere for gn7s (A30)
+    assert gn7s[9] == "-" and gn7s[10] == "-"  # no price anywhere for gn7s (A30)
     gn8ia = {r[2]: r for r in table_rows(out)}["ecs.gn8ia.8xlarge"]
     assert gn8ia[0] == "-" and gn8ia[4] == "-" and gn8ia[5] == "-"
 
@@ -157,7 +160,7 @@ def test_borrowed_price_is_labelled(capsys):
     assert row["seen_in_region"] is False
     assert any("estimated from" in label for label in row["labels"])
     _, out, _ = run(capsys, "--region", "cn-shanghai", "--gpu", "A100-80G")
-    cell = {r[2]: r for r in table_rows(out)}["ecs.ebmgn7ex.32xlarge"][8]
+    cell = {r[2]: r for r in table_rows(out)}["ecs.ebmgn7ex.32xlarge"][9]
     assert cell.endswith("*")
     assert "median of the other mainland-China regions" in out
 
@@ -242,13 +245,13 @@ def test_price_book_prices_are_marked_as_the_teams_and_its_pai_prices_listed(cap
     book = tmp_path / "prices.yaml"
     book.write_text("prices:\n"
                     "  - {region: cn-beijing, instance_type: ecs.gn8v-8x.48xlarge, on_demand_cny_per_hour: 160,"
-                    " as_of: 2024-11-20, source: account manager}\n"
+                    " spot_cny_per_hour: 48, as_of: 2024-11-20, source: account manager}\n"
                     "  - {region: cn-wulanchabu, resource_id: quota1a2b, on_demand_cny_per_hour: 19.5,"
                     " as_of: 2024-11-01, source: subscription / 730 h}\n")
     rc, out, err = run(capsys, "--region", "cn-beijing", "--gpu", "H20", "--price-book", str(book))
     assert rc == 0, err
     row = next(r for r in table_rows(out) if r[2] == "ecs.gn8v-8x.48xlarge")
-    assert row[8] == "160.00+"
+    assert row[9] == "160.00+" and row[10] == "48.00"  # spot from the book: never "est."
     assert "+: the team's price from price book" in out
     assert "quota1a2b" in out and "subscription / 730 h" in out and "GPU" in out
     doc, _ = run_json(capsys, "--region", "cn-beijing", "--gpu", "H20", "--price-book", str(book))

@@ -15,9 +15,10 @@ def test_a_stack_nodes_files_are_written_at_their_node_paths_with_their_modes(tm
     assert cli.main(["node-files", "--stack", "llama3-70b-full", "--rank", "1", "--out", str(out)]) == 0
     job = out / "etc/trainstack/job.env"
     assert stat.S_IMODE(job.stat().st_mode) == 0o600 and stat.S_IMODE((out / "etc/trainstack/node.env").stat().st_mode) == 0o600
-    assert stat.S_IMODE((out / "usr/local/bin/trainstack-launch").stat().st_mode) == 0o755
+    assert stat.S_IMODE((out / "usr/local/sbin/trainstack-boot").stat().st_mode) == 0o755
     assert "--node-rank 1" in job.read_text() and (out / "user-data.yaml").read_text().startswith("#cloud-config")
-    for script in ("usr/local/bin/trainstack-launch", "usr/local/sbin/trainstack-node-setup"):
+    for script in ("usr/local/sbin/trainstack-boot", "usr/local/lib/trainstack/trainstack-setup.sh",
+                   "usr/local/lib/trainstack/trainstack-launch.sh"):
         assert subprocess.run(["bash", "-n", str(out / script)]).returncode == 0
     from trainstack.preview.planner import resolve_config
     from trainstack.preview.sources import find_project, stack_config

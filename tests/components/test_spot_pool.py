@@ -16,6 +16,7 @@ from policies.runner import run_policies
 from trainstack.cli import main
 from trainstack.errors import InputError
 from trainstack.plan import CpfsPlan, SpotPoolPlan, StoragePlan
+from trainstack.tags import planned_price, price_text
 
 GROUP = "ess/scalingGroup:ScalingGroup"
 CONFIG = "ess/scalingConfiguration:ScalingConfiguration"
@@ -98,7 +99,8 @@ def test_the_configuration_carries_the_training_node_markers(engine):
     assert engine.one(CONFIG).inputs["tags"] == {
         "team": "nlp", "trainstack:name": "qwen-7b-spot", "trainstack:role": "training",
         "trainstack:zone": engine.result.zone, "trainstack:node-rank": "0", "trainstack:gpus-per-node": "4",
-        "trainstack:gpu-model": "A100-80G", "trainstack:job-settings": stack.job_settings.digest}
+        "trainstack:gpu-model": "A100-80G", "trainstack:job-settings": stack.job_settings.digest,
+        "trainstack:planned-price": price_text(planned_price(stack.plan))}  # the budget policy's channel
 
 
 def test_the_configuration_boots_the_same_bootstrap_on_loopback_without_a_billing_stop(engine):

@@ -10,6 +10,7 @@ import yaml
 
 from components.program import PROJECT_ROOT, profile_path, run_program
 from plan_factory import dlc_plan, multi_node_erdma_plan, single_gpu_lora_plan, spot_plan
+from trainstack.bootstrap.programs import PROGRAMS
 from trainstack.errors import InputError
 
 STACKS = PROJECT_ROOT / "stacks"
@@ -32,8 +33,8 @@ def _ecs(nodes: int, sg_rules: int = 1, **extra) -> dict:
         "alicloud:ecs/instance:Instance": nodes, "alicloud:ecs/ramRoleAttachment:RamRoleAttachment": nodes,
         "alicloud:ram/role:Role": 1, "alicloud:ram/policy:Policy": 4,  # OSS, status, read tags, stop
         "alicloud:ram/rolePolicyAttachment:RolePolicyAttachment": 4,
-        # the job settings and the heartbeat program (docs/status.md), + the NCCL check on multi-GPU plans
-        "alicloud:oss/bucketObject:BucketObject": 2, "trainstack:index:JobSettings": 1,
+        # the job settings, and the node programs with their manifest (the same set on every plan)
+        "alicloud:oss/bucketObject:BucketObject": 1 + len(PROGRAMS) + 1, "trainstack:index:JobSettings": 1,
         # the dataset cache: one standalone disk per node, attached (grown online, never ForceNew)
         "alicloud:ecs/ecsDisk:EcsDisk": nodes, "alicloud:ecs/ecsDiskAttachment:EcsDiskAttachment": nodes,
     })
@@ -43,10 +44,9 @@ def _ecs(nodes: int, sg_rules: int = 1, **extra) -> dict:
 
 @pytest.mark.parametrize("plan,expected", [
     (single_gpu_lora_plan(), _ecs(1)),
-    (spot_plan(), _ecs(1, **{"alicloud:oss/bucketObject:BucketObject": 3})),  # 4 GPUs: the NCCL check
+    (spot_plan(), _ecs(1)),
     (multi_node_erdma_plan(), _ecs(  # checkpoints on CPFS; the bucket holds the job settings and heartbeats
         3, sg_rules=2, **{"alicloud:ecs/ecsDeploymentSet:EcsDeploymentSet": 1,
-                          "alicloud:oss/bucketObject:BucketObject": 3,
                           # nodes' fixed IPs, the second ERIs, CPFS + NAT (random allocations)
                           "alicloud:vpc/switch:Switch": 3,
                           "alicloud:nas/fileSystem:FileSystem": 1,  # sg rules: intra-cluster + ssh from the sample
@@ -71,7 +71,8 @@ def test_every_resource_and_lookup_uses_the_explicit_provider_for_the_plan_regio
 def test_stack_attributes_expose_network_storage_and_nodes(engine):
     stack = engine.declare(multi_node_erdma_plan(nodes=3))
     assert stack.network.vpc and stack.network.vswitch and stack.network.security_group
-    assert stack.storage.cpfs and stack.storage.bucket and stack.storage.heartbeat_program  # CPFS checkpoints; heartbeats in the bucket
+    assert stack.storage.cpfs and stack.storage.bucket  # CPFS checkpoints; heartbeats and programs in the bucket
+    assert len(stack.job_settings.programs) == len(PROGRAMS) + 1
     assert len(stack.nodes) == 3 and stack.dlc is None
 
 

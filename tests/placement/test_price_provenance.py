@@ -191,3 +191,72 @@ def test_spot_from_the_book_or_estimated_from_it(fp8):
     assert res.plan.prices.spot_estimated is False
     book.write_text(BOOK)
     assert resolve_all(spot).plan.prices.spot_estimated is True
+
+
+# ---- issue 35: one "est." flag from the quote, discounts, and the bid at the team's price -------------
+
+def plan_doc(path, tmp_path, capsys, name="plan.json"):
+    out = tmp_path / name
+    assert main(["plan", str(path), "--format", "json", "--out", str(out)]) == 0
+    capsys.readouterr()
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("spot_in_book", [True, False])
+def test_every_output_agrees_on_whether_spot_is_estimated(fp8, tmp_path, capsys, monkeypatch, spot_in_book):
+    monkeypatch.chdir(ROOT)
+    if spot_in_book:
+        (fp8.parent / "team" / "prices.yaml").write_text(BOOK.replace("    as_of", "    spot_cny_per_hour: 50\n    as_of"))
+    doc = plan_doc(fp8, tmp_path, capsys)  # an on-demand plan: its spot figure is shown all the same
+    assert doc["prices"]["spot_estimated"] is (not spot_in_book)
+    assert doc["cost"]["spot"]["estimate"] is (not spot_in_book)
+    for fmt in ("text", "markdown"):
+        rows = [line for line in render(doc, fmt).splitlines() if "hourly cost" in line or "total cost" in line]
+        assert rows and all(("est." in line) is (not spot_in_book) for line in rows), rows
+    assert main(["catalog", "--region", "cn-beijing", "--gpu", "H20", "--price-book",
+                 str(fp8.parent / "team" / "prices.yaml"), "--json"]) == 0
+    row = next(r for r in json.loads(capsys.readouterr().out)["rows"] if r["instance_type"] == GN8V)
+    assert row["spot_estimated"] is (not spot_in_book)
+    base = plan_doc(fp8, tmp_path, capsys, "base.json")
+    assert main(["diff", str(tmp_path / "base.json"), str(tmp_path / "plan.json"), "--format", "markdown"]) == 0
+    md = capsys.readouterr().out
+    assert ("Hourly spot (estimate)" in md) is (not spot_in_book) and "Hourly spot" in md and base
+
+
+def test_a_discounted_spot_plan_bids_the_teams_on_demand_and_estimates_from_the_list(tmp_path):
+    prof = tmp_path / "a10.yaml"
+    prof.write_text("""\
+name: a10-lora
+region: cn-shenzhen
+price_book: prices.yaml
+model: {preset: llama-3-8b}
+training: {method: lora, precision: bf16, micro_batch_size: 1, sequence_length: 1024, gradient_checkpointing: true,
+           lora: {rank: 16, targets: attention}, tokens: 5.0e7}
+resources: {target: ecs, spot: require, gpus: 1, instance_types: [ecs.gn7i-c8g1.2xlarge]}
+""", encoding="utf-8")
+    (tmp_path / "prices.yaml").write_text("""\
+prices:
+  - {region: "*", family: gn7i, discount_percent: 20, as_of: 2026-01-01, source: enterprise agreement}
+""", encoding="utf-8")
+    plan = resolve_all(load_profile(prof)).plan
+    listed = load_catalog().quote("cn-shenzhen", "ecs.gn7i-c8g1.2xlarge").on_demand_cny_per_hour
+    frac = load_catalog().settings["spot_estimate_fraction"]
+    assert plan.spot and plan.spot_price_limit == pytest.approx(round(listed * 0.8, 3), abs=0.001)
+    assert plan.spot_price_limit <= round(listed * 0.8, 4)  # never above the team's on-demand price
+    assert plan.hourly_cost_cny == pytest.approx(listed * frac, abs=1e-3)  # spot estimated from the list
+    assert plan.prices.source == "price-book" and "less 20 %" in plan.prices.whose
+    assert plan.prices.spot_estimated is True
+
+
+@pytest.mark.parametrize("junk", [["x"], "x", 3, None, {"spot_estimated": "maybe"}])
+def test_a_hand_edited_prices_block_is_exit_2_or_keeps_the_estimate_label(fp8, tmp_path, capsys, monkeypatch, junk):
+    monkeypatch.chdir(ROOT)
+    doc = plan_doc(fp8, tmp_path, capsys)
+    doc["prices"] = junk
+    (tmp_path / "junk.json").write_text(json.dumps(doc))
+    code = main(["diff", str(tmp_path / "plan.json"), str(tmp_path / "junk.json"), "--format", "markdown"])
+    out, err = capsys.readouterr()
+    if junk is None or isinstance(junk, dict):
+        assert code == 0 and "Hourly spot (estimate)" in out  # not known to be exact: the label stays
+    else:
+        assert code == 2 and "prices: must be an object or null" in err

@@ -206,20 +206,46 @@ def _spot_nodes(strategy="SpotWithPriceLimit"):
     return _nodes(ERDMA_8, **HP, spotStrategy=strategy, spotPriceLimit=100.0)
 
 
-def test_spot_nodes_without_shared_storage_are_blocked():
+CKPT = {"trainstack:role": "checkpoint", "trainstack:name": "test"}
+
+
+def test_spot_nodes_without_checkpoint_storage_are_blocked():
     one(stack_violations("spot-requires-checkpoint-storage", _spot_nodes("SpotAsPriceGo")),
-        "node-0, node-1: spot GPU nodes", "no shared checkpoint storage (CPFS, NAS or OSS)")
+        "node-0, node-1: spot GPU nodes", "no checkpoint storage that outlives them")
 
 
 @pytest.mark.parametrize("storage", [
-    (NAS, {"fileSystemType": "cpfs", "protocolType": "cpfs", "storageType": "advance_100"}),
-    (NAS, {"fileSystemType": "standard", "protocolType": "NFS", "storageType": "Performance"}),
-    (OSS, {"bucket": "ckpt"}),
+    (NAS, {"fileSystemType": "cpfs", "protocolType": "cpfs", "storageType": "advance_100", "tags": CKPT}),
+    (NAS, {"fileSystemType": "standard", "protocolType": "NFS", "storageType": "Performance", "tags": CKPT}),
+    (OSS, {"bucket": "ckpt", "tags": CKPT}),
+    (ECS_DISK, {"category": "cloud_essd", "size": 100, "deleteWithInstance": False, "tags": CKPT}),
+    (DISK, {"category": "cloud_essd", "size": 100, "tags": CKPT}),
 ])
-def test_spot_nodes_with_cpfs_nas_or_oss_pass(storage):
+def test_spot_nodes_with_checkpoint_storage_pass(storage):
     type_, inputs = storage
     assert stack_violations("spot-requires-checkpoint-storage",
                             _spot_nodes() + [res(type_, "ckpt", inputs)]) == []
+
+
+@pytest.mark.parametrize("storage", [
+    (OSS, {"bucket": "job-settings"}),  # any bucket used to pass: every ECS stack has one for its job settings
+    (OSS, {"bucket": "stack", "tags": {"trainstack:role": "stack"}}),
+    (NAS, {"fileSystemType": "cpfs", "tags": {"trainstack:role": "dataset"}}),
+    (ECS_DISK, {"category": "cloud_essd", "size": 100, "deleteWithInstance": True, "tags": CKPT}),
+    (ECS_DISK, {"category": "cloud_essd", "size": 100, "deleteWithInstance": UNKNOWN, "tags": CKPT}),
+])
+def test_storage_that_does_not_hold_checkpoints_past_a_reclaim_does_not_count(storage):
+    type_, inputs = storage
+    one(stack_violations("spot-requires-checkpoint-storage", _spot_nodes() + [res(type_, "other", inputs)]),
+        "spot GPU nodes")
+
+
+def test_an_unknown_role_cannot_be_judged_unless_checkpoint_storage_is_known():
+    unknown_role = res(OSS, "bucket", {"bucket": "b", "tags": {"trainstack:role": UNKNOWN}})
+    with pytest.raises(UnknownValueError):
+        stack_violations("spot-requires-checkpoint-storage", _spot_nodes() + [unknown_role])
+    known = res(OSS, "ckpt", {"bucket": "ckpt", "tags": CKPT})
+    assert stack_violations("spot-requires-checkpoint-storage", _spot_nodes() + [unknown_role, known]) == []
 
 
 def test_on_demand_nodes_need_no_shared_storage_and_dlc_spot_does():

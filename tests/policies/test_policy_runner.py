@@ -159,6 +159,6 @@ def test_runner_matches_the_pulumi_policy_analyzer():
 
 
 def test_example_policy_pack_config_is_valid():
-    example = json.loads((pathlib.Path(__file__).resolve().parents[2] / "policies" / "config.example.json").read_text())
+    example = json.loads((pathlib.Path(__file__).resolve().parents[2] / "stacks" / "policy-config.example.json").read_text())
     settings = resolve_config(example)
     assert settings["gpu-hourly-budget"] == (EnforcementLevel.MANDATORY, {"max_hourly_cost_cny": 500})

@@ -184,7 +184,9 @@ def test_a_catalog_price_change_leaves_the_spot_bid_alone():
     book = yaml.safe_dump({"prices": [{"region": "cn-shenzhen", "instance_type": itype, "on_demand_cny_per_hour": 99.0,
                                        "as_of": "2026-01-15", "source": "enterprise discount"}]})
     d = day_two("qwen-7b-spot", lambda p: p.update(price_book="@prices.yaml@"), **{"prices.yaml": book})
-    assert d["head"]["summary"]["hourly_cost_cny"] != d["base"]["summary"]["hourly_cost_cny"]
+    # the team's on-demand price moves the bid; the spot estimate stays on the list price (issue 35)
+    assert d["head"]["summary"]["spot_price_limit"] == 99.0 != d["base"]["summary"]["spot_price_limit"]
+    assert d["head"]["summary"]["hourly_cost_cny"] == d["base"]["summary"]["hourly_cost_cny"]
     assert touched(d) == []
     ignored = [c for r in d["resources"]["ignored"] for c in r["changes"]]
     assert any(c["path"] == "spotPriceLimit" for c in ignored), d["resources"]["ignored"]

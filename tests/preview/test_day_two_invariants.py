@@ -103,3 +103,16 @@ def test_the_teardown_check_finds_a_retained_file_system_in_a_deleted_vswitch():
     services["protect"] = services["retain_on_delete"] = False
     (line,) = pinned_deletions(doc)
     assert "llama3-70b-full-storage-cpfs" in line and "services-vswitch" in line
+
+
+def test_kept_node_programs_pin_only_a_bucket_that_destroy_does_not_empty():
+    """The node programs are retained (a node may still name an older set); the 70B plan's stack bucket
+    holds no checkpoints, so destroy empties and deletes it (force_destroy): nothing is pinned. Without
+    force_destroy the same objects would keep the bucket from being deleted, and the check says so."""
+    doc = copy.deepcopy(sample_plans.plan("llama3-70b-full"))
+    (bucket,) = of_type(doc, "alicloud:oss/bucket:Bucket")
+    programs = [r for r in of_type(doc, "alicloud:oss/bucketObject:BucketObject") if r["retain_on_delete"]]
+    assert programs and all(bucket["urn"] in r["dependencies"] for r in programs)
+    assert bucket["inputs"]["forceDestroy"] is True and pinned_deletions(doc) == []
+    bucket["inputs"]["forceDestroy"] = False
+    assert len(pinned_deletions(doc)) == len(programs)

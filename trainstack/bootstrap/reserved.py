@@ -34,7 +34,7 @@ _EXPORTED = re.compile(r"\bexport\s+((?:[A-Z][A-Z0-9_]*=\S*\s*\\?\s*)+)")
 @functools.lru_cache(maxsize=None)
 def launch_script_names() -> frozenset[str]:
     """Upper-case variables the launch script assigns (its own state and paths)."""
-    text = (TEMPLATES / "trainstack-launch.sh").read_text(encoding="utf-8")
+    text = (TEMPLATES / "programs" / "trainstack-launch.sh").read_text(encoding="utf-8")
     names = set(_ASSIGNED.findall(text))
     for group in _EXPORTED.findall(text):
         names |= set(re.findall(r"([A-Z][A-Z0-9_]*)=", group))

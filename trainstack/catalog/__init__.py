@@ -16,6 +16,7 @@ from .loader import Catalog, is_mainland_china, load_catalog
 from .models import (
     TRAINING_INTERCONNECTS,
     TRAINING_RDMA,
+    Citation,
     GpuModel,
     InstanceFamily,
     InstanceType,
@@ -26,7 +27,7 @@ from .models import (
 )
 
 __all__ = [
-    "Catalog", "CatalogError", "DlcFacts", "GpuModel", "InstanceFamily", "InstanceType", "PriceQuote",
+    "Catalog", "CatalogError", "Citation", "DlcFacts", "GpuModel", "InstanceFamily", "InstanceType", "PriceQuote",
     "RegionPrice", "ResolvedInstance", "SourceRef", "TRAINING_INTERCONNECTS", "TRAINING_RDMA",
     "ServiceLimit", "ServiceLimits", "dlc_facts", "is_mainland_china", "load_catalog", "load_dlc_facts",
     "load_limits", "service_limits",

@@ -11,6 +11,7 @@ import math
 from typing import Any, Iterable, Optional
 
 from ..errors import InputError, Problem, did_you_mean
+from .citations import family_citation_errors
 from .errors import CatalogError
 from .models import (
     GpuModel,
@@ -23,11 +24,7 @@ from .models import (
     SourceRef,
 )
 from .overlay_schema import API_SOURCE_TAG
-
-
-def is_mainland_china(region: str) -> bool:
-    """Mainland-China regions share price levels closely enough to borrow an estimate."""
-    return region.startswith("cn-") and region != "cn-hongkong"
+from .quote import PRICES_DOC, ecs_quote, is_mainland_china  # noqa: F401  (is_mainland_china is read from here)
 
 
 def excluded_family_of(name: str, excluded: Iterable[str]) -> Optional[str]:
@@ -127,6 +124,7 @@ class Catalog:
                 errors.append(f"GPU {g.name}: FP8 TFLOPS given but FP8 unsupported")
         for f in self.families.values():
             cite("family", f.name, f.sources)
+            errors.extend(family_citation_errors(f, tags))
             if f.gpu is not None and f.gpu not in self.gpus:
                 errors.append(f"family {f.name} names unknown GPU {f.gpu!r}")
         for t in self.instance_types.values():
@@ -257,61 +255,13 @@ class Catalog:
         return "snapshot", f"Alibaba's public list price (snapshot {row.source} of {row.as_of})"
 
     def quote(self, region: str, name: str, *, service: PricedService = "ecs") -> PriceQuote:
-        """Price of ``name`` in ``region``: the price book's, else the local figure, else a labelled
-        mainland estimate. ``service`` "dlc" prices a PAI-DLC spec per pod and "dlc-quota" a resource
-        quota per GPU: Alibaba publishes neither [DLC-BILL], so only the price book has them."""
+        """Price of ``name`` in ``region``: the price book's (absolute, then discounts on the list price),
+        else the local figure, else a labelled mainland estimate (:mod:`.quote`). ``service`` "dlc" prices
+        a PAI-DLC spec per pod and "dlc-quota" a resource quota per GPU: Alibaba publishes neither
+        [DLC-BILL], so only the price book has them."""
         if service != "ecs":
             return self._pai_quote(region, name, service)
-        labels: list[str] = []
-        local = self.seen_in(region, name)
-        entry = self.price_book.get("instance_type", region, name) if self.price_book is not None else None
-        on_demand = local.on_demand_cny_per_hour if local else None
-        borrowed: Optional[str] = None
-        as_of = local.as_of if local else None
-        kind, words = self.price_source(local) if (local and on_demand is not None) else ("none", "")
-        if entry is not None:
-            on_demand, as_of, kind = entry.on_demand_cny_per_hour, entry.as_of.isoformat(), "price-book"
-            words = entry.describe(self.price_book.path)
-            labels.append(f"on-demand price of {name} in {region} is {words}")
-        if on_demand is None and is_mainland_china(region):
-            donors = sorted(
-                (p.on_demand_cny_per_hour, r, p.as_of)
-                for r, rows in self.prices.items()
-                if r != region and is_mainland_china(r)
-                for n, p in rows.items()
-                if n == name and p.on_demand_cny_per_hour is not None)
-            if donors:
-                # median of the other mainland regions: robust to one odd listing
-                on_demand, borrowed, as_of = donors[len(donors) // 2]
-                kind = "borrowed-region"
-                words = (f"an estimate borrowed from {borrowed}'s public price ({on_demand:g} CNY/h, {as_of}); "
-                         f"{region} lists none")
-                labels.append(f"on-demand price of {name} estimated from {borrowed} "
-                              f"({on_demand:g} CNY/h, {as_of}); {region} has no listed price")
-        if on_demand is None:
-            words = f"no price known for {name} in {region}"
-            labels.append(words + (": add it to a price book (README, \"Prices\")" if self.price_book is None
-                                   else f": add it to price book {self.price_book.path}"))
-        if local is None:
-            labels.append(f"availability of {name} in {region} unverified: run `trainstack catalog refresh`")
-        spot = entry.spot_cny_per_hour if entry is not None else None
-        if spot is None and local is not None:
-            spot = local.spot_cny_per_hour  # observed by a refresh: the market's price, not an estimate
-        spot_estimated = spot is None
-        spot_labels: list[str] = []
-        if entry is not None and entry.spot_cny_per_hour is not None:
-            spot_labels.append(f"spot price of {name} is the team's price from price book {self.price_book.path} "
-                               f"({spot:g} CNY/h)")
-        if spot is None and on_demand is not None:
-            frac = float(self.settings["spot_estimate_fraction"])
-            spot = round(on_demand * frac, 4)
-            spot_labels.append(f"spot price of {name} is an estimate ({frac:.0%} of on-demand); "
-                               "real spot prices come from `trainstack catalog refresh`")
-        return PriceQuote(
-            instance_type=name, region=region, on_demand_cny_per_hour=on_demand,
-            spot_cny_per_hour=spot, on_demand_from_region=borrowed, spot_estimated=spot_estimated,
-            seen_in_region=local is not None, zones=local.zones if local else (),
-            labels=tuple(labels), spot_labels=tuple(spot_labels), as_of=as_of, source_kind=kind, source=words)
+        return ecs_quote(self, region, name)
 
     def _pai_quote(self, region: str, name: str, service: PricedService) -> PriceQuote:
         """A PAI-DLC spec (per pod-hour) or resource quota (per GPU-hour): price book only."""
@@ -323,7 +273,7 @@ class Catalog:
             words = (f"no price known for {what} in {region}: Alibaba publishes no per-spec PAI price (the console "
                      "shows it) [DLC-BILL]")
             fix = (f"add a `{kind}: {name}` entry to price book {self.price_book.path}" if self.price_book is not None
-                   else f"add a `{kind}: {name}` entry to a price book (README, \"Prices\")")
+                   else f"add a `{kind}: {name}` entry to a price book ({PRICES_DOC})")
             return PriceQuote(instance_type=name, region=region, service=service, per=per,
                               on_demand_cny_per_hour=None, spot_cny_per_hour=None, labels=(f"{words}; {fix}",),
                               source_kind="none", source=words)

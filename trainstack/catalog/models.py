@@ -18,6 +18,20 @@ RdmaKind = Literal["erdma", "roce", "none", "unverified"]
 #: measurement assumed to hold (then ``usable_gib`` is listed in ``unverified``).
 UsableBasis = Literal["torch-total", "nvidia-smi-less-allowance", "assumed"]
 
+#: How a family's instances boot, where Alibaba's family doc states it: ``uefi`` = "the image's boot
+#: mode must be UEFI" (the family only boots UEFI images); ``bios`` / ``uefi-preferred`` are kept for
+#: families whose doc states them. ``None`` = the family doc states no boot-mode requirement.
+BootMode = Literal["uefi", "bios", "uefi-preferred"]
+#: What a recorded quote claims. Each kind names the words its quote must contain (``CLAIM_WORDS``),
+#: so a citation can be checked against what it is cited for.
+ClaimKind = Literal["boot-mode", "gpu-link-pcie", "gpu-part", "nvlink-required-for-transformer"]
+CLAIM_WORDS: dict[str, tuple[str, ...]] = {
+    "boot-mode": ("UEFI",),
+    "gpu-link-pcie": ("PCIe",),
+    "gpu-part": (),  # the quote names the family's GPU part (checked against InstanceFamily.gpu)
+    "nvlink-required-for-transformer": ("Transformer", "NVLink", "PCIe"),
+}
+
 #: Interconnects on which multi-GPU training within one node is allowed.
 TRAINING_INTERCONNECTS = ("nvlink", "nvswitch")
 #: Node networks over which several nodes may train together (RDMA; kernel TCP never).
@@ -34,6 +48,23 @@ class SourceRef(_Frozen):
     tag: str
     title: str
     url: Optional[str] = None
+
+
+class Citation(_Frozen):
+    """The sentence one catalog fact rests on: a source tag, the exact words (short) and what they claim."""
+
+    fact: str = Field(description="The field of the record the quote is for (boot_mode, interconnect, ...)")
+    source: str = Field(description="Tag in sources.yaml")
+    claim: ClaimKind
+    quote: str = Field(min_length=1, max_length=400, description="The source's own words, verbatim")
+    url: Optional[str] = Field(None, description="A more precise address than the source's own (an anchor)")
+
+    def supports(self, claim: str, subject: Optional[str] = None) -> bool:
+        """Whether this quote backs ``claim`` (its words are in it; a gpu-part quote names ``subject``)."""
+        if claim != self.claim:
+            return False
+        words = CLAIM_WORDS[claim] + ((subject,) if claim == "gpu-part" and subject else ())
+        return all(w.lower() in self.quote.lower() for w in words)
 
 
 class GpuModel(_Frozen):
@@ -72,7 +103,10 @@ class InstanceFamily(_Frozen):
     rdma: RdmaKind
     training: bool = Field(True, description="False for vGPU slices and non-training parts")
     bare_metal: bool = False
-    uefi_required: bool = False
+    boot_mode: Optional[BootMode] = Field(None, description="As the family doc states it; None = not stated")
+    pcie_gen: Optional[int] = Field(None, ge=3, le=6, description="PCIe generation of each GPU's link, as stated")
+    pcie_gbs: Optional[float] = Field(
+        None, gt=0, description="GB/s of each GPU's PCIe link as the doc states it (both directions together)")
     deployment_set_low_latency: Optional[bool] = Field(
         None, description="LowLatency deployment-set support; None = unverified")
     jumbo_frames: Optional[bool] = Field(
@@ -80,7 +114,17 @@ class InstanceFamily(_Frozen):
     status: Literal["available", "not-recommended", "contact-sales", "invitational-preview"] = "available"
     sources: tuple[str, ...]
     unverified: tuple[str, ...] = ()
+    citations: tuple[Citation, ...] = Field((), description="The quotes single facts rest on")
     notes: Optional[str] = None
+
+    @property
+    def uefi_required(self) -> bool:
+        """The family boots UEFI images only (its doc says so); the image plan follows it."""
+        return self.boot_mode == "uefi"
+
+    def cite(self, fact: str, claim: Optional[str] = None) -> Optional[Citation]:
+        """The recorded quote for ``fact`` (of kind ``claim`` when given), or None."""
+        return next((c for c in self.citations if c.fact == fact and (claim is None or c.claim == claim)), None)
 
 
 class InstanceType(_Frozen):
@@ -168,6 +212,10 @@ class PriceQuote(_Frozen):
     on_demand_cny_per_hour: Optional[float]
     spot_cny_per_hour: Optional[float]
     on_demand_from_region: Optional[str] = Field(None, description="Region whose price was borrowed")
+    list_on_demand_cny_per_hour: Optional[float] = Field(
+        None, description="The public list price (snapshot, refresh or borrowed) before the team's discount")
+    discount_percent: Optional[float] = Field(None, description="The price book's discount on the list on-demand price")
+    spot_discount_percent: Optional[float] = Field(None, description="The price book's discount applied to spot")
     spot_estimated: bool = True
     seen_in_region: bool = False
     zones: tuple[str, ...] = ()

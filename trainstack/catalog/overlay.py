@@ -205,12 +205,12 @@ def _new_family(name: str, entries: list[dict[str, Any]], rec: dict[str, Any],
         training = not name.startswith(SLICE_PREFIXES)
         bare_metal, status = name.startswith("ebm"), "available"
         what = "a family the curated catalog lacks"
-    unverified = ["interconnect", "uefi_required", "deployment_set_low_latency"]
+    unverified = ["interconnect", "boot_mode", "deployment_set_low_latency"]
     if gpu is None:
         unverified.insert(0, "gpu")
     return InstanceFamily(
         name=name, gpu=gpu, interconnect="unverified", rdma=rdma, training=training, bare_metal=bare_metal,
-        uefi_required=False, status=status, sources=(API_SOURCE_TAG,), unverified=tuple(unverified),
+        status=status, sources=(API_SOURCE_TAG,), unverified=tuple(unverified),
         notes=(f"Added by `trainstack catalog refresh` from DescribeInstanceTypes in {rec['region']} "
                f"({_as_of(rec)}): {what}; GPUSpec {spec!r}. No API states the GPU interconnect, so "
                "multi-GPU training is refused until families.yaml curates it."))

@@ -20,9 +20,16 @@ A YAML file the team keeps in its repository and names with the profile's top-le
         on_demand_cny_per_hour: 19.5
         as_of: 2026-01-01
         source: "subscription 12 x 8 GPU / 730 h, finance"
+      - region: "*"                              # a discount: every region (or one region)
+        family: gn7i                             # or instance_type: T, or neither (region-wide)
+        discount_percent: 15                     # off Alibaba's list price
+        applies_to: [on_demand]                  # the default; add spot to discount spot too
+        as_of: 2026-01-01
+        source: "enterprise agreement 2026, clause 4"
 
-Every entry names exactly one of ``instance_type``, ``dlc_spec`` or ``resource_id``. The catalog's
-``quote()`` prefers a price-book price over every public figure and labels it as the team's price.
+An absolute entry names exactly one of ``instance_type``, ``dlc_spec`` or ``resource_id``; an entry
+with ``discount_percent`` is a discount (:mod:`.price_book_models`). The catalog's ``quote()`` takes
+the highest-precedence figure (docs/prices.md) and labels it as the team's price.
 Loading is typed and bounded: a broken file or entry is an :class:`~trainstack.errors.InputError`
 (exit 2) naming the file and the entry (``prices[3].instance_type``).
 """
@@ -31,111 +38,19 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-import re
 from pathlib import Path
-from typing import Any, Iterable, Literal, Optional
+from typing import Any, Iterable, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ValidationError
 
-from ..errors import InputError, Problem, did_you_mean, short_repr, value_at
+from ..errors import InputError, Problem, did_you_mean, value_at
+from .price_book_models import (  # noqa: F401  (the price book's public names, read from here)
+    ANY_REGION, KINDS, MAX_CNY_PER_HOUR, MAX_ENTRIES, RESOURCE_ID, UNIT, DiscountEntry, Kind, PriceBook,
+    PriceBookEntry, PriceBookFile,
+)
 
-#: Most entries one price book may hold: every GPU type of the catalog in ten regions, within the
-#: user-file reader's bound on values (trainstack.profile.yamlfile.MAX_NODES).
-MAX_ENTRIES = 1500
-#: No GPU node or quota GPU costs this much per hour; a larger figure is a typo (CNY/h).
-MAX_CNY_PER_HOUR = 100_000.0
-RESOURCE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
-Kind = Literal["instance_type", "dlc_spec", "resource_id"]
-KINDS: tuple[Kind, ...] = ("instance_type", "dlc_spec", "resource_id")
-#: What one price is for: an ECS node or a DLC pod per hour, or one GPU of a quota per hour.
-UNIT = {"instance_type": "node", "dlc_spec": "pod", "resource_id": "GPU"}
-
-
-class PriceBookEntry(BaseModel):
-    """One price the team set: for an ECS type, a DLC spec or a PAI resource quota in one region."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
-
-    region: str = Field(min_length=1, max_length=64)
-    instance_type: Optional[str] = Field(None, min_length=1, max_length=128, description="ECS type (per node-hour)")
-    dlc_spec: Optional[str] = Field(None, min_length=1, max_length=128,
-                                    description="PAI-DLC spec: an ECS type name or a Lingjun spec (per pod-hour)")
-    resource_id: Optional[str] = Field(None, min_length=1, max_length=128,
-                                       description="PAI resource quota id (per GPU-hour)")
-    on_demand_cny_per_hour: float = Field(gt=0, le=MAX_CNY_PER_HOUR, strict=True)
-    spot_cny_per_hour: Optional[float] = Field(None, gt=0, le=MAX_CNY_PER_HOUR, strict=True)
-    as_of: _dt.date
-    source: str = Field(min_length=1, max_length=500, description="Who set the price and why (free text)")
-
-    @field_validator("source")
-    @classmethod
-    def _one_line(cls, v: str) -> str:
-        if any(ord(c) < 32 for c in v):
-            raise ValueError("must be one line of text (no control characters)")
-        if not v.strip():
-            raise ValueError("must say who set the price and why")
-        return v.strip()
-
-    @field_validator("resource_id")
-    @classmethod
-    def _quota_id(cls, v: Optional[str]) -> Optional[str]:
-        if v is not None and not RESOURCE_ID.fullmatch(v):
-            raise ValueError("a PAI resource quota id is letters, digits, '-' and '_' (e.g. quota1a2b3c4d)")
-        return v
-
-    @model_validator(mode="after")
-    def _one_subject(self) -> "PriceBookEntry":
-        named = [k for k in KINDS if getattr(self, k) is not None]
-        if len(named) != 1:
-            raise ValueError(f"name exactly one of instance_type, dlc_spec, resource_id (got {', '.join(named) or 'none'})")
-        if self.spot_cny_per_hour is not None:
-            if self.resource_id is not None:
-                raise ValueError("spot_cny_per_hour does not apply to a resource quota (a subscription)")
-            if self.spot_cny_per_hour > self.on_demand_cny_per_hour:
-                raise ValueError(f"spot_cny_per_hour {self.spot_cny_per_hour:g} is above on_demand_cny_per_hour "
-                                 f"{self.on_demand_cny_per_hour:g}: a spot bid never exceeds on-demand")
-        return self
-
-    @property
-    def kind(self) -> Kind:
-        return next(k for k in KINDS if getattr(self, k) is not None)
-
-    @property
-    def subject(self) -> str:
-        return str(getattr(self, self.kind))
-
-    @property
-    def unit(self) -> str:
-        return UNIT[self.kind]
-
-    def describe(self, book_path: str) -> str:
-        """How an output names this price: whose it is, where it is written and why."""
-        return (f"the team's price from price book {book_path} ({self.on_demand_cny_per_hour:g} CNY per "
-                f"{self.unit}-hour, as of {self.as_of.isoformat()}; source: {short_repr(self.source, 80)})")
-
-
-class _PriceBookFile(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    prices: tuple[PriceBookEntry, ...] = Field(max_length=MAX_ENTRIES)
-
-
-class PriceBook:
-    """The validated entries of one price book, looked up by (kind, region, subject)."""
-
-    def __init__(self, path: str, entries: Iterable[PriceBookEntry]):
-        self.path = path
-        self.entries = tuple(entries)
-        self._by_key = {(e.kind, e.region, e.subject): e for e in self.entries}
-
-    def get(self, kind: Kind, region: str, subject: str) -> Optional[PriceBookEntry]:
-        return self._by_key.get((kind, region, subject))
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def __repr__(self) -> str:
-        return f"PriceBook({self.path!r}, {len(self.entries)} entries)"
+#: The fields each entry kind allows (for "unknown field" errors).
+_FIELDS = {"price": sorted(PriceBookEntry.model_fields), "discount": sorted(DiscountEntry.model_fields)}
 
 
 def _loc_path(loc: tuple) -> str:
@@ -148,11 +63,13 @@ def _loc_path(loc: tuple) -> str:
 def _problems_from(exc: ValidationError, doc: Any, file: str) -> list[Problem]:
     out = []
     for err in exc.errors():
-        loc = tuple(p for p in err["loc"] if p not in ("function-after[_one_subject(), PriceBookEntry]",))
+        raw = tuple(err["loc"])
+        tag = next((p for p in raw[2:3] if p in _FIELDS), None)  # the entry kind the discriminator chose
+        loc = tuple(p for i, p in enumerate(raw) if not (i == 2 and tag) and not str(p).startswith("function-"))
         has, given = value_at(doc, loc)
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            allowed = sorted(PriceBookEntry.model_fields) if len(loc) > 2 else ["prices"]
+            allowed = _FIELDS[tag or "price"] if len(loc) > 2 else ["prices"]
             out.append(Problem(path=_loc_path(loc), message="unknown field", file=file, given=loc[-1],
                                has_given=True, allowed=", ".join(allowed),
                                suggestions=did_you_mean(str(loc[-1]), allowed)))
@@ -163,12 +80,13 @@ def _problems_from(exc: ValidationError, doc: Any, file: str) -> list[Problem]:
 
 
 @functools.lru_cache(maxsize=16)
-def _parse_cached(path: str, _mtime_ns: int, _size: int) -> tuple[tuple[PriceBookEntry, ...], tuple[Problem, ...]]:
+def _parse_cached(path: str, _mtime_ns: int, _size: int) -> tuple[tuple[Union[PriceBookEntry, DiscountEntry], ...],
+                                                                 tuple[Problem, ...]]:
     from ..profile.yamlfile import read_yaml_document  # the one reader of user YAML files
 
     doc = read_yaml_document(path, what="price book")
     try:
-        parsed = _PriceBookFile.model_validate(doc)
+        parsed = PriceBookFile.model_validate(doc)
     except ValidationError as exc:
         return (), tuple(_problems_from(exc, doc, path))
     return parsed.prices, ()
@@ -198,49 +116,63 @@ def read_price_book(path: str | Path, catalog, *, display: Optional[str] = None,
     except InputError as exc:  # unreadable, not YAML, not a mapping: name the file as the user wrote it
         raise InputError(exc.message.replace(str(p.resolve()), name),
                          problems=[Problem(path=q.path, message=q.message, file=name) for q in exc.problems],
-                         hint="price book format: README, \"Prices\"") from None
+                         hint="price book format: docs/prices.md") from None
     problems = [Problem(path=q.path, message=q.message, given=q.given, has_given=q.has_given, allowed=q.allowed,
                         suggestions=q.suggestions, file=name) for q in problems]
     if not problems:
         problems = entry_problems(entries, catalog, name, today or clock_today())
     if problems:
         raise InputError(f"{name}: {len(problems)} problem(s) in the price book", problems=problems,
-                         hint="price book format: README, \"Prices\"")
+                         hint="price book format: docs/prices.md")
     return PriceBook(name, entries)
 
 
-def entry_problems(entries: Iterable[PriceBookEntry], catalog, file: str, today: _dt.date) -> list[Problem]:
+def entry_problems(entries: Iterable[Union[PriceBookEntry, DiscountEntry]], catalog, file: str,
+                   today: _dt.date) -> list[Problem]:
     """What the catalog says is wrong with valid-looking entries: unknown names, duplicates, future dates."""
     from .dlc_specs import dlc_facts
 
     regions = catalog.regions()
     lingjun = [s.name for s in dlc_facts().lingjun_specs]
+    types = [r.name for r in catalog.resolved_instances()]
     seen: dict[tuple, int] = {}
     out: list[Problem] = []
+
+    def problem(at: str, message: str, given: Any, suggestions: Optional[list[str]] = None, allowed=None) -> None:
+        out.append(Problem(path=at, message=message, given=given, has_given=True, file=file,
+                           suggestions=suggestions or [], allowed=allowed))
+
     for i, e in enumerate(entries):
         at = f"prices[{i}]"
-        if e.region not in regions:
-            out.append(Problem(path=f"{at}.region", message="unknown region", given=e.region, has_given=True,
-                               file=file, suggestions=did_you_mean(e.region, regions)))
+        discount = isinstance(e, DiscountEntry)
+        if e.region == ANY_REGION and not discount:
+            problem(f"{at}.region", f"'{ANY_REGION}' (every region) is for discount entries only: an absolute "
+                                    "price names its region", e.region)
+        elif e.region != ANY_REGION and e.region not in regions:
+            problem(f"{at}.region", "unknown region", e.region, did_you_mean(e.region, regions),
+                    allowed=f"a region of the catalog{' or * (every region)' if discount else ''}")
         if e.instance_type is not None and not catalog.knows(e.instance_type):
-            out.append(Problem(path=f"{at}.instance_type", message="instance type not in the catalog",
-                               given=e.instance_type, has_given=True, file=file,
-                               suggestions=did_you_mean(e.instance_type, [r.name for r in catalog.resolved_instances()])))
-        if e.dlc_spec is not None and not (catalog.knows(e.dlc_spec) or e.dlc_spec in lingjun):
-            pool = [r.name for r in catalog.resolved_instances()] + lingjun
-            out.append(Problem(path=f"{at}.dlc_spec", file=file, given=e.dlc_spec, has_given=True,
-                               message="not a DLC spec trainstack knows (an ECS type of the catalog or a Lingjun "
-                                       "spec of dlc_specs.yaml)", suggestions=did_you_mean(e.dlc_spec, pool)))
+            problem(f"{at}.instance_type", "instance type not in the catalog", e.instance_type,
+                    did_you_mean(e.instance_type, types))
+        if discount and e.family is not None and e.family not in catalog.families:
+            problem(f"{at}.family", "instance family not in the catalog", e.family,
+                    did_you_mean(e.family, list(catalog.families)))
+        if not discount and e.dlc_spec is not None and not (catalog.knows(e.dlc_spec) or e.dlc_spec in lingjun):
+            problem(f"{at}.dlc_spec", "not a DLC spec trainstack knows (an ECS type of the catalog or a Lingjun "
+                                      "spec of dlc_specs.yaml)", e.dlc_spec, did_you_mean(e.dlc_spec, types + lingjun))
         if e.as_of > today:
-            out.append(Problem(path=f"{at}.as_of", message=f"is after today ({today.isoformat()}): a price is "
-                                                           "dated when it was set", given=e.as_of.isoformat(),
-                               has_given=True, file=file))
-        key = (e.kind, e.region, e.subject)
-        if key in seen:
-            out.append(Problem(path=f"{at}.{e.kind}", file=file, given=e.subject, has_given=True,
-                               message=f"priced twice in {e.region} (also prices[{seen[key]}]); keep one"))
-        else:
-            seen[key] = i
+            problem(f"{at}.as_of", f"is after today ({today.isoformat()}): a price is dated when it was set",
+                    e.as_of.isoformat())
+        keys = ([("discount", e.scope, e.region, e.subject, a) for a in e.applies_to] if discount
+                else [(e.kind, e.region, e.subject)])
+        twice = next((seen[k] for k in keys if k in seen), None)
+        if twice is not None:
+            field = e.scope if discount and e.scope != "region" else ("region" if discount else e.kind)
+            what = "discounted" if discount else "priced"
+            problem(f"{at}.{field}", f"{what} twice in {e.region} (also prices[{twice}]); keep one",
+                    e.subject or e.region)
+        for k in keys:
+            seen.setdefault(k, i)
     return out
 
 

@@ -1,7 +1,8 @@
 """`trainstack catalog [show]`: the GPU instance catalog as a table, in the style of `sky show-gpus`.
 
 One row per instance type: GPU, GPUs per node, type, usable GiB per GPU, vCPU, RAM, the
-intra-node GPU link, RDMA, and the on-demand and spot price (CNY/h) in ``--region``. Unknown is
+intra-node GPU link, RDMA, the boot mode the family doc states (with its source tag; ``--json``
+carries the quote), and the on-demand and spot price (CNY/h) in ``--region``. Unknown is
 shown as ``-`` (never 0); a price borrowed from another mainland region carries ``*``; a spot
 price that is only an estimate reads ``~X (est.)``. The price date and its age are printed, with
 a warning on stderr when the prices are older than ``--max-age-days``.
@@ -76,7 +77,7 @@ def _add_show_options(p: argparse.ArgumentParser, *, suppress: bool) -> None:
     p.add_argument("--max-age-days", type=int, metavar="DAYS", default=default(None),
                    help="warn when prices are older than this (default: settings price_max_age_days)")
     p.add_argument("--price-book", metavar="PATH", default=default(None),
-                   help="the team's price book (YAML, README \"Prices\"): its prices replace the public ones "
+                   help="the team's price book (YAML, docs/prices.md): its prices and discounts replace the public ones "
                         "and are marked as the team's; its PAI-DLC spec and quota prices are listed below")
     p.add_argument("--json", action="store_true", default=default(False),
                    help="print machine-readable JSON")
@@ -143,8 +144,8 @@ def run_show(args) -> int:
                   "(kept for estimates only).")
         return 0
     headers = ["GPU", "QTY", "INSTANCE TYPE", "GiB/GPU", "vCPU", "RAM GiB", "INTERCONNECT",
-               "RDMA", "ON-DEMAND", "SPOT", "NOTE"]
-    print(render_table(headers, [_text_row(r, quotes[r.name]) for r in rows], align="lrlrrrllrrl"))
+               "RDMA", "BOOT", "ON-DEMAND", "SPOT", "NOTE"]
+    print(render_table(headers, [_text_row(r, quotes[r.name]) for r in rows], align="lrlrrrlllrrl"))
     frac = float(catalog.settings["spot_estimate_fraction"])
     notes = ["GiB/GPU: usable GPU memory (GiB = 2^30 B); '-' = unknown."]
     if any(q.on_demand_from_region for q in quotes.values()):
@@ -153,8 +154,11 @@ def run_show(args) -> int:
         notes.append(f"+: the team's price from price book {catalog.price_book.path} (its date and source: "
                      "`--json` or `trainstack resolve`).")
     if any(q.spot_estimated and q.spot_cny_per_hour is not None for q in quotes.values()):
-        notes.append(f"~X (est.): spot estimated at {frac:.0%} of on-demand; real spot prices come from "
-                     "`trainstack catalog refresh`.")
+        notes.append(f"~X (est.): spot estimated at {frac:.0%} of the list on-demand price (an assumption); real "
+                     "spot prices come from `trainstack catalog refresh`.")
+    if any(r.family.boot_mode for r in rows):
+        notes.append("BOOT: the boot mode the family doc states [source tag; `--json` has its words]; '-': "
+                     "not stated, the default image family is used.")
     notes.append("Multi-GPU training inside one node needs NVLink or NVSwitch.")
     print()
     print("\n".join(notes))
@@ -166,11 +170,17 @@ def _book_json(catalog: Catalog, region: str) -> Optional[dict[str, Any]]:
     book = catalog.price_book
     if book is None:
         return None
-    return {"path": book.path, "entries": [
-        {"region": e.region, "kind": e.kind, "name": e.subject, "per": e.unit,
-         "on_demand_cny_per_hour": e.on_demand_cny_per_hour, "spot_cny_per_hour": e.spot_cny_per_hour,
-         "as_of": e.as_of.isoformat(), "age_days": _age_days(e.as_of.isoformat()), "source": e.source,
-         "in_region": e.region == region} for e in book.entries]}
+    def row(e) -> dict[str, Any]:
+        common = {"region": e.region, "kind": e.kind, "name": e.subject, "as_of": e.as_of.isoformat(),
+                  "age_days": _age_days(e.as_of.isoformat()), "source": e.source,
+                  "in_region": e.region in (region, "*")}
+        if e.kind == "discount":
+            return {**common, "scope": e.scope, "discount_percent": e.discount_percent,
+                    "applies_to": list(e.applies_to)}
+        return {**common, "per": e.unit, "on_demand_cny_per_hour": e.on_demand_cny_per_hour,
+                "spot_cny_per_hour": e.spot_cny_per_hour}
+
+    return {"path": book.path, "entries": [row(e) for e in book.entries]}
 
 
 def _print_book_extras(catalog: Catalog, region: str) -> None:
@@ -180,7 +190,10 @@ def _print_book_extras(catalog: Catalog, region: str) -> None:
         return
     rows = [[e.region, "DLC spec" if e.kind == "dlc_spec" else "quota", e.subject, e.unit,
              _num(e.on_demand_cny_per_hour), _num(e.spot_cny_per_hour), e.as_of.isoformat(),
-             str(_age_days(e.as_of.isoformat())), e.source] for e in book.entries if e.kind != "instance_type"]
+             str(_age_days(e.as_of.isoformat())), e.source] for e in book.entries
+            if e.kind not in ("instance_type", "discount")]
+    cuts = [[e.region, e.scope, e.subject or "(every type)", f"{e.discount_percent:g} %", ", ".join(e.applies_to),
+             e.as_of.isoformat(), e.source] for e in book.discounts]
     dates = sorted(e.as_of for e in book.entries)
     print()
     print(f"Price book {book.path}: {len(book.entries)} team price(s), as of "
@@ -188,6 +201,10 @@ def _print_book_extras(catalog: Catalog, region: str) -> None:
     if rows:
         print(render_table(["REGION", "KIND", "NAME", "PER", "ON-DEMAND", "SPOT", "AS OF", "AGE DAYS", "SOURCE"],
                            rows, align="lllrrrlrl"))
+    if cuts:
+        print("Discounts off the list price (precedence: docs/prices.md):")
+        print(render_table(["REGION", "SCOPE", "NAME", "DISCOUNT", "APPLIES TO", "AS OF", "SOURCE"], cuts,
+                           align="lllrlll"))
 
 
 # ---- filters --------------------------------------------------------------------------------
@@ -305,6 +322,19 @@ def _note(r: ResolvedInstance, q) -> str:
     return "; ".join(notes)
 
 
+def _boot_text(r: ResolvedInstance) -> str:
+    mode, cite = r.family.boot_mode, r.family.cite("boot_mode")
+    if mode is None:
+        return "-"
+    label = mode.upper() if mode != "uefi-preferred" else mode
+    return label + (f" [{cite.source}]" if cite else "")
+
+
+def _boot_json(r: ResolvedInstance) -> Optional[dict[str, Any]]:
+    cite = r.family.cite("boot_mode")
+    return None if cite is None else {"tag": cite.source, "quote": cite.quote, "url": cite.url}
+
+
 def _text_row(r: ResolvedInstance, q) -> list[str]:
     g: Optional[GpuModel] = r.gpu
     on_demand = _num(q.on_demand_cny_per_hour)
@@ -327,6 +357,7 @@ def _text_row(r: ResolvedInstance, q) -> list[str]:
         _num(r.type.memory_gib, 1, trim=True),
         _LINK_LABEL.get(r.interconnect, r.interconnect),
         _rdma_text(r),
+        _boot_text(r),
         on_demand,
         spot,
         _note(r, q),
@@ -347,6 +378,8 @@ def _json_row(r: ResolvedInstance, q) -> dict[str, Any]:
         "interconnect": r.interconnect,
         "multi_gpu_training_ok": r.multi_gpu_training_ok,
         "rdma": r.rdma,
+        "boot_mode": r.family.boot_mode,
+        "boot_mode_source": _boot_json(r),
         "eri_count": r.type.eri_count,
         "rdma_bandwidth_gbps": r.type.rdma_bandwidth_gbps,
         "network_bandwidth_gbps": r.type.network_bandwidth_gbps,

@@ -20,7 +20,8 @@ def register(sub) -> None:
     p.add_argument("--format", choices=("markdown", "json"), default="markdown")
     add_out_argument(p)
     p.add_argument("--policy-config", metavar="FILE",
-                   help="policy levels and settings for sides planned now (JSON, as --policy-pack-config)")
+                   help="policy levels and settings for sides planned now (JSON, as --policy-pack-config; "
+                        "replaces a stack's trainstack:policyConfig)")
     p.set_defaults(func=run)
 
 
@@ -29,7 +30,8 @@ def run(args) -> int:
     from ..preview.diff import diff_documents, diff_exit_code
     from ..preview.planner import load_side
     from ..preview.render_diff import render
-    from ..preview.sources import find_project, load_policy_config
+    from ..preview.sources import find_project
+    from ..rules.policy_config import load_policy_config
 
     from ..outputs import check_out_argument
 

@@ -1,8 +1,10 @@
 """`trainstack node-files PROFILE | --stack NAME [--rank N] --out DIR`: every file a training
-node receives, exactly as rendered, under DIR at its path on the node (DIR/etc/trainstack/
-node.env, DIR/usr/local/bin/trainstack-launch, ...), with its mode, plus DIR/user-data.yaml
-(the whole cloud-config). Read and shellcheck what will run as root before `pulumi up`; the
-tests source and run these files in a sandbox.
+node receives, exactly as rendered, under DIR at its path on the node: what its user data writes
+(DIR/etc/trainstack/node.env, DIR/usr/local/sbin/trainstack-boot, ...), the node programs it
+installs from the stack bucket (DIR/usr/local/lib/trainstack/trainstack-launch.sh, ..., with their
+manifest programs.json) and its job settings, with their modes, plus DIR/user-data.yaml (the whole
+cloud-config). Read and shellcheck what will run as root before `pulumi up`; the tests source and
+run these files in a sandbox.
 
 A PAI-DLC plan has no node files: DIR/pai-dlc/user-command.sh is the command each pod runs.
 The CPFS export address exists only after deploy; ``--cpfs-mount-address`` gives the real one,

@@ -1,8 +1,9 @@
 """`trainstack plan PROFILE | --stack NAME`: the offline preview of what `pulumi up` would create.
 
 Runs the real Pulumi program in-process under a recording mock engine (no cloud, no Pulumi CLI),
-runs the policy pack over what it declared, and prints the plan. Exit 4 when a mandatory policy
-fails (the plan is still printed or written).
+runs the policy pack over what it declared (``--policy-config FILE``, else the stack's
+``trainstack:policyConfig``), and prints the plan. Exit 4 when a mandatory policy fails (the plan is
+still printed or written).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ..errors import EXIT_POLICY, InputError
+from . import _policy
 
 
 def register(sub) -> None:
@@ -21,8 +23,7 @@ def register(sub) -> None:
     p.add_argument("--stack", help="a stack name: stacks/Pulumi.<NAME>.yaml")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     add_out_argument(p)
-    p.add_argument("--policy-config", metavar="FILE",
-                   help="policy levels and settings, JSON as for `pulumi preview --policy-pack-config`")
+    _policy.add_argument(p)
     p.set_defaults(func=run)
 
 
@@ -30,7 +31,7 @@ def run(args) -> int:
     from ..outputs import emit
     from ..preview.planner import plan_source
     from ..preview.render import policy_counts, render
-    from ..preview.sources import Source, find_project, load_policy_config, unknown_stack
+    from ..preview.sources import Source, find_project, unknown_stack
 
     from ..outputs import check_out_argument
 
@@ -55,7 +56,7 @@ def run(args) -> int:
         path = Path(args.profile)
         read_regular_file(path, what="profile", limit=MAX_PROFILE_BYTES)  # exists, regular, bounded
         source = Source("profile", args.profile, path)
-    doc = plan_source(source, project, policy_config=load_policy_config(args.policy_config))
+    doc = plan_source(source, project, policy_config=_policy.policy_config(args))
     text = render(doc, args.format)
     emit(args, text)
     mandatory, _ = policy_counts(doc)

@@ -1,4 +1,5 @@
-"""`trainstack resolve PROFILE [--json] [--all]`: the chosen placement and why."""
+"""`trainstack resolve PROFILE [--json] [--all]`: the chosen placement and why, and the policy verdicts
+the plan gets (``--policy-config FILE``; exit 4 on a mandatory one, the plan still printed)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import json
 from ..catalog import load_catalog
 from ..plan import Candidate, Plan
 from ..profile import load_profile
+from ..placement import rank_key
 from ..redaction import redact_string
+from ..rules import plan_verdicts, resolution
 from ..secrets import redact
-from ..placement import rank_key, resolve_all
-from ..rules import check_plan, check_profile
 from ..textable import render_table
+from . import _policy
 
 
 def register(sub) -> None:
@@ -19,6 +21,7 @@ def register(sub) -> None:
     p.add_argument("profile", help="path to a profile YAML")
     p.add_argument("--json", action="store_true", help="print the Plan as JSON")
     p.add_argument("--all", action="store_true", help="list every candidate considered, feasible or not")
+    _policy.add_argument(p)
     p.set_defaults(func=run)
 
 
@@ -100,24 +103,24 @@ def _same(c: Candidate, plan: Plan) -> bool:
 
 def run(args) -> int:
     profile = load_profile(args.profile)
-    catalog = load_catalog()
-    check_profile(profile, catalog, file=args.profile)
-    res = resolve_all(profile, catalog)
+    config = _policy.policy_config(args)
+    res = resolution(profile, load_catalog(), file=args.profile)
     plan = res.plan
     assert plan is not None
-    check_plan(plan, file=args.profile)
+    verdicts = plan_verdicts(plan, config)
     from ..calibration_effect import effect
 
-    changed = effect(profile, plan, catalog)  # the calibration overlay's effect, named first
+    changed = effect(profile, plan)  # the calibration overlay's effect, named first
     if args.json:
         doc = plan.model_dump(mode="json")
         if changed is not None:
             doc["calibration"] = changed.model_dump(mode="json")
         if args.all:
             doc["considered"] = [c.model_dump(mode="json") for c in res.candidates]
+        doc["policy"] = [v.model_dump() for v in verdicts]
         print(json.dumps(redact(doc), indent=2))  # labels quote price books and overlays: never a secret
     else:
         text = render_text(plan, res.candidates, args.all)
         text = "\n".join(changed.lines(plan.region)) + "\n" + text if changed is not None else text
         print("\n".join(redact_string(line) for line in text.split("\n")))
-    return 0
+    return _policy.report(verdicts, args.profile)

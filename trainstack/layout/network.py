@@ -61,6 +61,11 @@ NODE_PREFIX, ERI_PREFIX, SERVICES_PREFIX, POOL_PREFIX = 20, 20, 24, 20
 SERVICES_MIN_ADDRESSES = PROTOCOL_SERVICE_ADDRESSES + NAT_ADDRESSES + 8
 
 
+def ssh_rule_cidrs(net: NetworkPlan) -> list[str]:
+    """The sources of the SSH ingress rules (one rule each, tcp/22): ``access.ssh_cidrs``, normalised."""
+    return [str(ipaddress.ip_network(c, strict=False)) for c in net.ssh_cidrs]
+
+
 def default_vswitch_cidr(vpc_cidr: str) -> str:
     """The first /20 of the VPC (4,091 usable hosts), or the whole VPC when it is smaller."""
     net = ipaddress.ip_network(vpc_cidr)

@@ -1,7 +1,8 @@
 """Placement: from a profile to the cheapest (or fastest) correct place to run it, with reasons.
 
 One engine (``engine.py``: size, price, check and rank a candidate) and two strategies on it:
-ECS GPU nodes (``ecs.py``) and PAI-DLC jobs (``dlc.py``). When nothing is feasible the same engine
+ECS GPU nodes (``ecs.py``) and PAI-DLC jobs (``dlc.py``), which only enumerate, size and rank; the
+one Plan assembler (``assemble.py``) turns the winner into the Plan. When nothing is feasible the same engine
 tests one-step changes of the profile (``suggest.py``) and the error lists those that work.
 """
 
@@ -25,26 +26,35 @@ __all__ = ["Resolution", "SPOT_RESTART_ALLOWANCE", "considered", "rank_key", "ra
 
 
 def resolve(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> Plan:
-    """The plan for ``profile``; :class:`InfeasibleError` (exit 3) when nothing fits."""
+    """The plan for ``profile``; :class:`InfeasibleError` (exit 3) when nothing fits, InputError (exit 2)
+    with every problem the Plan assembler found."""
     plan = resolve_all(profile, catalog).plan
     assert plan is not None
     return plan
 
 
 def resolve_all(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> Resolution:
-    """The plan and everything considered on the way; InfeasibleError when nothing fits."""
+    """The plan and everything considered on the way; InfeasibleError when nothing fits, InputError
+    when the winner's plan cannot be assembled (every problem at once)."""
     catalog = catalog_for(profile, catalog or load_catalog())
     if wants_dlc(profile):
         ecs_res = considered(profile, catalog) if profile.resources.target == "auto" else None
         try:
-            return resolve_dlc(profile, catalog, ecs_res)
+            return assembled(resolve_dlc(profile, catalog, ecs_res))
         except InfeasibleError as exc:  # tested fixes, chosen by the rejections' reason codes
             codes = {ReasonCode(c) for c in exc.details.get("reason_codes", ())}
             exc.suggestions = dlc_suggestions(profile, catalog, codes)
             raise
     res = resolve_ecs(profile, catalog)
-    if res.plan is None:
+    if res.plan is None and res.error is None:
         raise infeasible(profile, catalog, res)
+    return assembled(res)
+
+
+def assembled(res: Resolution) -> Resolution:
+    """``res``, or the InputError with every problem of its plan."""
+    if res.error is not None:
+        raise res.error
     return res
 
 

@@ -26,26 +26,18 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from .. import sizing
-from ..catalog import Catalog, PriceQuote, ResolvedInstance, dlc_facts
-from .. import calibration_overlay
+from ..catalog import Catalog, PriceQuote, ResolvedInstance
 from ..catalog.limits import service_limits
 from ..errors import InfeasibleError
-from ..layout import ERDMA_NCCL_ENV, bucket_name, plan_image, plan_network, plan_storage
-from ..plan import (
-    Candidate, DlcPlan, EstimateSummary, OssPlan, ParallelismPlan, ParallelLayout, Plan, StoragePlan,
-    spot_price_limit,
-)
-from ..sizing.parallel import Layout, bubble_fraction, layout_for, micro_batches
+from ..plan import Candidate
 from ..profile import TrainingProfile
 from ..reasons import ReasonCode, reason
-from .ecs import job_plan
-from .engine import Option, Resolution, can_span_nodes, closest, evaluate, rank_key, ranked, static_rejection
-from .layouts import plan_layout, searched_degrees
-from .dlc_pods import (  # noqa: F401  (image_problem, quota_spec_problems: the rule book reads them here)
-    DEFAULT_QUOTA_GPU, QuotaNode, dlc_image, image_problem, pod_resources, pod_view, quota_node, quota_spec_problems,
+from ..rules.dlc_profile import wants_dlc  # noqa: F401  (the strategy choice is the rule book's)
+from .assemble import Choice, assemble
+from .dlc_pods import QuotaNode, pod_view, quota_node
+from .engine import (
+    Option, Resolution, can_span_nodes, closest, dlc_rdma_reason, evaluate, rank_key, ranked, static_rejection,
 )
-from .prices import provenance
 
 #: PAI-DLC public resources: GPUs and vCPU per job unless raised (data/service_limits.yaml).
 DLC_PUBLIC_MAX_GPUS = int(service_limits().number("pai.dlc.public.max_gpus"))
@@ -53,14 +45,6 @@ DLC_PUBLIC_MAX_VCPU = int(service_limits().number("pai.dlc.public.max_vcpu"))
 #: A quota job of unset size is sized up to this many GPUs (doubling from 1).
 QUOTA_MAX_AUTO_GPUS = 64
 ALTERNATIVES_SHOWN = 5
-
-
-def wants_dlc(profile: TrainingProfile) -> bool:
-    """`target: dlc`, or `auto` with a PAI workspace or resource quota named in the profile."""
-    r = profile.resources
-    if r.target == "dlc":
-        return True
-    return r.target == "auto" and bool(profile.dlc.workspace_id or profile.dlc.resource_id)
 
 
 # ---- candidates ----------------------------------------------------------------------------------
@@ -88,8 +72,8 @@ def public_candidates(profile: TrainingProfile, catalog: Catalog) -> list[Candid
         for pods in pods_options:
             if pods < 1 or (pods > 1 and not can_span_nodes(inst)):
                 continue  # several pods train together only over RDMA
-            blocked = None
-            if not within_public_limits(profile, inst, pods):
+            blocked = dlc_rdma_reason(profile, pods)
+            if blocked is None and not within_public_limits(profile, inst, pods):
                 blocked = reason(ReasonCode.DLC_PUBLIC_LIMIT,
                                  f"{pods * inst.gpu_count} GPUs / {pods * (inst.type.vcpu or 0)} vCPU exceed PAI-DLC's "
                                  f"public-resource limit of {DLC_PUBLIC_MAX_GPUS} GPUs / {DLC_PUBLIC_MAX_VCPU} vCPU")
@@ -121,16 +105,13 @@ def quota_candidates(profile: TrainingProfile, catalog: Catalog, node: QuotaNode
             why = reason(ReasonCode.TOO_MANY_NODES, f"needs {pods} pods for {total} GPUs; max_nodes is {r.max_nodes}")
         if why is None and pods > 1 and not can_span_nodes(pod):
             why = reason(ReasonCode.MULTI_NODE_WITHOUT_RDMA, f"needs {pods} pods but the quota's nodes have no RDMA")
+        if why is None:
+            why = dlc_rdma_reason(profile, pods)
         c = evaluate(profile, catalog, Option(pod, pods, False, profile.zone, tuple(node.labels), blocked=why,
                                               target="dlc", quote=quote))
         c = c.model_copy(update={"instance_type": None})
         out.append(c.rejected_by(None) if c.reason_code == ReasonCode.PRICE_UNKNOWN else c)
     return out
-
-
-def sizing_layout(lay: ParallelLayout) -> Layout:
-    return Layout(tp=lay.tensor_parallel, pp=lay.pipeline_parallel, cp=lay.context_parallel, dp=lay.data_parallel,
-                  ep=lay.expert_parallel, vp=lay.virtual_pipeline_stages)
 
 
 def _proxy_key(c: Candidate, catalog: Catalog, region: str) -> tuple:
@@ -185,7 +166,7 @@ def infeasible(profile: TrainingProfile, cands: list[Candidate], where: str) -> 
 
 def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Resolution] = None) -> Resolution:
     """The DLC plan (InfeasibleError, without suggestions, when no candidate passes every rule)."""
-    t, r = profile.training, profile.resources
+    r = profile.resources
     labels: list[str] = []
     quota = profile.dlc.resource_id
     node: Optional[QuotaNode] = None
@@ -196,6 +177,7 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
         if not any(c.feasible for c in cands):
             raise infeasible(profile, cands, f"quota {quota}")
         chosen, rest = choose(profile, catalog, cands, quota=True)
+        inst = pod_view(node.inst, chosen.gpus_per_node)
         labels += node.labels
         if chosen.hourly_cost_cny is None:
             labels.append(f"quota {quota} has no price (a subscription, paid whether or not the job runs): GPU "
@@ -205,7 +187,8 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
         if not any(c.feasible for c in cands):
             raise infeasible(profile, cands, "public resources")
         chosen, rest = choose(profile, catalog, cands, quota=False)
-        quote = catalog.quote(profile.region, chosen.instance_type or "", service="dlc")
+        inst = catalog.instance(chosen.instance_type or "")
+        quote = catalog.quote(profile.region, inst.name, service="dlc")
         if chosen.hourly_cost_cny is None:
             labels.append(f"DLC spec {chosen.instance_type} ranked by its ECS list price as a proxy for DLC's price "
                           "(not DLC's price; budgets are not checked against it)")
@@ -218,109 +201,20 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
     if chosen.hourly_cost_cny is None and not quota:
         labels.append("DLC cost unknown: Alibaba publishes no per-spec PAI-DLC price [DLC-BILL]; the team's price "
                       "book prices DLC specs (dlc_spec) and quotas (resource_id)")
-    labels += [lab for lab in chosen.labels if lab not in labels]
-    gpus = chosen.nodes * chosen.gpus_per_node
-    gpu_model = catalog.gpu(chosen.gpu_model or DEFAULT_QUOTA_GPU)
-    inst = node.inst if node is not None else catalog.instance(chosen.instance_type or "")
-    lay = sizing_layout(chosen.layout) if chosen.layout is not None else layout_for(t, gpus)
-    mem = calibration_overlay.adjust_memory(profile.architecture, t, chosen.gpu_model,
-                                            sizing.memory_estimate(profile.architecture, t, gpus, layout=lay))
-    image, lookup, is_default, image_labels = dlc_image(profile, gpu_model)
-    labels += image_labels
-    spot = r.spot == "require" and not quota
-    if r.spot == "require" and quota:
-        labels.append("resources.spot: require does not apply to a quota job (a subscription): planned on the quota")
-    limit = None
-    if spot:
-        od = quote.on_demand_cny_per_hour or catalog.quote(profile.region, inst.name).on_demand_cny_per_hour
-        limit = spot_price_limit(od) if od else None
-        if od and quote.on_demand_cny_per_hour is None:
-            labels.append("DLC spot price limit = the ECS on-demand list price of the spec (no DLC price known)")
-    envs = dict(profile.job.env)
-    kind = node.kind if node is not None else None
-    preset = None
-    if kind == "lingjun":
-        rdma = True
-        preset = dlc_facts().spec(node.spec or "").nccl_preset
-        vals = dlc_facts().preset(preset or "lingjun-default").env
-        labels.append(f"Lingjun quota: RDMA on, PAI's NCCL preset left alone ({', '.join(f'{k}={v}' for k, v in list(vals.items())[:3])}"
-                      ", ...) [PAI-RDMA]; trainstack adds no NCCL variables")
-    else:
-        rdma = profile.dlc.enable_rdma if profile.dlc.enable_rdma is not None else chosen.nodes > 1
-        if rdma and chosen.nodes > 1 and inst.rdma == "erdma" and kind != "unknown":
-            envs = {**ERDMA_NCCL_ENV, **envs}
-            labels.append("NCCL over eRDMA as PAI-DLC configures it on eRDMA types [PAI-ERDMA]")
-        elif rdma and kind == "unknown":
-            labels.append("quota network unknown offline: trainstack adds no NCCL variables (PAI presets them for "
-                          "the quota's RDMA network); set dlc.quota_spec to plan it")
-    cpu, memory = inst.type.vcpu, inst.type.memory_gib
-    if quota:
-        cpu, memory, pod_labels = pod_resources(profile, node, chosen.gpus_per_node)
-        labels += pod_labels
     alternatives = rest[:ALTERNATIVES_SHOWN]
     considered_all = list(cands)
+    comparison = None
     if ecs_res is not None:
         ecs_ok = ranked(ecs_res.candidates, r.objective)
         considered_all += ecs_res.candidates
         if ecs_ok:
-            e = ecs_ok[0]
-            labels.append(compare_label(e, chosen))
+            comparison = compare_label(ecs_ok[0], chosen)
             alternatives = ecs_ok[:ALTERNATIVES_SHOWN] + alternatives
-    max_minutes = int(profile.job.max_runtime_hours * 60) if profile.job.max_runtime_hours else (
-        int(r.deadline_hours * 60) if r.deadline_hours else None)
-    if quota:
-        storage = StoragePlan(checkpoint="oss", checkpoint_path="/mnt/data/checkpoints",
-                              oss=OssPlan(bucket=bucket_name(profile),
-                                          internal_endpoint=f"oss-{profile.region}-internal.aliyuncs.com"),
-                              dataset_uri=profile.storage.dataset_uri, dataset_gib=profile.storage.dataset_gib,
-                              retain_on_destroy=profile.storage.retain_on_destroy)
-    else:
-        storage = plan_storage(profile, inst, chosen.nodes, spot, mem.trainable_params, stack_bucket_always=False)
-    storage = storage.model_copy(update={"data_disk": None, "checkpoint_disk": None})
-    hourly = chosen.hourly_cost_cny
-    if spot and quote.spot_cny_per_hour is not None:
-        hourly = round(quote.spot_cny_per_hour * chosen.nodes, 4)
-    elif spot:
-        hourly = None  # no DLC spot price known
-    total = None if hourly is None or chosen.estimated_hours is None else round(hourly * chosen.estimated_hours, 2)
-    dlc = DlcPlan(workspace_id=profile.dlc.workspace_id, resource_id=quota, job_type=profile.dlc.job_type,
-                  image=image, image_lookup=lookup, image_is_default=is_default,
-                  quota_spec=node.spec if node else None, quota_kind=kind, nccl_preset=preset,
-                  ecs_spec=None if quota else chosen.instance_type,
-                  pod_count=chosen.nodes, gpus_per_pod=chosen.gpus_per_node, cpu_per_pod=cpu,
-                  memory_gib_per_pod=memory, enable_rdma=bool(rdma), spot=spot, spot_price_limit=limit,
-                  command=profile.job.command, envs=envs, max_running_minutes=max_minutes)
-    plan = Plan(
-        name=profile.name, region=profile.region, zone=profile.zone, target="dlc",
-        instance_type=None if quota else chosen.instance_type, gpu_model=gpu_model.name, nodes=chosen.nodes,
-        gpus_per_node=chosen.gpus_per_node, total_gpus=gpus, spot=spot, spot_price_limit=limit,
-        spot_strategy="SpotWithPriceLimit" if spot else "NoSpot", hourly_cost_cny=hourly,
-        estimated_hours=chosen.estimated_hours, total_cost_cny=total, objective=r.objective,
-        estimate=EstimateSummary(gpu_model=gpu_model.name, peak_gib_per_gpu=round(mem.peak_gib_per_gpu, 2),
-                                 required_gib_per_gpu=round(mem.required_gib_per_gpu, 2),
-                                 usable_gib_per_gpu=gpu_model.usable_gib, memory_margin_gib=chosen.memory_margin_gib,
-                                 tokens_per_second=chosen.tokens_per_second,
-                                 tokens_per_second_per_gpu=None if chosen.tokens_per_second is None
-                                 else round(chosen.tokens_per_second / gpus, 1),
-                                 estimated_hours=chosen.estimated_hours,
-                                 on_demand_hourly_cny=chosen.hourly_cost_cny,
-                                 spot_hourly_cny=None if quote.spot_cny_per_hour is None
-                                 else round(quote.spot_cny_per_hour * chosen.nodes, 4)),
-        storage=storage, network=plan_network(profile, None, chosen.nodes, spot), image=plan_image(profile, None),
-        job=job_plan(profile, chosen.gpus_per_node, gpus, lay),
-        parallelism=ParallelismPlan(layout=plan_layout(lay), chosen_by="resolver" if chosen.layout is not None and
-                                    searched_degrees(profile) else "profile",
-                                    micro_batches=micro_batches(t, lay),
-                                    micro_batches_in_flight=mem.micro_batches_in_flight,
-                                    bubble_fraction=round(bubble_fraction(lay, micro_batches(t, lay)), 4),
-                                    layers_per_chunk=(-(-profile.architecture.num_layers // (lay.pp * lay.vp))
-                                                      if lay.pp > 1 else 0)),
-        dlc=dlc, tags=dict(profile.tags), labels=tuple(dict.fromkeys(labels)),
-        reasons=(f"PAI-DLC: {'quota ' + quota if quota else 'public resources'}, {chosen.nodes} pod(s) x "
-                 f"{chosen.gpus_per_node} {gpu_model.name}", f"layout {lay.label}"),
-        alternatives=tuple(alternatives), rejected=tuple(ecs_res.rejected) if ecs_res else (),
-        catalog_date=catalog.newest_price_date, prices=provenance(catalog, quote, zone=profile.zone, spot=spot))
-    return Resolution(plan=plan, candidates=considered_all, rejected=list(plan.rejected))
+    rejected = tuple(ecs_res.rejected) if ecs_res else ()
+    res = Resolution(plan=None, candidates=considered_all, rejected=list(rejected))
+    return res.assembled(assemble(profile, catalog, Choice(
+        target="dlc", best=chosen, inst=inst, quote=quote, alternatives=tuple(alternatives), rejected=rejected,
+        labels=tuple(labels), quota=node, comparison=comparison)))
 
 
 def compare_label(ecs: Candidate, dlc: Candidate) -> str:

@@ -26,11 +26,14 @@ from typing import Iterable, Literal, Optional
 
 from .. import sizing
 from ..catalog import TRAINING_RDMA, Catalog, PriceQuote, ResolvedInstance
+from ..errors import InputError
 from ..plan import Candidate, Plan, Rejection
 from .. import calibration_overlay
 from ..profile import TrainingProfile
 from ..layout.spot_pool import heals_multi_node
 from ..reasons import Reason, ReasonCode, reason
+from .allowances import NO_ALLOWANCES, PolicyAllowances
+from .interconnect import pcie_rejection
 from .layouts import (  # noqa: F401  (the ECS strategy reads the layout search from here too)
     LayoutPick, choose_layout, layout_options, plan_layout,
 )
@@ -47,11 +50,18 @@ RDMA_KINDS = TRAINING_RDMA
 
 @dataclass
 class Resolution:
-    """Everything a strategy considered: the winner, the rest, and why."""
+    """Everything a strategy considered: the winner, the rest, and why; ``error``: what the Plan
+    assembler found wrong with the winner's plan (bad input, exit 2; ``plan`` is None then)."""
 
     plan: Optional[Plan]
     candidates: list[Candidate] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
+    error: Optional[InputError] = None
+
+    def assembled(self, assembly) -> "Resolution":
+        """Take the assembler's Plan and error (trainstack.placement.assemble.Assembly)."""
+        self.plan, self.error = assembly.plan, assembly.error
+        return self
 
 
 @dataclass(frozen=True)
@@ -71,7 +81,9 @@ class Option:
 
 # ---- rules that need only the instance type ------------------------------------------------
 
-def static_rejection(profile: TrainingProfile, inst: ResolvedInstance) -> Optional[Reason]:
+def static_rejection(profile: TrainingProfile, inst: ResolvedInstance,
+                     allowances: PolicyAllowances = NO_ALLOWANCES) -> Optional[Reason]:
+    """The first per-type rule ``inst`` breaks; ``allowances``: the policy config's exceptions."""
     r, t = profile.resources, profile.training
     if not inst.family.training:
         return reason(ReasonCode.NOT_TRAINING_HARDWARE, "not training hardware (vGPU slice or special-purpose part)")
@@ -87,11 +99,9 @@ def static_rejection(profile: TrainingProfile, inst: ResolvedInstance) -> Option
         return reason(ReasonCode.NO_BF16, f"{inst.gpu.name} ({arch}) has no BF16: {t.precision} needs Ampere or newer")
     if t.precision == "fp8-mixed" and not inst.gpu.supports_fp8:
         return reason(ReasonCode.NO_FP8, f"{inst.gpu.name} ({arch}) has no FP8: fp8-mixed needs Hopper or Ada")
-    if inst.gpu_count > 1 and not inst.multi_gpu_training_ok:
-        how = "PCIe only" if inst.interconnect == "pcie" else "an unverified interconnect"
-        return reason(ReasonCode.MULTI_GPU_WITHOUT_NVLINK,
-                      f"{inst.gpu_count} {inst.gpu.name} GPUs on {how}: multi-GPU training needs NVLink/NVSwitch "
-                      "(Alibaba warns PCIe may corrupt Transformer training)")
+    if inst.gpu_count > 1 and not inst.multi_gpu_training_ok and not (
+            inst.interconnect == "pcie" and allowances.allows_pcie(inst.name)):
+        return pcie_rejection(profile, inst)
     return None
 
 
@@ -118,6 +128,15 @@ def node_counts(profile: TrainingProfile, inst: ResolvedInstance) -> tuple[list[
         return [n], None
     top = r.max_nodes if can_span_nodes(inst) else 1
     return list(range(1, top + 1)), None
+
+
+def dlc_rdma_reason(profile: TrainingProfile, pods: int) -> Optional[Reason]:
+    """Several pods train together only over RDMA: a DLC job whose profile turns it off
+    (``dlc.enable_rdma: false``) cannot have more than one (``multi-node-requires-rdma`` says the same)."""
+    if pods > 1 and profile.dlc.enable_rdma is False:
+        return reason(ReasonCode.MULTI_NODE_WITHOUT_RDMA,
+                      f"needs {pods} pods but dlc.enable_rdma is false: several pods train together only over RDMA")
+    return None
 
 
 def zone_for(profile: TrainingProfile, catalog: Catalog, inst: ResolvedInstance,

@@ -46,7 +46,9 @@ def provenance(catalog: Catalog, quote: PriceQuote, *, zone: Optional[str] = Non
         source=quote.source_kind, as_of=quote.as_of, age_days=age, stale=stale, max_age_days=max_age,
         priced=quote.instance_type, service=quote.service, per=quote.per, whose=quote.source,
         borrowed_from=quote.on_demand_from_region, type_seen_in_region=quote.seen_in_region if ecs else None,
-        zone=zone, zone_seen=zone_seen, spot_estimated=quote.spot_estimated if spot else None,
+        zone=zone, zone_seen=zone_seen,
+        # one flag for every output that prints a spot figure ("est."), spot plan or not
+        spot_estimated=quote.spot_estimated if (spot or quote.spot_cny_per_hour is not None) else None,
         headline="; ".join(parts))
 
 

@@ -209,6 +209,9 @@ def dlc_suggestions(profile: TrainingProfile, catalog: Catalog, codes: set) -> l
                 out.append(f"if your account manager raised the public-resource limits (dlc.public_limits_raised: "
                            f"true): {text}")
     tries = _first_tries(profile)
+    if ReasonCode.MULTI_NODE_WITHOUT_RDMA in codes and d.enable_rdma is False:
+        tries.append(("let the pods talk over RDMA (dlc.enable_rdma: true)",
+                      lambda: _variant(profile, "dlc", enable_rdma=True)))
     if t.method in ("full", "pretrain") and t.zero_stage < 3:
         tries.append(("shard with ZeRO-3 (training.zero_stage: 3, gpus: auto)",
                       lambda: _variant(profile, "training", {"resources": {"gpus": "auto"}}, zero_stage=3)))

@@ -37,8 +37,10 @@ NODE_TEMPLATES = frozenset({"alicloud:ess/scalingConfiguration:ScalingConfigurat
 #: The job settings channel (trainstack.bootstrap.render; the key of OssPlan.job_settings_key) and the
 #: node tag that carries its digest (trainstack.tags.JOB_SETTINGS).
 JOB_SETTINGS_PREFIX = "job/"
-#: The job settings document; the other objects under job/ are node programs (the heartbeat, the NCCL
-#: check), whose sha256 each node keeps from its creation: only nodes created later run a new one.
+#: The job settings document; the other objects under job/ are node programs at content-addressed keys
+#: (trainstack.bootstrap.programs): a new program is a new object, and it reaches running nodes when
+#: the job settings name its set (the settings' change says so); an object changed in place is not what
+#: any running node runs (nodes verify every program by its sha256), only nodes created later may fetch it.
 JOB_SETTINGS_KEY = f"{JOB_SETTINGS_PREFIX}settings.json"
 JOB_SETTINGS_TAG_PATH = "tags.trainstack:job-settings"
 WHEN = {"now": "now", "replace": "when the resource is replaced",

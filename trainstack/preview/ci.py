@@ -2,6 +2,9 @@
 
 ``python -m trainstack.preview.ci changed-stacks FILES`` reads changed paths (one per line, as
 ``git diff --name-only`` prints them) and prints the affected stacks (``--json`` for a matrix).
+``python -m trainstack.preview.ci policy-config STACK`` prints the stack's policy config file
+(``trainstack:policyConfig``, checked), which the workflows pass to ``pulumi preview/up
+--policy-pack-config``: the same file ``validate``, ``plan`` and ``diff`` read.
 ``python -m trainstack.preview.ci comment --base-plans DIR STACK...`` plans each stack on this
 checkout, diffs it against ``DIR/<stack>.json`` (saved on the base branch; missing means the
 stack is new there or could not be planned) and writes one markdown comment headed by
@@ -58,11 +61,29 @@ def changed_stacks(paths: Iterable[str], project: Project, warn=None) -> list[st
                 warn(f"stack {stack}: {err.lines()[0]} (listed as affected)")
             hit.add(stack)
             continue
-        value = config.get(f"{project.name}:profile")
-        profile = _profile_file(value, project) if isinstance(value, str) and value else None
-        if profile is not None and profile in profiles:
-            hit.add(stack)
+        for key in ("profile", "policyConfig"):  # the profile and the policy config a stack names
+            value = config.get(f"{project.name}:{key}")
+            named = _profile_file(value, project) if isinstance(value, str) and value else None
+            if named is not None and named in profiles:
+                hit.add(stack)
     return sorted(s for s in hit if s in stacks)
+
+
+def stack_policy_config(stack: str, project: Project) -> str:
+    """The stack's ``trainstack:policyConfig``, checked (confined to stacks/, a valid config) and relative to
+    the project root, for ``pulumi preview/up --policy-pack-config``; "" when the stack sets none."""
+    from ..rules.policy_config import load_policy_config
+    from ..stack_config import policy_config_path
+
+    config, _ = stack_config(project, stack)
+    path = policy_config_path(config, project.name, project.root)
+    if path is None:
+        return ""
+    load_policy_config(path)
+    try:
+        return path.resolve().relative_to(project.root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def _profile_file(value: str, project: Project) -> Optional[Path]:
@@ -140,16 +161,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     m.add_argument("stacks", nargs="*")
     m.add_argument("--base-plans", type=Path, required=True, help="directory of <stack>.json from the base branch")
     m.add_argument("--out", type=Path, required=True)
-    m.add_argument("--policy-config", metavar="FILE", help="policy config JSON (as --policy-pack-config)")
     g = sub.add_parser("deploy-gate", help="diff the last deployed plan of STACK against its plan now; exit 2 on "
                                            "an impossible update (the store: $PULUMI_BACKEND_URL's bucket)")
     g.add_argument("--stack", required=True)
     g.add_argument("--plan-out", type=Path, required=True, help="where to write the plan now (for record-deployed)")
     g.add_argument("--summary", type=Path, help="append the diff (markdown) here, e.g. $GITHUB_STEP_SUMMARY")
-    g.add_argument("--policy-config", metavar="FILE", help="policy config JSON (as --policy-pack-config)")
+    g.add_argument("--policy-config", metavar="FILE",
+                   help="policy config JSON (as --policy-pack-config); replaces the stack's trainstack:policyConfig")
     r = sub.add_parser("record-deployed", help="record the plan deploy-gate wrote, after `pulumi up` succeeded")
     r.add_argument("--stack", required=True)
     r.add_argument("--plan", type=Path, required=True)
+    m.add_argument("--policy-config", metavar="FILE",
+                   help="policy config JSON (as --policy-pack-config); replaces each stack's trainstack:policyConfig")
+    pc = sub.add_parser("policy-config", help="the stack's policy config file (trainstack:policyConfig), or nothing")
+    pc.add_argument("stack")
     args = parser.parse_args(argv)
     project = find_project()
     try:
@@ -165,6 +190,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         if args.cmd in ("deploy-gate", "record-deployed"):
             return deploy(args, project)
+        if args.cmd == "policy-config":
+            print(stack_policy_config(args.stack, project))
+            return 0
         from ..outputs import atomic_write_text
 
         from .sources import load_policy_config

@@ -19,7 +19,8 @@ from ..dlc_job import KIND as DLC_KIND
 from ..errors import InputError, TrainstackError
 from ..plan import Plan
 from ..rules import reusing_plans
-from ..stack_config import plan_for_config, trusted_profile
+from ..rules.policy_config import load_policy_config
+from ..stack_config import plan_for_config, policy_config_path, trusted_profile
 from .cloud import FAKE_IMAGE_ID, OfflineCloud
 from .engine import RecordedResource, Recording, record_program
 from .sources import PLAN_SCHEMA_VERSION, Project, Source, stack_config
@@ -31,11 +32,14 @@ PolicyRunner = Callable[[list, Optional[dict]], list]
 
 def plan_source(source: Source, project: Project, *, policy_runner: Optional[PolicyRunner] = None,
                 policy_config: Optional[dict] = None) -> dict[str, Any]:
-    """The plan document for a profile or stack source (exit-coded errors as TrainstackError)."""
+    """The plan document for a profile or stack source (exit-coded errors as TrainstackError).
+    ``policy_config`` None: a stack's own ``trainstack:policyConfig`` (if any) applies."""
     _on_path(project.root)
     if source.kind == "stack":
         config, secret_keys = stack_config(project, source.stack or "")
         stack = source.stack or ""
+        if policy_config is None:
+            policy_config = load_policy_config(policy_config_path(config, project.name, project.root))
     elif source.kind == "profile":
         config = dict(project.defaults, **{f"{project.name}:profile": str(source.path.resolve())})
         secret_keys, stack = (), ""
@@ -259,7 +263,8 @@ def cost_block(plan: Plan) -> dict[str, Any]:
         "on_demand": {"hourly_cny": est.on_demand_hourly_cny, "total_cny": od_total,
                       "estimated_hours": None if base_hours is None else round(base_hours, 3)},
         "spot": {"hourly_cny": est.spot_hourly_cny, "total_cny": spot_total,
-                 "estimated_hours": None if spot_hours is None else round(spot_hours, 3), "estimate": True},
+                 "estimated_hours": None if spot_hours is None else round(spot_hours, 3),
+                 "estimate": plan.prices is None or plan.prices.spot_estimated is not False},
     }
 
 

@@ -39,6 +39,7 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
     """(label, value) rows of the plan summary, the same in every format."""
     s, cost = doc.get("summary") or {}, doc.get("cost") or {}
     od, spot = cost.get("on_demand") or {}, cost.get("spot") or {}
+    est = " est." if spot.get("estimate", True) else ""  # the quote's flag (cost.spot.estimate); old plans: est.
     gpu = f" ({s['gpu_model']})" if s.get("gpu_model") else ""
     return [
         ("target", str(s.get("target") or "unknown")),
@@ -50,9 +51,9 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
         ("tokens/s", num(s.get("tokens_per_second"))),
         ("hours", num(s.get("estimated_hours"))),
         ("hourly cost", f"{money(s.get('hourly_cost_cny'))} (on-demand {money(od.get('hourly_cny'))}, "
-                        f"spot {money(spot.get('hourly_cny'))} est.)"),
+                        f"spot {money(spot.get('hourly_cny'))}{est if spot.get('hourly_cny') is not None else ''})"),
         ("total cost", f"{money(s.get('total_cost_cny'))} (on-demand {money(od.get('total_cny'))}, "
-                       f"spot {money(spot.get('total_cny'))} est.)"),
+                       f"spot {money(spot.get('total_cny'))}{est if spot.get('total_cny') is not None else ''})"),
     ]
 
 

@@ -89,13 +89,17 @@ def _nodes(side: dict) -> str:
 
 def _table(d: dict) -> list[str]:
     c, b, h = d["cost"], d["base"], d["head"]
+    # "(estimate)" unless every side with a plan has its spot price from a price book or a refresh
+    flags = [p.get("spot_estimated") if isinstance(p := side.get("prices"), dict) else None
+             for side in (b, h) if side.get("summary")]
+    est = " (estimate)" if not flags or any(f is not False for f in flags) else ""
     rows = [
         ("Hourly cost (chosen pricing)", c["hourly"], True),
         ("Total cost (chosen pricing)", c["total"], True),
         ("Hourly on-demand", c["on_demand_hourly"], True),
         ("Total on-demand", c["on_demand_total"], True),
-        ("Hourly spot (estimate)", c["spot_hourly"], True),
-        ("Total spot (estimate)", c["spot_total"], True),
+        (f"Hourly spot{est}", c["spot_hourly"], True),
+        (f"Total spot{est}", c["spot_total"], True),
         ("Hours", c["hours"], False),
     ]
     out = ["| | Before | After | Delta |", "|---|---:|---:|---:|"]

@@ -18,18 +18,12 @@ from ..fsutil import KIB, MIB, read_json_file, read_regular_file
 from ..profile.yamlfile import parse_yaml_text
 from ..secrets import scan, secret_texts
 
-PLAN_SCHEMA_VERSION = 2
-#: Fields each schema version added. A saved plan of an older version is still read: what it
-#: lacks is listed in its ``unknown_fields`` (the diff reports those as unknown, never as "no change").
-#: (Version 1 wrote ``replace_on_changes`` only when set, so its absence there means none.)
-FIELDS_ADDED: dict[int, tuple[str, ...]] = {
-    2: ("profile", "resources[].ignore_changes", "resources[].delete_before_replace", "resources[].provider_urn"),
-}
-READABLE_SCHEMA_VERSIONS = (1, PLAN_SCHEMA_VERSION)
+from ..plan.schema import FIELDS_ADDED, PLAN_SCHEMA_VERSION, migrated, readable_versions  # noqa: F401
+from ..rules.policy_config import MAX_POLICY_CONFIG_BYTES, load_policy_config  # noqa: F401  (the one loader)
+
 #: size limits of what a plan or diff reads (a 512-node plan document is about 6 MB)
 MAX_STACK_FILE_BYTES = 256 * KIB
 MAX_SAVED_PLAN_BYTES = 64 * MIB
-MAX_POLICY_CONFIG_BYTES = 1 * MIB
 #: Stands in for a `pulumi config set --secret` value, which only the real CLI can decrypt.
 SECRET_PLACEHOLDER = "offline-preview-secret"
 
@@ -171,24 +165,17 @@ def load_saved_plan(path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: not a trainstack plan (no schema_version)",
                          hint="produce one with `trainstack plan ... --format json --out FILE`")
     version = doc["schema_version"]
-    if isinstance(version, bool) or version not in READABLE_SCHEMA_VERSIONS:
-        shown = version if isinstance(version, int) and not isinstance(version, bool) else "not a number"
+    readable = readable_versions()
+    if type(version) is not int or version not in readable:
+        shown = version if type(version) is int else "not a whole number"
         raise InputError(f"{path}: plan schema_version {shown} is not supported "
-                         f"(this trainstack reads {', '.join(map(str, READABLE_SCHEMA_VERSIONS))})")
+                         f"(this trainstack reads {', '.join(map(str, readable))})")
     problems = saved_plan_problems(doc)
     if problems:
         raise InputError(f"{path}: not a usable trainstack plan ({len(problems)} problem(s))",
                          problems=[Problem(path=w, message=m, file=str(path)) for w, m in problems[:20]],
                          hint="produce it again with `trainstack plan ... --format json --out FILE`")
-    return with_unknown_fields(doc)
-
-
-def with_unknown_fields(doc: dict[str, Any]) -> dict[str, Any]:
-    """``doc`` with ``unknown_fields``: what its schema version does not record."""
-    version = doc.get("schema_version")
-    unknown = [f for added, fields in sorted(FIELDS_ADDED.items())
-               if isinstance(version, int) and version < added for f in fields]
-    return dict(doc, unknown_fields=unknown)
+    return migrated(doc)
 
 
 def _is_number(v: Any) -> bool:
@@ -212,7 +199,7 @@ def saved_plan_problems(doc: dict) -> list[tuple[str, str]]:
 
     for key in ("stack", "catalog_date", "kind", "project"):
         need(key, doc.get(key), (str,), "a string or null")
-    for key in ("summary", "exports", "plan", "source", "profile"):
+    for key in ("summary", "exports", "plan", "source", "profile", "prices"):
         need(key, doc.get(key), (dict,), "an object or null")
     if need("cost", doc.get("cost"), (dict,), "an object or null"):
         cost = doc["cost"]
@@ -272,16 +259,3 @@ def _yaml(path: Path, what: str = "project file") -> Any:
 
     raw = read_regular_file(path, what=what, limit=MAX_STACK_FILE_BYTES)
     return parse_yaml_text(decode_text(raw, str(path), what), str(path), what)
-
-
-def load_policy_config(path: Optional[str]) -> Optional[dict[str, Any]]:
-    """A ``--policy-pack-config`` style JSON file (``{policy: level | {enforcementLevel, ...}}``)."""
-    if not path:
-        return None
-    doc = read_json_file(path, what="policy config", limit=MAX_POLICY_CONFIG_BYTES, max_depth=16)
-    if not isinstance(doc, dict):
-        raise InputError(f"{path}: a policy config is a JSON object of policy name -> level or settings")
-    if findings := scan(doc):  # its settings reach policy messages, which plan and diff print
-        raise InputError(f"{path}: the policy config holds what looks like a credential", secrets=secret_texts(findings),
-                         problems=[Problem(path=f.path, message=f.message, file=str(path)) for f in findings])
-    return doc

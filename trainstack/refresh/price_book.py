@@ -14,7 +14,7 @@ import yaml
 
 from ..catalog.price_book import PriceBookEntry
 
-HEADER = ("# The team's prices (trainstack price book; README \"Prices\"). Rows with a source starting\n"
+HEADER = ("# The team's prices (trainstack price book; docs/prices.md). Rows with a source starting\n"
           "# \"DescribePrice TradePrice\" were written by `trainstack catalog refresh --price-book`; edit or add\n"
           "# rows by hand (DLC specs, quotas, negotiated prices): a refresh replaces only its own regions' ECS rows.\n")
 SOURCE_PREFIX = "DescribePrice TradePrice"
@@ -63,7 +63,7 @@ def merged_entries(existing: Iterable[PriceBookEntry], fresh: Iterable[PriceBook
 
 def dumps(entries: Iterable[PriceBookEntry]) -> str:
     rows = [e.model_dump(mode="json", exclude_none=True) for e in entries]
-    order = ("region", "instance_type", "dlc_spec", "resource_id", "on_demand_cny_per_hour", "spot_cny_per_hour",
-             "as_of", "source")
+    order = ("region", "instance_type", "family", "dlc_spec", "resource_id", "on_demand_cny_per_hour",
+             "spot_cny_per_hour", "discount_percent", "applies_to", "as_of", "source")  # discounts survive too
     rows = [{k: r[k] for k in order if k in r} for r in rows]
     return HEADER + yaml.safe_dump({"prices": rows}, sort_keys=False, allow_unicode=True, width=120)

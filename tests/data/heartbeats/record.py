@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/data/heartbeats/record.py
 
-Each fixture is what trainstack_heartbeat.py (as the stack ships it) writes for a sample stack's
+Each fixture is what trainstack_heartbeat.py (the node program as the stack ships it) writes for a sample stack's
 node after a scripted run: progress lines from a trainer, an instance clock, spot notices, the
 launch script's state files. Nothing in the JSON is typed by hand; re-record after changing the
 heartbeat program (tests/status/test_record.py checks the files still parse).
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -23,8 +22,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from plan_factory import resolved  # noqa: E402
 
-from trainstack.bootstrap import render_script  # noqa: E402
-from trainstack.bootstrap.heartbeat import program_text  # noqa: E402
+from trainstack.bootstrap import render_files, render_script  # noqa: E402
 
 #: the runs' clock: 2025-06-15T15:06:40Z
 NOW = 1_750_000_000.0
@@ -39,14 +37,17 @@ class Metadata:
 
 
 def load_program(lib: Path, plan):
-    (lib / "trainstack_agent.py").write_text(render_script(resolved("llama3-8b-lora"), "trainstack_agent.py"))
-    (lib / "trainstack_heartbeat.py").write_text(program_text())
-    os.environ["TRAINSTACK_LIB"] = str(lib)
-    sys.modules.pop("trainstack_agent", None)
-    spec = importlib.util.spec_from_file_location("heartbeat_program", lib / "trainstack_heartbeat.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The heartbeat and budget guard programs, as the node installs them, imported from ``lib``."""
+    for f in render_files(plan, 0, "cpfs-x.cn-shenzhen.cpfs.aliyuncs.com" if plan.storage.cpfs else None):
+        if f.program:
+            (lib / f.name).write_text(f.content)
+    for name in [m for m in sys.modules if m.startswith("trainstack_")]:
+        del sys.modules[name]
+    sys.path.insert(0, str(lib))
+    try:
+        return importlib.import_module("trainstack_heartbeat"), importlib.import_module("trainstack_guard")
+    finally:
+        sys.path.remove(str(lib))
 
 
 def record(stack: str, rank: int, *, speed_ratio: float, uptime_hours: float, tokens_done: float,
@@ -56,7 +57,7 @@ def record(stack: str, rank: int, *, speed_ratio: float, uptime_hours: float, to
     plan = resolved(stack)
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        program = load_program(d, plan)
+        program, guard = load_program(d, plan)
         env = {}
         for line in render_script(plan, "node.env", rank,
                                   "cpfs-x.cn-shenzhen.cpfs.aliyuncs.com" if plan.storage.cpfs else None).splitlines():
@@ -92,7 +93,7 @@ def record(stack: str, rank: int, *, speed_ratio: float, uptime_hours: float, to
             (d / "state" / "job-finished").write_text(finished + "\n")
         if stop == "budget":  # what the guard wrote a minute before the job ended (the launch script keeps it)
             hourly = plan.hourly_cost_cny
-            verdict = program.guard_verdict(written_at - 60, (uptime_hours * 3600 - 60) / 3600 * hourly, hourly,
+            verdict = guard.guard_verdict(written_at - 60, (uptime_hours * 3600 - 60) / 3600 * hourly, hourly,
                                             (checkpoint_seconds or 300) + 60, plan.job.max_total_cost_cny, None)
             assert verdict, "the fixture's run must be over its budget"
             (d / "state" / "stop-reason.json").write_text(json.dumps(dict(verdict, at=written_at - 60)))

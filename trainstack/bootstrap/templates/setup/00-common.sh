@@ -1,8 +1,3 @@
-#!/bin/bash
-# trainstack node setup, run by trainstack-setup.service at every boot before the job.
-# Every step checks before it changes anything, so a reboot (the GPU driver installer
-# reboots the node) resumes where it stopped. A failed step stops here with a FATAL line;
-# trainstack-setup-failed.service then applies the stop-billing policy.
 set -euo pipefail
 
 ETC=${TRAINSTACK_ETC:-/etc/trainstack}
@@ -29,15 +24,4 @@ pkg() {
   else
     die "no yum or apt-get on this image to install: $rpm"
   fi
-}
-
-# retry TIMES DELAY CMD...: for cloud resources that appear a little after the node boots
-retry() {
-  local times=$1 delay=$2 i
-  shift 2
-  for ((i = 1; i <= times; i++)); do
-    "$@" && return 0
-    [ "$i" -lt "$times" ] && sleep "$delay"
-  done
-  return 1
 }

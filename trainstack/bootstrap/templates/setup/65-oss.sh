@@ -1,5 +1,5 @@
 
-# --- OSS SDK (code or checkpoints on OSS) -----------------------------------------------
+# --- OSS SDK (node programs, job settings, code and checkpoints on OSS) ----------------
 # Alibaba's OSS Python SDK in its own venv, from the VPC-internal PyPI mirror (no internet
 # egress needed), for the agent's OSS commands. Its own venv: the job's requirements never touch it.
 oss_sdk_ready() { "$OSS_VENV/bin/python" -c 'import alibabacloud_oss_v2' >/dev/null 2>&1; }

@@ -10,43 +10,43 @@ window. It never stops the trainer or the instance. Transient metadata errors ar
 and polling continues.
 
 Environment: TRAINSTACK_METADATA_URL, TRAINSTACK_SPOT_POLL_SECONDS (5),
-TRAINSTACK_CHECKPOINT_SIGNAL (USR1), TRAINSTACK_SPOT_MARKER, TRAINSTACK_TRAINER_PIDFILE,
-TRAINSTACK_LIB (where trainstack_agent.py lives).
+TRAINSTACK_CHECKPOINT_SIGNAL (USR1), TRAINSTACK_SPOT_MARKER, TRAINSTACK_TRAINER_PIDFILE.
+A node program (installed from the stack bucket, checked against its sha256).
 """
 
 import os
 import sys
 import time
 
-sys.path.insert(0, os.environ.get("TRAINSTACK_LIB", "/usr/local/lib/trainstack"))
-import trainstack_agent as agent  # noqa: E402
+from trainstack_launch import DEFAULT_PIDFILE, signal_number, signal_trainer
+from trainstack_metadata import Metadata, MetadataError, atomic_write, log
 
 TERMINATION_TIME = "meta-data/instance/spot/termination-time"
 
 
 def on_notice(when, signum, marker, pidfile):
-    agent.atomic_write(marker, when + "\n")  # first, so a trainer woken by the signal can read it
-    sent = agent.signal_trainer(pidfile, signum)
-    agent.log("spot termination notice for %s: marker %s written, signal %d sent to %s"
+    atomic_write(marker, when + "\n")  # first, so a trainer woken by the signal can read it
+    sent = signal_trainer(pidfile, signum)
+    log("spot termination notice for %s: marker %s written, signal %d sent to %s"
               % (when, marker, signum, sent or "no trainer (none running yet)"))
 
 
 def main():
     poll = float(os.environ.get("TRAINSTACK_SPOT_POLL_SECONDS", "5"))
-    signum = agent.signal_number(os.environ.get("TRAINSTACK_CHECKPOINT_SIGNAL", "USR1"))
+    signum = signal_number(os.environ.get("TRAINSTACK_CHECKPOINT_SIGNAL", "USR1"))
     marker = os.environ.get("TRAINSTACK_SPOT_MARKER", "/run/trainstack/spot-termination-time")
-    pidfile = os.environ.get("TRAINSTACK_TRAINER_PIDFILE", agent.DEFAULT_PIDFILE)
-    metadata = agent.Metadata()
-    agent.log("spot watcher polling %s/latest/%s every %gs" % (metadata.base, TERMINATION_TIME, poll))
+    pidfile = os.environ.get("TRAINSTACK_TRAINER_PIDFILE", DEFAULT_PIDFILE)
+    metadata = Metadata()
+    log("spot watcher polling %s/latest/%s every %gs" % (metadata.base, TERMINATION_TIME, poll))
     errors = 0
     while True:
         try:
             when = metadata.get(TERMINATION_TIME)
             errors = 0
-        except agent.MetadataError as exc:
+        except MetadataError as exc:
             errors += 1
             if errors in (1, 10) or errors % 100 == 0:
-                agent.log("metadata error %d (still polling): %s" % (errors, exc))
+                log("metadata error %d (still polling): %s" % (errors, exc))
             when = None
         if when and when.strip():
             on_notice(when.strip(), signum, marker, pidfile)

@@ -6,12 +6,15 @@
 # The job settings (settings.env, job.env, hostfile: the command, env, topology, CPFS mount)
 # come from the job settings channel at every job start: the stack bucket's job/settings.json,
 # checked against the SHA-256 the deployer tags on this instance; a changed profile reaches a
-# running node at its next job start (systemctl restart trainstack-job, or a reboot).
+# running node at its next job start (systemctl restart trainstack-job, or a reboot). So do new node
+# programs (this script, the agent, the heartbeat, ...): the settings name their set by its sha256
+# (PROGRAMS_SHA256), which is installed from the stack bucket, every file checked, before anything runs.
 # Exit codes: the trainer's own, or 10 NCCL check failed, 11 code fetch failed,
 # 12 node setup failed, 13 checkpoint restore from OSS failed, 14 a job secret could not be
 # read from KMS (the trainer never started), 15 stopped by the budget guard (max_total_cost or
 # deadline_hours, see trainstack-heartbeat.service), 16 the job settings could not be read or did
 # not match their tag, 17 CPFS could not be mounted, 18 no private IP (torchrun elastic needs it),
+# 19 the node programs the job settings name could not be fetched or did not match their sha256,
 # 124 max runtime reached. ELASTIC=1 (a multi-node self-healing plan): torchrun elastic, ranks from
 # the rendezvous on node 0, a node-local NCCL check (a replacement joins a running job).
 # job.env (the job's environment, launch command and secret names) is sourced only in the
@@ -41,6 +44,7 @@ EXIT_GUARD=15
 EXIT_SETTINGS=16
 EXIT_CPFS=17
 EXIT_ADDRESS=18
+EXIT_PROGRAMS=19
 ELASTIC=0
 TRAINSTACK_LOCAL_ADDR=""
 if [ -d "$VENV/bin" ]; then PATH=$VENV/bin:$PATH; fi
@@ -111,21 +115,21 @@ grow_disks() {
 }
 
 sha256_of() { sha256sum "$1" 2>/dev/null | cut -d' ' -f1; }
-HEARTBEAT_PROGRAM=$LIB/trainstack_heartbeat.py
-# fetch_program FILE URI SHA256: a program from the stack bucket's job/ prefix (read-only for the
-# nodes), kept only when its sha256 is the one node.env names (the program this node was deployed with)
-fetch_program() {
-  local file=$1 uri=$2 sha=$3
-  [ "$(sha256_of "$file")" = "$sha" ] && return 0
-  oss "$OSS_ENDPOINT" download "$uri" "$file.new" || return 1
-  if [ "$(sha256_of "$file.new")" != "$sha" ]; then
-    log "FATAL: $uri is not the ${file##*/} this node was deployed with: not running it"
-    rm -f "$file.new"
-    return 1
-  fi
-  mv "$file.new" "$file"
+# the node programs these job settings name (PROGRAMS_SHA256 in settings.env), from the stack
+# bucket's job/programs/ (read-only for the nodes), each file checked against its sha256 before the
+# set replaces the installed one; a new set restarts this script as its new version
+update_programs() {
+  local before
+  [ -n "${PROGRAMS_SHA256:-}" ] || { log "the job settings name no node programs: keeping the installed ones"; return 0; }
+  before=$(sha256_of "$LIB/programs.json")
+  "${TRAINSTACK_OSS_PYTHON:-$OSS_VENV/bin/python}" "$LIB/trainstack_programs.py" --region "$REGION" \
+    --endpoint "$OSS_ENDPOINT" "$PROGRAMS_URI" "$LIB" --sha256 "$PROGRAMS_SHA256" || return 1
+  [ "$(sha256_of "$LIB/programs.json")" = "$PROGRAMS_SHA256" ] || return 1
+  [ "$before" = "$PROGRAMS_SHA256" ] && return 0
+  log "node programs ${PROGRAMS_SHA256:0:12} installed: starting again with them"
+  systemctl try-restart --no-block trainstack-spot-watcher.service 2>/dev/null || true
+  exec bash "$LIB/trainstack-launch.sh"
 }
-fetch_heartbeat_program() { fetch_program "$HEARTBEAT_PROGRAM" "$HEARTBEAT_PROGRAM_URI" "$HEARTBEAT_SHA256"; }
 # exec the heartbeat program (OSS venv) with node.env in its environment and, of the job
 # settings, only the budget guard's (settings.env holds CODE_URI, which may carry a token)
 exec_heartbeat() {
@@ -142,16 +146,16 @@ exec_heartbeat() {
     STATUS_URI=${STATUS_URI%/}/$(agent meta meta-data/instance-id)/ || exit 1
   fi
   export TRAINSTACK_STATE=$STATE TRAINSTACK_RUN=$RUN TRAINSTACK_LIB=$LIB TRAINSTACK_PROGRESS_FILE=$PROGRESS_FILE
-  exec "${TRAINSTACK_OSS_PYTHON:-$OSS_VENV/bin/python}" "$HEARTBEAT_PROGRAM" "$@"
+  exec "${TRAINSTACK_OSS_PYTHON:-$OSS_VENV/bin/python}" "$LIB/trainstack_heartbeat.py" "$@"
 }
-last_heartbeat() { fetch_heartbeat_program && (exec_heartbeat --once); }
+last_heartbeat() { (exec_heartbeat --once); }
 # shellcheck source=/dev/null
 load_job_env() { . "$ETC/job.env"; } # in a subshell only: the job's variables reach the job alone
 pip_install() { "$(command -v python || command -v python3)" -m pip install --index-url "$PIP_INDEX_URL" --trusted-host "$PIP_TRUSTED_HOST" "$@"; }
 
 stop_billing() {
   log "stopping this instance in no-charge mode (StopInstance, StoppedMode=StopCharging)"
-  agent stop-instance --region "$REGION" && return 0
+  python3 "$LIB/trainstack_cloud.py" stop-instance --region "$REGION" && return 0
   log "StopInstance failed: this node keeps billing until it is stopped"
   if [ "$POWEROFF_FALLBACK" = 1 ]; then
     log "powering off from inside (best effort)"
@@ -183,7 +187,6 @@ ckpt_sync() {
 heartbeat_service() {
   local waited=0
   mkdir -p "$STATE" "$RUN"
-  fetch_heartbeat_program || exit 1
   while [ ! -f "$ETC/settings.env" ] && [ "$waited" -lt "${TRAINSTACK_SETTINGS_WAIT_SECONDS:-300}" ]; do
     sleep 1
     waited=$((waited + 1))
@@ -221,15 +224,6 @@ finish() {
     *) log "exit $rc with stop_on=$STOP_ON: leaving the instance running" ;;
   esac
   exit "$rc"
-}
-
-setup_failed() {
-  if [ "$(systemctl is-system-running 2>/dev/null)" = stopping ]; then
-    exit 0 # a reboot (the driver installer's), not a failure
-  fi
-  log "node setup failed (journalctl -u trainstack-setup)"
-  [ "$STOP_ON" = always ] && stop_billing
-  exit 12
 }
 
 extract_into() { agent extract "$1" "$2"; } # ARCHIVE DIR: refuses members that would land outside DIR
@@ -288,10 +282,6 @@ nccl_check() {
     return 0
   fi
   log "NCCL all-reduce check across $world GPUs on $nodes node(s)"
-  if ! fetch_program "$LIB/nccl_check.py" "${NCCL_CHECK_URI:-}" "${NCCL_CHECK_SHA256:-}"; then
-    log "FATAL: cannot fetch the NCCL check ${NCCL_CHECK_URI:-}"
-    return 1
-  fi
   (
     load_job_env # the job's NCCL settings apply to the check too
     NCCL_DEBUG=INFO TRAINSTACK_NCCL_CHECK_TIMEOUT=$NCCL_CHECK_TIMEOUT_SECONDS \
@@ -394,6 +384,10 @@ main() {
     log "FATAL: cannot read the job settings $JOB_SETTINGS_URI (or they do not match this instance's $JOB_SETTINGS_TAG tag)"
     finish "$EXIT_SETTINGS"
   fi
+  if ! update_programs; then
+    log "FATAL: cannot install the node programs ${PROGRAMS_SHA256:-?} the job settings name (from $PROGRAMS_URI): nothing of them runs"
+    finish "$EXIT_PROGRAMS"
+  fi
   if [ -n "${STATUS_URI:-}" ] && [ "$(cat "$RUN/heartbeat-settings" 2>/dev/null)" != "$(sha256_of "$ETC/settings.env")" ]; then
     sha256_of "$ETC/settings.env" >"$RUN/heartbeat-settings" # the guard takes the new limits
     systemctl try-restart --no-block trainstack-heartbeat.service 2>/dev/null || true
@@ -431,7 +425,6 @@ main() {
 }
 
 case "${1:-}" in
-  --setup-failed) setup_failed ;;
   --ckpt-sync) ckpt_sync ;;
   --heartbeat) heartbeat_service ;;
 esac

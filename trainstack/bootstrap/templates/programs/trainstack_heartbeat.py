@@ -1,19 +1,16 @@
 #!/usr/bin/env python3
-"""trainstack heartbeat and budget guard: one node's status record every HEARTBEAT_SECONDS.
+"""trainstack heartbeat: one node's status record every HEARTBEAT_SECONDS (docs/status.md).
 
 Run by trainstack-heartbeat.service with the OSS venv's Python and node.env in its environment
-(the launch script's ``--heartbeat``). It is not in the user data: the stack writes it to
-``job/trainstack_heartbeat.py`` in its bucket and the node checks it against HEARTBEAT_SHA256
-from node.env before running it (docs/status.md), so ECS's 32 KB of user data keep their room.
+(the launch script's ``--heartbeat``); one of the node programs the node installs from the stack
+bucket, each checked against its sha256 (trainstack_programs).
 
 Each beat reads what the trainer appended to the progress file (TRAINSTACK_PROGRESS_FILE, one
 JSON object a line: docs/status.md), this instance's uptime (instance hours: every boot, plus the
 instances this node replaced, from its last heartbeat on OSS), spot notices and the launch
-script's state files, and writes the record to STATE/heartbeat.json and STATUS_URI/heartbeat.json.
-The budget guard: while the job runs, when the spend so far plus the time to save one checkpoint
-reaches MAX_TOTAL_COST_CNY (or that time reaches the DEADLINE_HOURS deadline), it writes
-RUN/guard-stop; the launch script then asks the trainer for a checkpoint, stops it and releases
-billing like at the max runtime. Python 3.6 compatible, stdlib only beside the agent.
+script's state files, and writes the record to STATE/heartbeat.json and STATUS_URI/heartbeat.json;
+then the budget guard (trainstack_guard) looks at it. Python 3.6 compatible, stdlib only beside
+the store.
 """
 
 import json
@@ -21,14 +18,14 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.environ.get("TRAINSTACK_LIB", "/usr/local/lib/trainstack"))
-import trainstack_agent as agent  # noqa: E402
+import trainstack_guard as guard
+from trainstack_metadata import Metadata, MetadataError, atomic_write, log
+from trainstack_store import sdk_store, split_uri
 
 
 HEARTBEAT_SCHEMA = "trainstack.heartbeat/1"
 #: measured tokens/s is over the progress lines of this many recent seconds
 RATE_WINDOW_SECONDS = 600.0
-GUARD_MARKER = "guard-stop"
 
 
 def _num(value, kind=float):
@@ -122,20 +119,6 @@ def nvidia_smi_used_gib():
         return None
 
 
-def guard_verdict(now, cluster_spent, cluster_hourly, reserve_seconds, max_total_cost, deadline_at):
-    """Why the job must stop now, or None: it stops while money and time remain for one more
-    checkpoint (``reserve_seconds`` of the whole cluster on top of the spend so far)."""
-    if max_total_cost and cluster_hourly and cluster_spent is not None:
-        reserve = cluster_hourly * reserve_seconds / 3600.0
-        if cluster_spent + reserve >= max_total_cost:
-            return {"reason": "budget", "message": "spend so far %.2f CNY + %.2f CNY for %ds to save a checkpoint "
-                    "reaches max_total_cost %g CNY" % (cluster_spent, reserve, reserve_seconds, max_total_cost)}
-    if deadline_at and now + reserve_seconds >= deadline_at:
-        return {"reason": "deadline", "message": "deadline_hours ends at %s, %ds before it is needed to save a "
-                "checkpoint" % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deadline_at)), reserve_seconds)}
-    return None
-
-
 class Heartbeat(object):
     """This node's status record (the heartbeat.json contract of docs/status.md), rebuilt from the
     progress file, the instance's uptime and the launch script's state files; written to
@@ -148,9 +131,9 @@ class Heartbeat(object):
         self.uri = env.get("STATUS_URI", "")
         self.progress, self.offset, self.smi_peak = Progress(), 0, None
         try:
-            self.instance_id = (metadata or agent.Metadata()).require("meta-data/instance-id")
-        except agent.MetadataError as exc:
-            agent.log("heartbeat: instance id unknown: %s" % exc)
+            self.instance_id = (metadata or Metadata()).require("meta-data/instance-id")
+        except MetadataError as exc:
+            log("heartbeat: instance id unknown: %s" % exc)
             self.instance_id = None
         self.saved = _read_json(os.path.join(self.state, "heartbeat-state.json"))
         if not self.saved or self.saved.get("instance_id") != self.instance_id:
@@ -170,14 +153,14 @@ class Heartbeat(object):
     def remote(self):
         if not (self.store and self.uri):
             return None
-        bucket, prefix = agent.split_uri(self.uri, True)
+        bucket, prefix = split_uri(self.uri, True)
         tmp = self.local + ".last"
         try:
             if prefix + "heartbeat.json" in [k for k, _, _ in self.store.list(bucket, prefix)]:
                 self.store.get(bucket, prefix + "heartbeat.json", tmp)
                 return _read_json(tmp)
         except Exception as exc:  # whatever the SDK raised: a fresh record
-            agent.log("heartbeat: cannot read the last heartbeat: %s: %s" % (type(exc).__name__, exc))
+            log("heartbeat: cannot read the last heartbeat: %s: %s" % (type(exc).__name__, exc))
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
@@ -221,7 +204,7 @@ class Heartbeat(object):
         finished = _read(os.path.join(self.state, "job-finished"))
         stop = _read_json(os.path.join(self.state, "stop-reason.json"))
         state = ("stopped" if stop else "finished") if finished is not None else (
-            "interrupted" if notice else "stopping" if os.path.exists(os.path.join(self.run, GUARD_MARKER))
+            "interrupted" if notice else "stopping" if os.path.exists(os.path.join(self.run, guard.GUARD_MARKER))
             else "training" if os.path.exists(os.path.join(self.run, "trainer.pid")) else "starting")
         recent, average, window = p.rates()
         return {
@@ -247,23 +230,16 @@ class Heartbeat(object):
 
     def tick(self):
         """Write one heartbeat; while the job runs, ask it to stop when the guard says so."""
-        rec, marker = self.record(), os.path.join(self.run, GUARD_MARKER)
-        g, hourly = rec["guard"], rec["billing"]["node_hourly_cny"]
-        verdict = rec["state"] in ("starting", "training") and guard_verdict(
-            rec["written_at"], g["cluster_spent_cny"], hourly and hourly * rec["nodes"], g["reserve_seconds"],
-            g["max_total_cost_cny"], g["deadline_at"])
-        if verdict and not os.path.exists(marker):
-            verdict["at"] = rec["written_at"]
-            agent.atomic_write(marker, json.dumps(verdict, sort_keys=True) + "\n")
-            agent.log("budget guard: %s: asking the job to checkpoint and stop" % verdict["message"])
-        agent.atomic_write(os.path.join(self.state, "heartbeat-state.json"), json.dumps(self.saved, sort_keys=True))
-        agent.atomic_write(self.local, json.dumps(rec, sort_keys=True, indent=1) + "\n")
+        rec = self.record()
+        guard.check(rec, self.run)
+        atomic_write(os.path.join(self.state, "heartbeat-state.json"), json.dumps(self.saved, sort_keys=True))
+        atomic_write(self.local, json.dumps(rec, sort_keys=True, indent=1) + "\n")
         if self.store and self.uri:
-            bucket, prefix = agent.split_uri(self.uri, True)
+            bucket, prefix = split_uri(self.uri, True)
             try:
                 self.store.put(self.local, bucket, prefix + "heartbeat.json")
             except Exception as exc:  # the next heartbeat tries again
-                agent.log("heartbeat upload to %s failed: %s: %s" % (self.uri, type(exc).__name__, exc))
+                log("heartbeat upload to %s failed: %s: %s" % (self.uri, type(exc).__name__, exc))
         return rec
 
 
@@ -271,7 +247,7 @@ def heartbeat_main(argv, store_factory=None, env=None, sleep=time.sleep):
     """``heartbeat [--once]``: a heartbeat every HEARTBEAT_SECONDS (node.env in the environment)."""
     env = dict(os.environ if env is None else env)
     try:
-        store = env.get("STATUS_URI") and (store_factory or (lambda r, e: agent.SdkStore(r, e, agent.StsCredentials())))(
+        store = env.get("STATUS_URI") and (store_factory or sdk_store)(
             env.get("REGION"), env.get("OSS_ENDPOINT"))
         beat = Heartbeat(env, store or None)
         while True:
@@ -280,7 +256,7 @@ def heartbeat_main(argv, store_factory=None, env=None, sleep=time.sleep):
                 return 0
             sleep(beat.number("HEARTBEAT_SECONDS") or 60.0)
     except Exception as exc:  # systemd restarts the service
-        agent.log("heartbeat failed: %s: %s" % (type(exc).__name__, exc))
+        log("heartbeat failed: %s: %s" % (type(exc).__name__, exc))
         return 1
 
 
