@@ -62,7 +62,8 @@ def speed_problem(measured_per_gpu: float, bound: Optional[SpeedBound]) -> Optio
     """Why ``measured_per_gpu`` tokens/s cannot be a real run's speed, or None."""
     if bound is None or measured_per_gpu <= bound.tokens_per_second_per_gpu:
         return None
-    return (f"reports {measured_per_gpu:,.0f} tokens/s per GPU, which needs {bound.implied_tflops(measured_per_gpu):,.0f} "
+    needs = bound.implied_tflops(measured_per_gpu)
+    return (f"reports {measured_per_gpu:,.0f} tokens/s per GPU, which needs {needs:,.0f} "
             f"TFLOPS of model FLOPs ({bound.flops_per_token / 1e9:,.1f} GFLOP per token) on one {bound.gpu}: above "
             f"{MFU_CEILING:.0%} of its {bound.peak_tflops:g} TFLOPS dense peak, which no training run reaches (at most "
             f"{bound.tokens_per_second_per_gpu:,.0f} tokens/s per GPU for this workload)")

@@ -132,9 +132,12 @@ def restated_problems(cmd: Command, batch: Batch) -> list[Problem]:
                     continue
                 words, profile_field = FIELDS[field]
                 keeps = field == "gradient_accumulation_steps" and batch.follows_nodes
-                fix = (f"give training.global_batch_size only and drop {name} (trainstack passes the accumulation that "
-                       f"keeps it), or give {name} {want}" if keeps else f"make them agree: set {profile_field}: {have}, or give {name} {example.format(want)} (or "
-                            "drop it)")
+                if keeps:
+                    fix = (f"give training.global_batch_size only and drop {name} (trainstack passes the accumulation "
+                           f"that keeps it), or give {name} {want}")
+                else:
+                    fix = (f"make them agree: set {profile_field}: {have}, or give {name} {example.format(want)} "
+                           "(or drop it)")
                 out.append(problem(f"{name} {text} says {words} {have}, and {profile_field} is {want} (the plan is "
                                    "sized for it)", fix, name))
     return out

@@ -7,8 +7,9 @@ unknown, that is nested deeper than :data:`MAX_DEPTH` or larger than :data:`MAX_
 a key twice, or that is dated in the future (more than :data:`CLOCK_SKEW_SECONDS` after this
 machine's clock, or an event after the record's own ``written_at``) is refused with every reason
 (:class:`HeartbeatError`), so neither ``status`` nor ``calibrate`` ever computes from a malformed
-or hand-edited file. Unknown extra keys are ignored (a newer node may add some). The observations (:class:`InstanceObservation`,
-:class:`DlcJobObservation`) are what the ECS and DLC adapters return: plain, typed, no SDK objects.
+or hand-edited file. Unknown extra keys are ignored (a newer node may add some). The observations
+(:class:`InstanceObservation`, :class:`DlcJobObservation`) are what the ECS and DLC adapters
+return: plain, typed, no SDK objects.
 """
 
 from __future__ import annotations
