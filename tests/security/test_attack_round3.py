@@ -4,8 +4,8 @@ calibration poisoning, leaks, launch intent) replayed in-process through the CLI
 ``tests/data/attack/round3.json`` lists them with their inputs in ``round3/``; the special inputs a
 file cannot ship (a 100,000-deep heartbeat, a FIFO, an overlay that is a symlink to /dev/zero) are
 built here from each case's ``setup``. Each case must end with its promised exit code, without a
-traceback, within a time limit, with none of its planted secrets on stdout or stderr, and with the
-calibration overlay unwritten.
+traceback, within a time limit, naming the field paths the case lists under ``names``, with none of
+its planted secrets on stdout or stderr, and with the calibration overlay unwritten.
 """
 
 from __future__ import annotations
@@ -75,6 +75,8 @@ def test_round3_case_fails_cleanly_or_passes_as_promised(world, case):
     code, out, err = run_main(main, argv)
     assert code == case["expected"], (case["label"], code, err[-1500:])
     assert "Traceback" not in out + err
+    for name in case.get("names", ()):  # the field path the refusal must name
+        assert name in err, (case["label"], err[-1500:])
     for secret in case["planted"]:
         assert secret not in out and secret not in err, f"{case['label']}: leaked {secret!r}"
     if overlay.is_file() and not overlay.is_symlink():
