@@ -24,40 +24,15 @@ import pulumi
 import pulumi_alicloud as alicloud
 
 from trainstack.catalog.limits import service_limits
-from trainstack.errors import CloudApiError
 from trainstack.layout.lifecycle import network_lifecycle, services_vswitch_lifecycle
 from trainstack.layout.network import ssh_rule_cidrs
 from trainstack.plan import Plan
 
 from trainstack.tags import base_tags
 
+from .zone import resolve_zone  # noqa: F401 (the stack's zone: components/zone.py)
+
 NCCL_RULE_DESCRIPTION = "all traffic between the cluster's own nodes (NCCL, eRDMA, rendezvous)"
-
-
-def resolve_zone(plan: Plan, opts: Optional[pulumi.InvokeOptions] = None) -> str:
-    """The plan's zone, or (when the plan leaves it to deploy time) the first zone that offers the
-    instance type for a vSwitch, looked up with plain invokes so the value is a plain string that
-    tags and policies can read at preview time."""
-    if plan.zone:
-        return plan.zone
-    args: dict = {"available_resource_creation": "VSwitch"}
-    if plan.instance_type:
-        args["available_instance_type"] = plan.instance_type
-        args["instance_charge_type"] = "PostPaid"
-    if plan.spot:
-        args["spot_strategy"] = plan.spot_strategy
-    zones = [z.id for z in (alicloud.get_zones(**args, opts=opts).zones or []) if z.id]
-    if plan.storage.cpfs is not None and plan.target == "ecs":
-        cpfs_zones = {z.zone_id for z in (alicloud.nas.get_zones(file_system_type="cpfs", opts=opts).zones or [])}
-        zones = [z for z in zones if z in cpfs_zones]
-    if not zones:
-        what = plan.instance_type or "a vSwitch"
-        raise CloudApiError(
-            f"no zone in {plan.region} offers {what}"
-            + (" together with CPFS" if plan.storage.cpfs is not None else "") + " right now",
-            hint="pin a zone with `pulumi config set trainstack:zone <zone>` or choose another "
-                 "instance type; `trainstack resolve` lists the alternatives")
-    return zones[0]
 
 
 class Network(pulumi.ComponentResource):
@@ -71,10 +46,14 @@ class Network(pulumi.ComponentResource):
     security_group: alicloud.ecs.SecurityGroup
     nat_gateway: Optional[alicloud.vpc.NatGateway]
 
-    def __init__(self, name: str, plan: Plan, zone: str, opts: Optional[pulumi.ResourceOptions] = None):
+    def __init__(self, name: str, plan: Plan, zone: str, opts: Optional[pulumi.ResourceOptions] = None,
+                 reservation: Optional[pulumi.Resource] = None):
         super().__init__("trainstack:index:Network", name, None, opts)
         net = plan.network
         child = pulumi.ResourceOptions(parent=self)
+        # with a capacity reservation, the nodes' vSwitches (and so the nodes) wait until it holds their
+        # capacity; not the services vSwitch: a retained one may not depend on what `pulumi destroy` deletes
+        zonal = pulumi.ResourceOptions(parent=self, depends_on=[reservation] if reservation is not None else None)
         tags = base_tags(plan, role="network")
         self.zone = zone
 
@@ -86,18 +65,18 @@ class Network(pulumi.ComponentResource):
         self.vswitch = alicloud.vpc.Switch(
             f"{name}-vswitch", vswitch_name=f"{plan.name}-{zone}", vpc_id=self.vpc.id,
             cidr_block=net.vswitch_cidr, zone_id=zone, tags=tags,
-            description="trainstack nodes: fixed primary IPs only", opts=child)
+            description="trainstack nodes: fixed primary IPs only", opts=zonal)
         self.eri_vswitch = self.services_vswitch = self.pool_vswitch = None
         if net.eri_vswitch_cidr:
             self.eri_vswitch = alicloud.vpc.Switch(
                 f"{name}-eri-vswitch", vswitch_name=f"{plan.name}-eri-{zone}", vpc_id=self.vpc.id,
                 cidr_block=net.eri_vswitch_cidr, zone_id=zone, tags=tags,
-                description="trainstack secondary ERIs (addresses allocated at random)", opts=child)
+                description="trainstack secondary ERIs (addresses allocated at random)", opts=zonal)
         if net.pool_vswitch_cidr:
             self.pool_vswitch = alicloud.vpc.Switch(
                 f"{name}-pool-vswitch", vswitch_name=f"{plan.name}-pool-{zone}", vpc_id=self.vpc.id,
                 cidr_block=net.pool_vswitch_cidr, zone_id=zone, tags=tags,
-                description="trainstack self-healing pool nodes (addresses chosen by ESS)", opts=child)
+                description="trainstack self-healing pool nodes (addresses chosen by ESS)", opts=zonal)
         if net.services_vswitch_cidr:
             skeep = services_vswitch_lifecycle(plan)
             self.services_vswitch = alicloud.vpc.Switch(

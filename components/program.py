@@ -66,7 +66,7 @@ def build(plan: Plan, *, provider: Optional[pulumi.ProviderResource] = None,
 
 
 #: The stack config keys the program reads (``stack_config.stack_inputs`` decides what they mean).
-PROGRAM_KEYS = ("profile", "zone", "priceBook", "autoReleaseAt", "storageGeneration", "policyConfig")
+PROGRAM_KEYS = ("profile", "zone", "instanceType", "priceBook", "autoReleaseAt", "storageGeneration", "policyConfig")
 
 
 def run_program(plan_loader: Optional[PlanLoader] = None, root: Union[str, Path] = PROJECT_ROOT) -> dict[str, Any]:

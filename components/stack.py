@@ -6,8 +6,11 @@ of the Cluster on a 1-node plan (with the node role), beside a Cluster of node 0
 multi-node plan (the pool's nodes share the Cluster's node role). DLC plans: Network + Storage (whatever the plan
 has; for DLC that is the OSS bucket) + ``components.dlc.DlcTraining``, and no ECS nodes.
 
-When the plan leaves the zone to deploy time, it is looked up once here (plain invoke) and every
-component, tag and the bootstrap see that one plain value (``plan.zone`` is filled in). So is the
+Unless the zone is pinned, it is looked up once here (components/zone.py: the stack's existing
+node vSwitch, else the first zone of the plan's fallback order with stock; plain invokes) and every
+component, tag and the bootstrap see that one plain value (``plan.zone`` is filled in). A capacity
+reservation (``resources.capacity: reserve``, components/capacity.py) is declared next: the nodes'
+vSwitches, and so the nodes, wait for it. So is the
 stack bucket's name: its stack-unique part comes from the account (``get_caller_identity``), the
 Pulumi project and stack and ``trainstack:storageGeneration`` (trainstack.layout.storage).
 
@@ -27,6 +30,7 @@ from trainstack.plan import Plan
 from trainstack.rules import check_plan
 from trainstack.stack_config import check_auto_release_time
 
+from .capacity import CapacityReservation, reserve
 from .cluster import Cluster, user_data
 from .identity import NodeRole
 from .image import ImageChoice, choose_image
@@ -42,6 +46,7 @@ class TrainingStack(pulumi.ComponentResource):
     network: Network
     storage: Storage
     image: Optional[ImageChoice]
+    capacity: Optional[CapacityReservation]
     cluster: Optional[Cluster]
     spot_pool: Optional[SpotPool]
     nodes: list
@@ -59,7 +64,10 @@ class TrainingStack(pulumi.ComponentResource):
         self.plan, self.zone = plan, zone
         child = pulumi.ResourceOptions(parent=self)
 
-        self.network = Network(f"{name}-network", plan, zone, opts=child)
+        # the reservation first (resources.capacity: reserve): the nodes' vSwitches, and so the nodes, wait for it
+        self.capacity = reserve(name, plan, zone, auto_release_time, child)
+        self.network = Network(f"{name}-network", plan, zone, opts=child,
+                               reservation=self.capacity.reservation if self.capacity else None)
         services = self.network.services_vswitch.id if self.network.services_vswitch else None
         self.storage = Storage(f"{name}-storage", plan, zone, vpc_id=self.network.vpc.id,
                                services_vswitch_id=services, opts=child)
@@ -158,4 +166,6 @@ def stack_outputs(stack: TrainingStack) -> dict[str, Any]:
         out["scaling_group_id"] = stack.spot_pool.group.id
     if stack.job_settings is not None:
         out["job_settings_digest"] = stack.job_settings.digest
+    if stack.capacity is not None:
+        out["capacity_reservation_id"] = stack.capacity.reservation.id
     return out

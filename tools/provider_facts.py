@@ -66,6 +66,7 @@ RESOURCES: dict[str, str] = {
     "alicloud:ecs/ecsNetworkInterface:EcsNetworkInterface": "alicloud_ecs_network_interface",
     "alicloud:ecs/ecsNetworkInterfaceAttachment:EcsNetworkInterfaceAttachment":
         "alicloud_ecs_network_interface_attachment",
+    "alicloud:ecs/capacityReservation:CapacityReservation": "alicloud_ecs_capacity_reservation",
     "alicloud:ecs/ecsDisk:EcsDisk": "alicloud_ecs_disk",
     "alicloud:ecs/ecsDiskAttachment:EcsDiskAttachment": "alicloud_ecs_disk_attachment",
     "alicloud:ecs/disk:Disk": "alicloud_disk",

@@ -21,7 +21,7 @@ from .errors import EXIT_BAD_INPUT, TrainstackError
 from .outputs import OutputError, guarded_stdout, silence_broken_stdout
 
 COMMANDS = ("validate", "estimate", "resolve", "plan", "diff", "catalog", "schema", "preflight", "node-files", "status",
-            "calibrate")
+            "calibrate", "up")
 
 
 #: One-shot computations: they build many short-lived objects and almost no reference cycles,

@@ -11,10 +11,12 @@ Stack config (``stacks/Pulumi.<stack>.yaml``):
   ``../../secrets.yaml``. ``trainstack plan PROFILE`` names its file on the command line instead
   (:func:`trusted_profile`).
 - ``trainstack:zone`` (optional): pin the zone (overrides the profile's ``zone``).
+- ``trainstack:instanceType`` (optional): deploy this ECS type (``resources.instance_types`` becomes
+  just it); `trainstack up` sets it with ``trainstack:zone`` to one row of the plan's fallback order.
 - ``trainstack:autoReleaseAt`` (optional): hard deadline, UTC ``YYYY-MM-DDTHH:MM:SSZ``; ECS
   releases the nodes then (checkpoint storage is separate and survives).
 - ``trainstack:priceBook`` (optional): the team's price book, relative to ``stacks/`` or absolute;
-  replaces the profile's ``price_book`` (README, "Prices").
+  replaces the profile's ``price_book`` (docs/prices.md).
 - ``trainstack:storageGeneration`` (optional, default 1): part of the stack bucket's name; raise it
   to deploy the stack again next to a bucket an earlier ``pulumi destroy`` retained.
 - ``trainstack:policyConfig`` (optional): the stack's policy config (a ``--policy-pack-config`` JSON
@@ -23,7 +25,7 @@ Stack config (``stacks/Pulumi.<stack>.yaml``):
   ``--policy-config FILE`` on the command line replaces it (docs/policies.md).
 - ``alicloud:region`` (optional): must equal the profile's region if set.
 - ``alicloud:accessKey``/``secretKey``/``securityToken`` only as secrets (``pulumi config set
-  --secret``); a plain value is refused (README "Credentials").
+  --secret``); a plain value is refused (docs/provisioning.md, "Before the first deployment").
 """
 
 from __future__ import annotations
@@ -86,13 +88,16 @@ def profile_path(value: str, root: Path = PROJECT_ROOT, key: str = "trainstack:p
 
 
 def load_profile_with_overrides(path: Path, zone: Optional[str] = None, price_book: Optional[str] = None,
-                                root: Path = PROJECT_ROOT) -> TrainingProfile:
+                                root: Path = PROJECT_ROOT, instance_type: Optional[str] = None) -> TrainingProfile:
     """Load the profile, applying stack-level overrides before validation (so a wrong zone is
     reported like a wrong profile field). ``price_book`` (``trainstack:priceBook``) is relative to
     ``<root>/stacks`` like the profile path."""
     doc = read_yaml_document(path)
     if zone:
         doc["zone"] = zone
+    if instance_type:
+        resources = doc.get("resources") if isinstance(doc.get("resources"), dict) else {}
+        doc["resources"] = {**resources, "instance_types": [instance_type]}
     if price_book:
         doc["price_book"] = str(profile_path(price_book, root, key="trainstack:priceBook",
                                              example="profiles/prices.yaml"))
@@ -145,7 +150,7 @@ def storage_generation(value: Optional[str]) -> int:
 
 
 def check_stack_config(config: dict[str, Any], secret_keys: Iterable[str] = ()) -> None:
-    """Provider credentials only as secrets (README "Credentials"); a plain one is refused."""
+    """Provider credentials only as secrets (docs/provisioning.md); a plain one is refused."""
     secret = set(secret_keys)
     plain = [k for k in PLAIN_CREDENTIAL_KEYS if config.get(k) not in (None, "") and k not in secret]
     if plain:
@@ -178,7 +183,8 @@ def stack_inputs(config: Mapping[str, Optional[str]], project: str, root: Path =
                          hint=f"pulumi config set {project}:profile profiles/<name>.yaml")
     path = profile_path(value, root)
     profile = load_profile_with_overrides(path, zone=config.get(f"{project}:zone"),
-                                          price_book=config.get(f"{project}:priceBook"), root=root)
+                                          price_book=config.get(f"{project}:priceBook"), root=root,
+                                          instance_type=config.get(f"{project}:instanceType"))
     check_region(profile, config.get("alicloud:region"))
     return StackInputs(profile=profile, path=path,
                        auto_release_time=check_auto_release_time(config.get(f"{project}:autoReleaseAt")),

@@ -92,10 +92,11 @@ def test_in_stock_exits_0_and_names_the_catalog_date(capsys, monkeypatch, sleeps
     assert rc == 0, err
     assert f"{A10} (on-demand) is in stock in cn-shenzhen-e [WithStock]" in out
     assert "catalog date: 2025-03-01" in out
-    [req] = client.requests
+    req, region = client.requests  # the planned type, then the region once for the fallback order
     assert (req.region_id, req.instance_type, req.destination_resource, req.resource_type,
             req.instance_charge_type, req.spot_strategy) == (
         "cn-shenzhen", A10, "InstanceType", "instance", "PostPaid", "NoSpot")
+    assert (region.instance_type, region.zone_id, region.spot_strategy) == (None, None, "NoSpot")
     assert sleeps == []
 
 
@@ -155,7 +156,9 @@ def test_out_of_stock_suggests_another_zone_and_type(capsys, monkeypatch):
                         A100: {"cn-shenzhen-e": "WithStock"}})
     use(monkeypatch, plan, client)
     rc, out, err = run(capsys)
-    assert rc == 3 and out == ""
+    assert rc == 3
+    # stdout: the order `trainstack up` would try, with the planned row's stock
+    assert out.startswith("  first fallback row in stock now: no\n") and f"1. {A10} in cn-shenzhen-e" in out
     assert f"{A10} (on-demand) is not in stock in cn-shenzhen-e (DescribeAvailableResource: WithoutStock)" in err
     assert "set `zone: cn-shenzhen-d` in the profile" in err
     assert f"{A100} (1 x 1 A100-80G, on-demand, 34.742 CNY/h) is in stock in cn-shenzhen-e" in err
@@ -230,10 +233,60 @@ def test_throttling_is_retried(capsys, monkeypatch, sleeps):
     use(monkeypatch, single_gpu_lora_plan(profile=PINNED), client)
     rc, _, err = run(capsys)
     assert rc == 0, err
-    assert len(client.requests) == 3 and sleeps == [0.5, 1.0]
+    assert len(client.requests) == 4 and sleeps == [0.5, 1.0]  # 2 retried + the region for the fallback order
 
 
 def test_a_bad_profile_is_exit_2(capsys, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nregion: cn-shenzhen\n", encoding="utf-8")
     assert cli.main(["preflight", str(bad)]) == 2
+
+
+# ---- the fallback order (what `trainstack up` tries), and --stack ------------------------------------------
+
+def test_every_check_lists_the_fallback_order_with_its_stock(capsys, monkeypatch):
+    plan = single_gpu_lora_plan()  # unpinned: the A10 in e then f, then the other types
+    client = FakeStock({A10: {"cn-shenzhen-e": "WithoutStock", "cn-shenzhen-f": "WithStock"},
+                        A10_BIG: {"cn-shenzhen-e": "ClosedWithStock"}})
+    use(monkeypatch, plan, client)
+    rc, out, _ = run(capsys, "--json")
+    data = json.loads(out)
+    # the planned zone e has none, but the zone is not pinned: a first deploy takes f (components/zone.py)
+    assert rc == 0 and data["in_stock"] is True and data["first_candidate_in_stock"] is False
+    assert any("a first deploy takes cn-shenzhen-f" in n for n in data["notes"])
+    rows = {(r["instance_type"], r["zone"]): r for r in data["fallback"]}
+    assert data["fallback_order"][:3] == [f"{A10}@cn-shenzhen-e", f"{A10}@cn-shenzhen-f", f"{A10_BIG}@cn-shenzhen-e"]
+    assert rows[(A10, "cn-shenzhen-e")]["in_stock"] is False and rows[(A10, "cn-shenzhen-e")]["planned"] is True
+    assert rows[(A10, "cn-shenzhen-f")]["status"] == "WithStock"
+    assert rows[(A10_BIG, "cn-shenzhen-e")]["in_stock"] is True
+    assert rows[(A10_BIG, "cn-shenzhen-f")]["status"] == "not offered"
+    assert [r["rank"] for r in data["fallback"]] == list(range(1, len(plan.capacity.candidates) + 1))
+
+
+def test_the_text_output_prints_the_fallback_order(capsys, monkeypatch):
+    use(monkeypatch, single_gpu_lora_plan(profile=PINNED), FakeStock({A10: {"cn-shenzhen-e": "WithStock"}}))
+    rc, out, _ = run(capsys)
+    assert rc == 0 and "fallback order (`trainstack up` tries these in order):" in out
+    assert f"1. {A10} in cn-shenzhen-e (on-demand, 1 node) [planned]: WithStock" in out
+
+
+def test_out_of_stock_names_the_fallback_rows_too(capsys, monkeypatch):
+    use(monkeypatch, single_gpu_lora_plan(profile=PINNED), FakeStock({A10: {"cn-shenzhen-e": "WithoutStock"}}))
+    rc, out, _ = run(capsys, "--json")
+    data = json.loads(out)
+    assert rc == 3 and data["preflight"]["first_candidate_in_stock"] is False
+    assert data["preflight"]["fallback"][0]["status"] == "WithoutStock"
+
+
+def test_stack_checks_the_stacks_plan(capsys, monkeypatch):
+    client = FakeStock({A10: {"cn-shenzhen-e": "WithStock"}})
+    monkeypatch.setattr(ecs_api, "make_client", lambda region: client)
+    rc = cli.main(["preflight", "--stack", "llama3-8b-lora", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert json.loads(out)["instance_type"] == A10
+
+
+def test_neither_profile_nor_stack_is_exit_2(capsys):
+    assert cli.main(["preflight"]) == 2
+    assert "PROFILE path or --stack NAME" in capsys.readouterr().err

@@ -47,8 +47,13 @@ class RecordingMocks(pulumi.runtime.Mocks):
     """Returns plausible ids and computed outputs; answers the invokes the components use."""
 
     def __init__(self, zones: Optional[list[str]] = None, images: Optional[list[str]] = None,
-                 cpfs_zones: Optional[list[str]] = None):
+                 cpfs_zones: Optional[list[str]] = None, stock: Optional[dict[str, list[str]]] = None,
+                 vswitches: Optional[list[dict]] = None):
         self.zones = ZONES if zones is None else zones
+        #: zones with stock per spot strategy (getInstanceTypes; default: every zone of ``zones``)
+        self.stock = stock
+        #: existing vSwitches getSwitches finds ({"vswitchName", "zoneId", "tags"}); default none
+        self.vswitches = vswitches or []
         self.cpfs_zones = CPFS_ZONES if cpfs_zones is None else cpfs_zones
         self.images = [IMAGE_ID] if images is None else images
         self.cpfs_domain = CPFS_DOMAIN
@@ -90,6 +95,19 @@ class RecordingMocks(pulumi.runtime.Mocks):
             return {"zones": [{"zoneId": z} for z in self.cpfs_zones]}
         if args.token == "alicloud:index/getCallerIdentity:getCallerIdentity":
             return {"accountId": ACCOUNT_ID, "id": ACCOUNT_ID, "identityType": "Account"}
+        if args.token == "alicloud:ecs/getInstanceTypes:getInstanceTypes":
+            itype, strategy = args.args.get("instanceType"), args.args.get("spotStrategy") or "NoSpot"
+            zones = list(self.zones) if self.stock is None else list(self.stock.get(strategy, []))
+            return {"ids": [itype], "instanceTypes": [{"id": itype, "availabilityZones": zones}] if zones else []}
+        if args.token == "alicloud:vpc/getSwitches:getSwitches":
+            import re
+
+            pattern, want = args.args.get("nameRegex"), args.args.get("tags") or {}
+            found = [v for v in self.vswitches if (not pattern or re.search(pattern, v["vswitchName"]))
+                     and all(v.get("tags", {}).get(k) == val for k, val in want.items())]
+            return {"ids": [f"vsw-{v['vswitchName']}" for v in found],
+                    "vswitches": [{"id": f"vsw-{v['vswitchName']}", "vswitchName": v["vswitchName"],
+                                   "zoneId": v["zoneId"]} for v in found]}
         if args.token == "alicloud:ecs/getImages:getImages":
             return {"ids": list(self.images),
                     "images": [{"id": i, "imageId": i, "name": f"{args.args.get('imageFamily')}-{i}"}

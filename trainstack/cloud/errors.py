@@ -199,3 +199,62 @@ def cloud_error(service: str, api: str, region: str, exc: BaseException, *, what
     if info.request_id:
         head += f" (request id {info.request_id})"
     return CloudApiError(head, hint=fix_for(info, service, api))
+
+
+# ---- capacity: "no stock here", the errors `trainstack up` answers by trying the next candidate ----------------
+
+#: The ECS API reference as Alibaba publishes it in its docs repository (AlibabaCloudDocs/ecs at 322eaab8,
+#: ``intl.en-US/API Reference/Instances/RunInstances.md`` and ``.../Resource assurance/CreateCapacityReservation.md``).
+_RUN = "AlibabaCloudDocs/ecs@322eaab8 intl.en-US/API Reference/Instances/RunInstances.md"
+_CCR = "AlibabaCloudDocs/ecs@322eaab8 intl.en-US/API Reference/Resource assurance/CreateCapacityReservation.md"
+_ALT = ("AlibabaCloudDocs/ecs@322eaab8 intl.en-US/SDK Reference/Java example/Query recommended instance types.md:209 "
+        "(Alibaba's own list of codes after which to try another instance type)")
+
+
+@dataclass(frozen=True)
+class CapacityCode:
+    """An error code meaning "this type cannot be had in this zone now", with where Alibaba says so."""
+
+    code: str
+    meaning: str
+    sources: tuple[str, ...]
+
+
+#: Codes after which another zone or type may succeed; everything else (quota, balance, a bad
+#: request, credentials) is not a stock problem and stops `trainstack up` with its fix (exit 5).
+#: Checked and left out: ``OperationDenied.ZoneNotOnSale`` (in no RunInstances, CreateInstance or
+#: CreateCapacityReservation error table); ``QuotaExceed.ElasticQuota`` (an account quota: another
+#: zone does not raise it; its fix is a quota increase).
+CAPACITY_CODES: dict[str, CapacityCode] = {c.code: c for c in (
+    CapacityCode("OperationDenied.NoStock", "the type is sold out in the zone",
+                 (f"{_RUN}:647", f"{_RUN}:669", f"{_CCR}:110", _ALT)),
+    CapacityCode("Zone.NotOnSale", "the zone no longer sells the resource", (f"{_RUN}:548", f"{_RUN}:645",
+                                                                             f"{_CCR}:113", _ALT)),
+    CapacityCode("InvalidResourceType.NotSupported", "no zone supports the requested configuration now",
+                 ("AlibabaCloudDocs/ecs@322eaab8 intl.zh-CN/API 参考/实例/RunInstances.md:312", _ALT)),
+    CapacityCode("InstanceType.Offline", "the type is retired or short of supply", (f"{_RUN}:649", _ALT)),
+    CapacityCode("InvalidInstanceType.ZoneNotSupported", "the zone does not offer the type", (f"{_RUN}:648",)),
+    CapacityCode("OperationDenied.ZoneNotAllowed", "instances cannot be created in the zone", (f"{_RUN}:637",)),
+    CapacityCode("Zone.NotOpen", "the account may not buy resources in the zone yet", (f"{_RUN}:644", f"{_CCR}:109")),
+)}
+
+#: ``Code: X`` (tea SDK errors the provider wraps), ``ErrorCode: X`` (the classic Go SDK), ``"Code":"X"`` (JSON)
+_CODE_IN_TEXT = re.compile(r"""(?:\bError)?Code"?\s*[:=]\s*"?([A-Za-z][A-Za-z0-9]*(?:\.[A-Za-z0-9]+)+)""")
+
+
+def capacity_code(text: str) -> Optional[CapacityCode]:
+    """The capacity error a provider or SDK message reports, if it reports one (the stated code
+    first; a known code anywhere in the text otherwise)."""
+    for code in _CODE_IN_TEXT.findall(text or ""):
+        if code in CAPACITY_CODES:
+            return CAPACITY_CODES[code]
+    for code, entry in CAPACITY_CODES.items():
+        if re.search(rf"(?<![\w.]){re.escape(code)}(?!\w|\.\w)", text or ""):
+            return entry
+    return None
+
+
+def error_code(text: str) -> Optional[str]:
+    """The first Alibaba error code a provider or SDK message states, if any."""
+    found = _CODE_IN_TEXT.findall(text or "")
+    return found[0] if found else None

@@ -32,7 +32,8 @@ def load_run(profile_arg: Optional[str], stack: Optional[str], command: str) -> 
             raise InputError(f"stack {stack} has no {project.name}:profile",
                              hint=f"pulumi config set {project.name}:profile profiles/<name>.yaml")
         path = profile_path(value, project.root)
-        profile = load_profile_with_overrides(path, zone=config.get(f"{project.name}:zone"))
+        profile = load_profile_with_overrides(path, zone=config.get(f"{project.name}:zone"),
+                                              instance_type=config.get(f"{project.name}:instanceType"))
         check_region(profile, config.get("alicloud:region"))
         return profile, planned(profile, file=str(path)), f"stack {stack}"
     if not Path(profile_arg).is_file():  # type: ignore[arg-type]

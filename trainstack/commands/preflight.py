@@ -9,6 +9,11 @@ Exit codes: 0 in stock; 3 not in stock (infeasible now), with suggestions: anoth
 same type, on-demand when spot is sold out, or one of the plan's ranked alternatives that is in
 stock; 5 on an API or credentials error. A DLC plan is not checked (PAI schedules it; the ECS
 stock API does not describe PAI's pools) and exits 0 saying so.
+
+Every ECS check also lists the plan's fallback order (``Plan.capacity.candidates``, the rows
+`trainstack up` may try) with each row's stock now (trainstack/cloud/stock.py): ``fallback`` and,
+in JSON, ``first_candidate_in_stock`` and ``fallback_order``. ``--stack NAME`` checks a stack's plan
+(its ``trainstack:zone`` / ``trainstack:instanceType`` applied), as the live preview job does.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ def register(sub) -> None:
         description="Resolve PROFILE, then check with DescribeAvailableResource that the planned instance "
                     "type is in stock in the planned zone (exit 0), or suggest another zone or type (exit 3). "
                     "API or credential errors exit 5.")
-    p.add_argument("profile", help="path to a profile YAML")
+    p.add_argument("profile", nargs="?", help="path to a profile YAML")
+    p.add_argument("--stack", metavar="NAME", help="check the plan of stacks/Pulumi.NAME.yaml instead")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(func=run)
 
@@ -55,9 +61,14 @@ class PreflightResult:
     zones_in_stock: list[str] = field(default_factory=list)
     catalog_date: Optional[str] = None
     notes: list[str] = field(default_factory=list)
+    #: the plan's fallback order with each row's stock now (dicts of trainstack.cloud.stock.RowStock)
+    fallback: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["first_candidate_in_stock"] = self.fallback[0]["in_stock"] if self.fallback else self.in_stock
+        out["fallback_order"] = [f"{r['instance_type']}@{r['zone'] or '*'}" for r in self.fallback]
+        return out
 
 
 def _pricing(spot: bool) -> str:
@@ -75,6 +86,8 @@ def check(plan, client_factory: Callable[[str], Any], *, sleep=None) -> Prefligh
         return PreflightResult(**base, checked=False, in_stock=None, notes=[
             "PAI-DLC job: PAI schedules it on its own resources; DescribeAvailableResource describes ECS "
             "stock only, so nothing was checked"])
+    from ..cloud.stock import StockTable, fallback_stock
+
     strategy = plan.spot_strategy if plan.spot else "NoSpot"
     client = client_factory(plan.region)
     stock = describe_stock(client, plan.region, instance_type=plan.instance_type, spot_strategy=strategy,
@@ -85,9 +98,19 @@ def check(plan, client_factory: Callable[[str], Any], *, sleep=None) -> Prefligh
     if plan.nodes > 1:
         notes.append(f"DescribeAvailableResource reports availability, not capacity: {plan.nodes} nodes "
                      "are not reserved until `pulumi up` creates them")
-    if plan.zone:
+    from ..layout.capacity import planned_zones
+
+    pinned = plan.capacity.zone_pinned if plan.capacity is not None else bool(plan.zone)
+    candidates = planned_zones(plan.capacity, plan.instance_type)
+    if plan.zone and pinned:
         status = zones.get(plan.zone)
         ok = plan.zone in ok_zones
+    elif plan.zone and candidates:  # the deploy takes the first fallback zone with stock (components/zone.py)
+        first = next((z for z in candidates if z in ok_zones), None)
+        status, ok = zones.get(first or plan.zone), first is not None
+        if first and first != plan.zone:
+            notes.append(f"not in stock in the planned zone {plan.zone} ({zones.get(plan.zone) or 'not offered'}); "
+                         f"a first deploy takes {first}, the first zone of the fallback order with stock")
     else:
         status = zones.get(ok_zones[0]) if ok_zones else None
         ok = bool(ok_zones)
@@ -96,15 +119,16 @@ def check(plan, client_factory: Callable[[str], Any], *, sleep=None) -> Prefligh
                          f"(pin one with `zone:` in the profile)")
     if ok and status == "ClosedWithStock":
         notes.append("ClosedWithStock: in stock but supply is low; an alternative zone is safer if creation fails")
+    table = StockTable(client, plan.region, spot_duration=plan.spot_duration_hours, sleep=sleep)
+    rows = [r.to_dict() for r in fallback_stock(plan, table)]
     result = PreflightResult(**base, checked=True, in_stock=ok, status=status, zones_in_stock=ok_zones,
-                             notes=notes)
+                             notes=notes, fallback=rows)
     if ok:
         return result
-    raise _out_of_stock(plan, result, client, strategy, describe_stock, in_stock, sleep)
+    raise _out_of_stock(plan, result, table)
 
 
-def _out_of_stock(plan, result: PreflightResult, client, strategy: str, describe_stock, in_stock,
-                  sleep) -> InfeasibleError:
+def _out_of_stock(plan, result: PreflightResult, table) -> InfeasibleError:
     where = plan.zone or plan.region
     status = result.status or "not offered"
     message = (f"{plan.instance_type} ({_pricing(plan.spot)}) is not in stock in {where} "
@@ -113,9 +137,7 @@ def _out_of_stock(plan, result: PreflightResult, client, strategy: str, describe
     for z in result.zones_in_stock[:MAX_SUGGESTIONS]:
         suggestions.append(f"{plan.instance_type} is in stock in {z}: set `zone: {z}` in the profile")
     if plan.spot:
-        od = describe_stock(client, plan.region, instance_type=plan.instance_type, spot_strategy="NoSpot",
-                            sleep=sleep).get(plan.instance_type, {})
-        od_zones = sorted(z for z, s in od.items() if in_stock(s))
+        od_zones = table.zones_with_stock(plan.instance_type, False)
         if plan.zone in od_zones or (plan.zone is None and od_zones):
             suggestions.append(f"on-demand {plan.instance_type} is in stock in {plan.zone or od_zones[0]}: set "
                                "`resources.spot: never` (or `allow`) in the profile")
@@ -128,9 +150,8 @@ def _out_of_stock(plan, result: PreflightResult, client, strategy: str, describe
         alternatives.append(c)
     offered: list[str] = []
     if alternatives:
-        region_stock = describe_stock(client, plan.region, spot_strategy=strategy, sleep=sleep)
         for c in alternatives:
-            zs = sorted(z for z, s in region_stock.get(c.instance_type, {}).items() if in_stock(s))
+            zs = table.zones_with_stock(c.instance_type, plan.spot)
             if not zs or len(offered) >= MAX_SUGGESTIONS:
                 continue
             zone = c.zone if c.zone in zs else (plan.zone if plan.zone in zs else zs[0])
@@ -147,12 +168,28 @@ def _out_of_stock(plan, result: PreflightResult, client, strategy: str, describe
     return InfeasibleError(message, suggestions=suggestions, details={"preflight": details})
 
 
+def _plan(args):
+    if args.stack:
+        from ._run_source import load_run
+
+        return load_run(args.profile, args.stack, "preflight")[1]
+    if not args.profile:
+        from ..errors import InputError
+
+        raise InputError("preflight needs a PROFILE path or --stack NAME (one of them)")
+    return resolve_plan(load_profile(args.profile), args.profile)
+
+
 def run(args) -> int:
     from ..cloud import ecs
 
-    profile = load_profile(args.profile)
-    plan = resolve_plan(profile, args.profile)
-    result = check(plan, ecs.make_client)
+    plan = _plan(args)
+    try:
+        result = check(plan, ecs.make_client)
+    except InfeasibleError as err:
+        if not args.json:  # the order `trainstack up` would try, also when the planned row has no stock
+            _print_fallback(err.details.get("preflight", {}).get("fallback") or [])
+        raise
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
         return 0
@@ -166,4 +203,16 @@ def run(args) -> int:
     print(f"  catalog date: {result.catalog_date or 'unknown'}")
     for note in result.notes:
         print(f"  note: {note}")
+    _print_fallback(result.fallback)
     return 0
+
+
+def _print_fallback(rows: list[dict]) -> None:
+    from ..cloud.stock import RowStock, describe_row
+
+    if not rows:
+        return
+    print(f"  first fallback row in stock now: {'yes' if rows[0]['in_stock'] else 'no'}")
+    print("  fallback order (`trainstack up` tries these in order):")
+    for row in rows:
+        print(f"    {describe_row(RowStock(**row))}")

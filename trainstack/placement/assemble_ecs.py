@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 from ..catalog import Catalog
 from ..layout import plan_image, plan_network, plan_spot_pool, plan_storage
+from ..layout.capacity import capacity_labels, plan_capacity
 from ..layout.network import pool_tcp_note
 from ..plan import spot_price_limit
 from ..profile import TrainingProfile
@@ -31,13 +32,19 @@ def ecs_parts(profile: TrainingProfile, catalog: Catalog, choice: Choice, pick: 
     if storage is None or network is None or image is None or pool is None:
         return None
     spot_pool, pool_labels = pool
+    # the fallback order `trainstack up` tries and the capacity reservation (layout/capacity.py)
+    capacity = collect.run(lambda: plan_capacity(profile, catalog, best, tuple(choice.alternatives)), "resources.capacity")
+    if capacity is None:
+        return None
     return {
         "gpu": inst.gpu, "zone": best.zone, "instance_type": inst.name, "spot": best.spot, "spot_price_limit": limit,
         "spot_price_limit_source": ("profile" if stated else "on-demand price") if limit is not None else None,
         "hourly_cost_cny": best.hourly_cost_cny, "total_cost_cny": best.total_cost_cny,
         "storage": storage, "network": network, "image": image, "spot_pool": spot_pool,
         "self_healing": profile.resources.self_healing,
-        "labels": tuple(dict.fromkeys(ecs_labels(profile, catalog, choice, limit, storage.notes, pool_labels))),
+        "capacity": capacity,
+        "labels": tuple(dict.fromkeys(ecs_labels(profile, catalog, choice, limit, storage.notes, pool_labels)
+                                      + capacity_labels(capacity))),
         "reasons": tuple(ecs_reasons(profile, choice, pick, mem, network.rdma)),
     }
 

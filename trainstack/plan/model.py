@@ -66,6 +66,8 @@ class Candidate(_Frozen):
     memory_margin_gib: Optional[float] = None
     tokens_per_second: Optional[float] = None
     layout: Optional[ParallelLayout] = Field(None, description="The parallel layout sized for this candidate")
+    fit: Optional[Literal["fits", "at_risk", "does_not_fit"]] = Field(
+        None, description="The memory verdict with the estimate's interval (ranked: fits before at_risk)")
     feasible: bool = True
     reason: Optional[str] = Field(None, description="Why it was rejected, in the user's words")
     reason_code: Optional[ReasonCode] = Field(None, description="Which rule rejected it (for programs)")
@@ -84,6 +86,39 @@ class Rejection(_Frozen):
     instance_types: tuple[str, ...] = ()
     reason: str
     reason_codes: tuple[ReasonCode, ...] = Field((), description="The rules behind ``reason``, most common first")
+
+
+class FallbackCandidate(_Frozen):
+    """One place `trainstack up` may deploy, in fallback order: the plan's own type and zone first."""
+
+    instance_type: str
+    zone: Optional[str] = Field(None, description="None: chosen at deploy time from stock")
+    nodes: int = Field(ge=1)
+    gpus_per_node: int = Field(ge=1)
+    gpu_model: Optional[str] = None
+    spot: bool = False
+    hourly_cost_cny: Optional[float] = None
+    total_cost_cny: Optional[float] = None
+    planned: bool = Field(False, description="The plan's own type and zone")
+
+
+class ReservationPlan(_Frozen):
+    """An immediate capacity reservation (profile ``resources.capacity: reserve``), on-demand nodes only."""
+
+    instance_type: str
+    instances: int = Field(ge=1)
+    hourly_cny: Optional[float] = Field(
+        None, description="Billed per hour while it exists, also with no node running: the pay-as-you-go rate of "
+                          "instances x type (a node it holds is billed as the node, not twice)")
+    price_source: str = ""
+
+
+class CapacityPlan(_Frozen):
+    """Where an ECS plan may land (``candidates``, in the order `trainstack up` tries them) and what it holds."""
+
+    zone_pinned: bool = Field(False, description="The profile or trainstack:zone states the zone: never picked by stock")
+    candidates: tuple[FallbackCandidate, ...] = ()
+    reservation: Optional[ReservationPlan] = None
 
 
 class Plan(_Frozen):
@@ -126,6 +161,7 @@ class Plan(_Frozen):
     rejected: tuple[Rejection, ...] = ()
     catalog_date: Optional[str] = None
     prices: Optional[PriceProvenance] = Field(None, description="Whose price, how old, seen offered or not")
+    capacity: Optional[CapacityPlan] = Field(None, description="ECS plans: fallback order and capacity reservation")
 
     @model_validator(mode="after")
     def _spot_pool_fits(self) -> "Plan":

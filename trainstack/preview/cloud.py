@@ -5,6 +5,10 @@ What the mock engine answers when the program asks the cloud something:
 * zone lookups (``alicloud:index/getZones``, ``alicloud:nas/getZones``) return the zones the caller
   gives (the plan's zone when it has one), else ``<region>-a``: a plausible id derived from the
   region, so every component sees one consistent zone;
+* the stock lookup (``alicloud:ecs/getInstanceTypes``) says the type is in stock in those zones
+  only, so an unpinned plan lands on its first fallback zone, as the offline plan shows it; the
+  existing node vSwitch lookup (``alicloud:vpc/getSwitches``) finds none: offline, every run is a
+  first deploy (components/zone.py);
 * image lookups (``alicloud:ecs/getImages``) return :data:`FAKE_IMAGE_ID`, which is visibly not a
   real image: the real one is looked up by family at deploy time;
 * the caller identity (``alicloud:index/getCallerIdentity``) answers :data:`FAKE_ACCOUNT_ID`, the
@@ -54,6 +58,7 @@ ID_PREFIX = {
     "alicloud:ecs/ecsKeyPair:EcsKeyPair": "kp",
     "alicloud:ess/scalingGroup:ScalingGroup": "asg",
     "alicloud:ess/scalingConfiguration:ScalingConfiguration": "asc",
+    "alicloud:ecs/capacityReservation:CapacityReservation": "crp",
 }
 
 
@@ -72,6 +77,7 @@ class OfflineCloud:
             "alicloud:nas/getZones:getZones": self._nas_zones,
             "alicloud:ecs/getImages:getImages": self._images,
             "alicloud:ecs/getInstanceTypes:getInstanceTypes": self._instance_types,
+            "alicloud:vpc/getSwitches:getSwitches": self._switches,
             "alicloud:index/getCallerIdentity:getCallerIdentity": self._caller_identity,
         }
 
@@ -115,6 +121,9 @@ class OfflineCloud:
             return {"id": self.region, "ids": [], "instanceTypes": []}
         return {"id": self.region, "ids": [itype],
                 "instanceTypes": [{"id": itype, "availabilityZones": list(self.zones)}]}
+
+    def _switches(self, args: dict) -> dict:
+        return {"id": self.region, "ids": [], "names": [], "vswitches": []}
 
     # ---- resources -------------------------------------------------------------------------
     def new_resource(self, type_: str, name: str, inputs: dict) -> tuple[str, dict[str, Any]]:

@@ -303,6 +303,7 @@ def unknown_knock_on(knock, changed: list[dict]) -> list[str]:
 
 
 def _by_urn(doc: dict) -> dict[str, dict]:
+    # a saved plan's urns are strings or absent: sources.saved_plan_problems refuses any other (exit 2)
     return {r["urn"]: r for r in doc.get("resources") or [] if r.get("urn")}
 
 
@@ -314,7 +315,9 @@ def _side(doc: dict, label: str) -> dict[str, Any]:
     return {"label": label, "stack": doc.get("stack"), "name": (doc.get("plan") or {}).get("name"),
             "catalog_date": doc.get("catalog_date"), "pricing": (doc.get("cost") or {}).get("pricing"),
             "prices": doc.get("prices"),
-            "summary": doc.get("summary") or {}}
+            "summary": doc.get("summary") or {},
+            "capacity": (doc.get("plan") or {}).get("capacity") if isinstance(doc.get("plan"), dict) else None,
+            "estimate": (doc.get("plan") or {}).get("estimate") if isinstance(doc.get("plan"), dict) else None}
 
 
 def empty_plan() -> dict[str, Any]:

@@ -77,7 +77,8 @@ def config_profile(config: dict[str, str], project: Project):
 
     path = profile_path(config[f"{project.name}:profile"], project.root)
     return load_profile_with_overrides(path, zone=config.get(f"{project.name}:zone"),
-                                       price_book=config.get(f"{project.name}:priceBook"), root=project.root)
+                                       price_book=config.get(f"{project.name}:priceBook"), root=project.root,
+                                       instance_type=config.get(f"{project.name}:instanceType"))
 
 
 def run_program(project: Project, stack: str, config: dict[str, str], secret_keys: tuple[str, ...],

@@ -13,6 +13,7 @@ from typing import Any, Optional
 from ..redaction import redact_string
 from ..textable import render_table
 from . import topology
+from .render_capacity import capacity_markdown, capacity_text
 from .values import public
 
 FORMATS = ("text", "markdown", "json")
@@ -48,6 +49,7 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
         ("zone", str(s.get("zone") or "chosen at deploy time")),
         ("pricing", pricing(s)),
         ("memory margin", f"{num(s.get('memory_margin_gib'), 2)} GiB per GPU"),
+        *interval_rows((doc.get("plan") or {}).get("estimate") if isinstance(doc.get("plan"), dict) else None),
         ("tokens/s", num(s.get("tokens_per_second"))),
         ("hours", num(s.get("estimated_hours"))),
         ("hourly cost", f"{money(s.get('hourly_cost_cny'))} (on-demand {money(od.get('hourly_cny'))}, "
@@ -55,6 +57,38 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
         ("total cost", f"{money(s.get('total_cost_cny'))} (on-demand {money(od.get('total_cny'))}, "
                        f"spot {money(spot.get('total_cny'))}{est if spot.get('total_cny') is not None else ''})"),
     ]
+
+
+FIT_WORDS = {"fits": "fits", "at_risk": "AT RISK (nothing fits with the interval's upper end)",
+             "does_not_fit": "does not fit"}
+
+
+def interval_rows(est: object) -> list[tuple[str, str]]:
+    """The estimate's 80 % intervals and memory verdict (issue 32); none for a plan saved without them
+    (or with values a hand edit made unreadable)."""
+    if not isinstance(est, dict):
+        return []
+    rows = []
+    fit, req, usable = est.get("fit"), est.get("required_gib_per_gpu"), est.get("usable_gib_per_gpu")
+    if isinstance(fit, str) and _number(req) and _number(usable):
+        iv = _pair(est.get("required_gib_interval"))
+        rows.append(("memory fit", f"{FIT_WORDS.get(fit, fit)}: needs {req:,.1f} GiB per GPU"
+                                   + (f" (80 % interval {iv[0]:.1f}-{iv[1]:.1f})" if iv else "") + f" of {usable:,.1f} usable"))
+    iv, tps = _pair(est.get("tokens_per_second_per_gpu_interval")), est.get("tokens_per_second_per_gpu")
+    if iv and _number(tps):
+        rows.append(("tokens/s/GPU", f"{tps:,.0f} (80 % interval {iv[0]:,.0f}-{iv[1]:,.0f}; class "
+                                     f"{est.get('interval_class')})"))
+    return rows
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def _pair(iv: object) -> Optional[tuple[float, float]]:
+    if isinstance(iv, (list, tuple)) and len(iv) == 2 and all(_number(x) for x in iv):
+        return float(iv[0]), float(iv[1])
+    return None
 
 
 def prices_line(prices: Optional[dict]) -> str:
@@ -122,6 +156,7 @@ def render_text(doc: dict) -> str:
     lines = [f"trainstack plan: {title(doc)} (stack {doc.get('stack')}, catalog {doc.get('catalog_date') or 'unknown'})",
              *calibration_lines(doc), prices_line(doc.get("prices")), "", "Summary"]
     lines += ["  " + ln for ln in render_table(["", ""], summary_rows(doc)).splitlines()[1:]]
+    lines += capacity_text((doc.get("plan") or {}).get("capacity"))
     resources = doc.get("resources") or []
     lines += ["", f"Resources ({len(resources)})"] + ["  " + ln for ln in resource_tree(doc)]
     lines += ["", f"Policies: {mandatory} mandatory, {advisory} advisory violation(s)"]
@@ -163,7 +198,8 @@ def render_markdown(doc: dict) -> str:
            f"{len(resources)} resources · {mandatory} mandatory / {advisory} advisory policy violation(s)", "",
            *calibration_callout(doc), *prices_callout(doc.get("prices")), "| | |", "|---|---|"]
     out += [f"| {label} | {md_escape(value)} |" for label, value in summary_rows(doc)]
-    out += ["", "### Policies", ""]
+    out += ["", *capacity_markdown((doc.get("plan") or {}).get("capacity"))]
+    out += ["### Policies", ""]
     if doc.get("policy"):
         out += ["| Level | Policy | Resource | Message |", "|---|---|---|---|"]
         out += [f"| {'**mandatory**' if v['level'] == 'mandatory' else v['level']} | `{v['policy']}` | "

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from .change_rules import WHEN
 from .render import md_escape, money, num, prices_callout, prices_line
+from .render_capacity import capacity_markdown
 from .values import public
 
 #: A longer comment is cut (GitHub refuses comments over 65,536 characters).
@@ -87,6 +88,37 @@ def _nodes(side: dict) -> str:
     return "—" if s.get("nodes") is None else f"{s.get('nodes')} × {s.get('gpus_per_node')} GPU"
 
 
+def _estimate(side: dict) -> dict:
+    e = side.get("estimate")
+    return e if isinstance(e, dict) else {}
+
+
+def _pair(iv: object) -> Optional[tuple[float, float]]:
+    """An interval as saved ([low, high] numbers), or None for anything else (a hand-edited plan)."""
+    if isinstance(iv, (list, tuple)) and len(iv) == 2 and all(_is_num(x) for x in iv):
+        return float(iv[0]), float(iv[1])
+    return None
+
+
+def _is_num(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def _speed(side: dict) -> str:
+    e = _estimate(side)
+    v, iv = e.get("tokens_per_second_per_gpu"), _pair(e.get("tokens_per_second_per_gpu_interval"))
+    return "—" if not _is_num(v) else f"{v:,.0f}" + (f" ({iv[0]:,.0f}–{iv[1]:,.0f})" if iv else "")
+
+
+def _fit(side: dict) -> str:
+    e = _estimate(side)
+    fit, req, iv = e.get("fit"), e.get("required_gib_per_gpu"), _pair(e.get("required_gib_interval"))
+    if not isinstance(fit, str):
+        return "—"
+    return (_val(fit.replace("_", " ")) + (f": {req:.2f} GiB" if _is_num(req) else "")
+            + (f" ({iv[0]:.1f}–{iv[1]:.1f})" if iv else ""))
+
+
 def _table(d: dict) -> list[str]:
     c, b, h = d["cost"], d["base"], d["head"]
     # "(estimate)" unless every side with a plan has its spot price from a price book or a refresh
@@ -112,6 +144,8 @@ def _table(d: dict) -> list[str]:
     out += [
         f"| Instance type | {_val(b['summary'].get('instance_type'))} | {_val(h['summary'].get('instance_type'))} | |",
         f"| Nodes | {_nodes(b)} | {_nodes(h)} | |",
+        f"| Tokens/s per GPU (80 % interval) | {_speed(b)} | {_speed(h)} | |",
+        f"| Memory fit (required, 80 % interval) | {_fit(b)} | {_fit(h)} | |",
         f"| Pricing | {_val(b.get('pricing'))} | {_val(h.get('pricing'))} | |",
         f"| Resources | {counts['before']} | {counts['after']} | {_signed(counts['after'] - counts['before'], '', 0)} |",
         f"| Mandatory policy violations | {pol['mandatory_before']} | {pol['mandatory_after']} | "
@@ -328,6 +362,8 @@ def render_markdown(d: dict) -> str:
                 "`pulumi up` would be refused.", ""]
     out += _node_rows(d)
     out += _table(d) + [""]
+    head_cap, base_cap = d["head"].get("capacity"), d["base"].get("capacity")
+    out += capacity_markdown(head_cap, note=f" (`{d['head']['label']}`{', changed' if head_cap != base_cap else ''})")
     out += _profile_rows(d)
     if counts["add"] or counts["change"] or counts["remove"]:
         out += [f"<details><summary>Resources: {counts['add']} to add, {counts['change']} to change, "

@@ -133,6 +133,9 @@ class TrainingProfile(_Strict):
             if hidden is not None and lora.rank > hidden:
                 raise ValueError(f"training.lora.rank {lora.rank} is above the model's hidden size {hidden}: "
                                  "an adapter that wide has more parameters than the layer it adapts")
+        if r.capacity == "reserve" and r.target == "auto" and (self.dlc.workspace_id or self.dlc.resource_id):
+            raise ValueError("resources.capacity: reserve holds ECS capacity, but a named dlc workspace or quota plans a "
+                             "PAI-DLC job (target: auto): set resources.target: ecs, or capacity: never")
         if r.self_healing and r.target == "dlc":
             raise ValueError("resources.self_healing applies to ECS nodes; PAI-DLC (target: dlc) restarts jobs itself")
         if r.self_healing and self.storage.checkpoint == "essd":

@@ -48,6 +48,22 @@ class ResourcesSpec(_Strict):
         None, gt=0, le=100_000, description="Spot only: the most to pay per node, CNY/h (default: the on-demand "
                                             "price, kept after creation; a stated limit is managed and changing it "
                                             "replaces the spot nodes)")
+    capacity: Literal["never", "reserve"] = Field(
+        "never", description="reserve: an immediate capacity reservation for the plan's type, zone and nodes, made "
+                             "before the nodes; it bills the pay-as-you-go rate while it exists and covers on-demand "
+                             "nodes only (docs/capacity.md)")
+
+    @field_validator("capacity")
+    @classmethod
+    def _reserve_on_demand_ecs(cls, v: str, info: ValidationInfo) -> str:
+        spot, target = info.data.get("spot"), info.data.get("target")
+        if v == "reserve" and spot != "never":  # Alibaba: capacity reservations cover pay-as-you-go, never spot
+            raise ValueError(f"reserve covers on-demand (pay-as-you-go) nodes only, never spot, and resources.spot is "
+                             f"{spot}; allowed: never, or reserve with resources.spot: never")
+        if v == "reserve" and target == "dlc":
+            raise ValueError("reserve holds ECS capacity and resources.target is dlc (PAI schedules on its own pools); "
+                             "allowed: never, or reserve with resources.target: ecs or auto")
+        return v
 
     @field_validator("self_healing")
     @classmethod
