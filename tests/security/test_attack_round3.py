@@ -106,3 +106,17 @@ def test_stated_pipeline_and_context_degrees_end_cleanly(world, tmp_path, framew
     for cmd in ("validate", "resolve"):
         code, out, err = run_main(main, [cmd, str(f)])
         assert code in {0, 2, 3} and "Traceback" not in out + err, (cmd, code, err[-800:])
+
+
+# ---- found by make fuzz at 3,000 (tests/fuzz/test_fuzz_round3.py): diff --format json stays standard JSON ------------
+@pytest.mark.parametrize("before, after", [(2.2250738585072014e-308, 1.0), (-1.7e308, 1.7e308), (5e-324, 3.0)])
+def test_diff_of_costs_near_the_float_limits_prints_standard_json(world, tmp_path, before, after):
+    def plan(hourly):
+        return {"schema_version": 1, "kind": "trainstack-plan", "stack": "s", "profile": None, "resources": [],
+                "policy": [], "cost": {"hourly_cny": hourly, "total_cny": hourly}}
+
+    (tmp_path / "b.json").write_text(json.dumps(plan(before)))
+    (tmp_path / "h.json").write_text(json.dumps(plan(after)))
+    code, out, err = run_main(main, ["diff", str(tmp_path / "b.json"), str(tmp_path / "h.json"), "--format", "json"])
+    assert code == 0 and "Traceback" not in err, err[-800:]
+    json.loads(out, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))

@@ -11,6 +11,8 @@ trainstack lacks some fields; those are reported as unknown, never read as "noth
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Optional
 
 from trainstack.catalog.provider_facts import ProviderFacts, load_provider_facts
@@ -170,9 +172,15 @@ def _index(doc: dict) -> dict[tuple[str, str], dict]:
 
 
 def _delta(before: Optional[float], after: Optional[float]) -> dict[str, Optional[float]]:
-    delta = None if before is None or after is None else round(after - before, 4)
-    pct = None if delta is None or not before else round(100.0 * delta / before, 1)
+    # finite or null: a hand-made plan's 1e-308 CNY/h (or two figures near the float limit) would make
+    # the percent or the delta Infinity, which is not JSON (found by make fuzz at 3,000)
+    delta = None if before is None or after is None else _finite(round(after - before, 4))
+    pct = None if delta is None or not before else _finite(round(100.0 * delta / before, 1))
     return {"before": before, "after": after, "delta": delta, "percent": pct}
+
+
+def _finite(x: float) -> Optional[float]:
+    return x if math.isfinite(x) else None
 
 
 def cost_changes(base: dict, head: dict) -> dict[str, dict]:
