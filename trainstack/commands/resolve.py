@@ -10,7 +10,9 @@ from ..plan import Candidate, Plan
 from ..profile import load_profile
 from ..placement import rank_key
 from ..progress import step
+from ..redaction import redact_string
 from ..rules import plan_verdicts, resolution
+from ..secrets import redact
 from ..textable import render_table
 from . import _policy
 
@@ -153,14 +155,23 @@ def run(args) -> int:
     plan = res.plan
     assert plan is not None
     verdicts = plan_verdicts(plan, config)
+    from ..calibration_effect import effect
+
+    changed = effect(profile, plan)  # the calibration overlay's effect, named first
     if fmt == "markdown":
-        print(render_markdown(plan, res.candidates, args.all), end="")
+        text = render_markdown(plan, res.candidates, args.all)
+        text = "\n".join(changed.lines(plan.region)) + "\n\n" + text if changed is not None else text
+        print("\n".join(redact_string(line) for line in text.split("\n")), end="")
     elif fmt == "json":
         doc = plan.model_dump(mode="json")
+        if changed is not None:
+            doc["calibration"] = changed.model_dump(mode="json")
         if args.all:
             doc["considered"] = [c.model_dump(mode="json") for c in res.candidates]
         doc["policy"] = [v.model_dump() for v in verdicts]
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(redact(doc), indent=2))  # labels quote price books and overlays: never a secret
     else:
-        print(render_text(plan, res.candidates, args.all))
+        text = render_text(plan, res.candidates, args.all)
+        text = "\n".join(changed.lines(plan.region)) + "\n" + text if changed is not None else text
+        print("\n".join(redact_string(line) for line in text.split("\n")))
     return _policy.report(verdicts, args.profile)

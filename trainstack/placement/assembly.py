@@ -82,7 +82,7 @@ def job_plan(profile: TrainingProfile, nproc_per_node: int, total_gpus: int,
                    nproc_per_node=nproc_per_node, method=t.method, precision=t.precision, zero_stage=t.zero_stage,
                    gradient_checkpointing=t.gradient_checkpointing, micro_batch_size=t.micro_batch_size,
                    sequence_length=t.sequence_length, gradient_accumulation_steps=t.accumulation_steps(lay.dp),
-                   parallel=plan_layout(lay))
+                   parallel=plan_layout(lay), global_batch_size=t.global_batch_size)
 
 
 def candidate_layout(profile: TrainingProfile, inst: ResolvedInstance, c: Candidate) -> LayoutPick:

@@ -188,7 +188,10 @@ def build_document(source: Source, project: Project, stack: str, plan: Plan, rec
     if any(i.token.endswith("getImages:getImages") for i in recording.invokes):
         notes.append(f"image {FAKE_IMAGE_ID} is a placeholder: the real image is looked up by family at deploy time")
     notes += [f"invoke {i.token} has no offline answer (empty result)" for i in recording.invokes if not i.answered]
-    return {
+    from ..launchers import launch_notes, topology_from_plan
+
+    notes += launch_notes(plan.dlc.command if plan.dlc is not None else plan.job.command, topology_from_plan(plan))
+    doc = {
         "schema_version": PLAN_SCHEMA_VERSION,
         "kind": "trainstack-plan",
         "source": {"kind": source.kind, "name": source.label, "path": _relative(source.path, project.root)},
@@ -209,6 +212,20 @@ def build_document(source: Source, project: Project, stack: str, plan: Plan, rec
         "logs": [{"level": level, "message": public(msg)} for level, msg in recording.logs],
         "notes": notes,
     }
+    return with_calibration(doc, profile, plan)
+
+
+def with_calibration(doc: dict[str, Any], profile: Any, plan: Plan) -> dict[str, Any]:
+    """``doc`` with ``calibration`` after ``prices`` when the calibration overlay changed the plan
+    (trainstack/calibration_effect.py); unchanged otherwise."""
+    from ..calibration_effect import effect
+
+    found = effect(profile, plan) if profile is not None else None
+    if found is None:
+        return doc
+    items = list(doc.items())
+    at = next(i for i, (k, _) in enumerate(items) if k == "prices") + 1
+    return dict(items[:at] + [("calibration", public(found.model_dump(mode="json")))] + items[at:])
 
 
 def _resource_entry(r: RecordedResource, names: dict[str, str]) -> dict[str, Any]:

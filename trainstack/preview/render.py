@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from ..redaction import redact_string
 from ..textable import render_table
 from . import topology
 from .cost_chart import cost_chart
@@ -113,6 +114,24 @@ def prices_line(prices: Optional[dict]) -> str:
     return str(prices.get("headline") or f"prices: {prices.get('source')} as of {prices.get('as_of')}")
 
 
+def calibration_lines(doc: dict) -> list[str]:
+    """What the calibration overlay changed in the plan, with and without it (none: no change)."""
+    found = doc.get("calibration")
+    if not isinstance(found, dict):
+        return []
+    from ..calibration_effect import CalibrationEffect
+
+    try:
+        return CalibrationEffect.model_validate(found).lines(str((doc.get("plan") or {}).get("region") or "the region"))
+    except ValueError:
+        return ["calibration changes this plan (its record in this document is unreadable)"]
+
+
+def calibration_callout(doc: dict) -> list[str]:
+    lines = calibration_lines(doc)
+    return [] if not lines else ["> [!WARNING]", *(f"> {md_escape(x)}  " for x in lines), ""]
+
+
 def resource_tree(doc: dict) -> list[str]:
     """`type  name` lines as a tree (parents from the recording), with protect/retain markers."""
     resources = doc.get("resources") or []
@@ -151,7 +170,7 @@ def title(doc: dict) -> str:
 def render_text(doc: dict) -> str:
     mandatory, advisory = policy_counts(doc)
     lines = [f"trainstack plan: {title(doc)} (stack {doc.get('stack')}, catalog {doc.get('catalog_date') or 'unknown'})",
-             prices_line(doc.get("prices")), "", "Summary"]
+             *calibration_lines(doc), prices_line(doc.get("prices")), "", "Summary"]
     lines += ["  " + ln for ln in render_table(["", ""], summary_rows(doc)).splitlines()[1:]]
     lines += capacity_text((doc.get("plan") or {}).get("capacity"))
     resources = doc.get("resources") or []
@@ -170,7 +189,7 @@ def render_text(doc: dict) -> str:
         lines += ["  " + ln for ln in body.splitlines()]
     labels = (doc.get("plan") or {}).get("labels") or []
     if labels or doc.get("notes") or doc.get("logs"):
-        lines += ["", "Labels and notes"] + [f"  - {x}" for x in [*labels, *doc.get("notes", [])]]
+        lines += ["", "Labels and notes"] + [f"  - {redact_string(str(x))}" for x in [*labels, *doc.get("notes", [])]]
         lines += [f"  - {log['level']}: {log['message']}" for log in doc.get("logs", [])]
     return "\n".join(lines) + "\n"
 
@@ -193,7 +212,7 @@ def render_markdown(doc: dict) -> str:
     out = [f"## trainstack plan: `{title(doc)}`", "",
            f"Stack `{doc.get('stack')}` · catalog {doc.get('catalog_date') or 'unknown'} · "
            f"{len(resources)} resources · {mandatory} mandatory / {advisory} advisory policy violation(s)", "",
-           *prices_callout(doc.get("prices")), "| | |", "|---|---|"]
+           *calibration_callout(doc), *prices_callout(doc.get("prices")), "| | |", "|---|---|"]
     out += [f"| {label} | {md_escape(value)} |" for label, value in summary_rows(doc)]
     out += ["", *capacity_markdown((doc.get("plan") or {}).get("capacity"))]
     out += chart_section(doc.get("plan") or {})
@@ -214,7 +233,8 @@ def render_markdown(doc: dict) -> str:
     labels = (doc.get("plan") or {}).get("labels") or []
     notes = [*labels, *doc.get("notes", []), *(f"{x['level']}: {x['message']}" for x in doc.get("logs", []))]
     if notes:
-        out += ["", "<details><summary>Labels and notes</summary>", ""] + [f"- {md_escape(n)}" for n in notes]
+        out += ["", "<details><summary>Labels and notes</summary>", ""] + [f"- {md_escape(redact_string(str(n)))}"
+                                                                            for n in notes]
         out += ["", "</details>"]
     return "\n".join(out) + "\n"
 

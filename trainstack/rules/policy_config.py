@@ -125,6 +125,11 @@ def load_policy_config(path: Union[str, Path, None]) -> Optional[dict[str, Any]]
     if not isinstance(doc, dict):
         raise InputError(f"{path}: a policy config is a JSON object of policy name -> level or settings",
                          hint="policy config format: docs/policies.md")
+    from ..secrets import scan, secret_texts
+
+    if findings := scan(doc):  # its settings reach policy messages, which plan and diff print (issue 34)
+        raise InputError(f"{path}: the policy config holds what looks like a credential", secrets=secret_texts(findings),
+                         problems=[Problem(path=f.path, message=f.message, file=str(path)) for f in findings])
     try:
         resolve_policy_config(doc)
     except PolicyConfigError as exc:
