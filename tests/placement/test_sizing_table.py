@@ -11,6 +11,7 @@ import io
 import json
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import yaml
@@ -65,34 +66,31 @@ def assert_agrees(plan: dict, doc: dict, objective: str, why: str = "cheapest fe
             plan["estimate"]["required_gib_per_gpu"], abs=0.01)
 
 
-def check_profile_file(path: str) -> bool:
-    """Resolve and estimate ``path``; True when resolve planned on ECS (and the two agreed)."""
+def check_profile_file(path: str) -> Optional[dict]:
+    """Resolve and estimate ``path``; the plan when resolve planned on ECS (and the two agreed), else None."""
     rc, out, err = cli("resolve", path, "--json")
     doc = estimate(path)
     if rc != 0:
-        return False
+        return None
     plan = json.loads(out)
     if plan["target"] != "ecs":
-        return False
+        return None
     profile = load_profile(path)
     objective = profile.resources.objective
     assert_agrees(plan, doc, objective)
-    lay = plan["job"]["parallel"]
-    event(f"planned: {'moe' if profile.architecture.is_moe else 'dense'}, "
-          f"{'model parallel' if lay['tensor_parallel'] * lay['pipeline_parallel'] * lay['context_parallel'] > 1 else 'data parallel'}, "
-          f"{plan['nodes']} node(s), gpus {profile.resources.gpus}")
+
     # the same row when the GPU model and count are asked for
     one = estimate(path, "--gpu", plan["gpu_model"], "--gpus", str(plan["total_gpus"]))
     assert_agrees(plan, one, "cost", why="--gpu")
     text = cli("estimate", path)[1]
     assert "Fits no listed GPU model" not in text
-    return True
+    return plan
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
 def test_the_sample_profiles_agree(path):
     planned = check_profile_file(str(path))
-    assert planned or "dlc" in path.stem
+    assert planned is not None or "dlc" in path.stem
 
 
 @st.composite
@@ -137,7 +135,13 @@ def test_generated_profiles_agree(doc):
         if rc == 2:  # one verdict: estimate refuses what validate refuses
             assert cli("estimate", str(path), "--json")[0] == 2
         assume(rc == 0)
-        assume(check_profile_file(str(path)))  # too few plans would fail the health check
+        plan = check_profile_file(str(path))
+        assume(plan is not None)  # too few plans would fail the health check
+        lay = plan["job"]["parallel"]
+        model_parallel = lay["tensor_parallel"] * lay["pipeline_parallel"] * lay["context_parallel"] > 1
+        event(f"planned: {'moe' if 'expert_parallel' in doc['training'] else 'dense'}, "
+              f"{'model' if model_parallel else 'data'} parallel, {plan['nodes']} node(s), "
+              f"gpus {doc['resources']['gpus']}")
 
 
 # ---- the table itself ------------------------------------------------------------------------------
