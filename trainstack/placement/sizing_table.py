@@ -9,7 +9,8 @@ closest. The row is then re-sized with the same engine call (``engine.size``, ca
 breakdown the estimate prints.
 
 GPU models no catalog type sells (``estimate_only``) or that no type can run here get the same layout
-search on assumed 8-GPU NVLink nodes, labelled, never presented as something resolve would plan.
+search on assumed 8-GPU NVLink nodes (with ``gpus: auto`` the fewest of 1, 2, 4, ... max_nodes nodes that
+fit), labelled, never presented as something resolve would plan.
 """
 
 from __future__ import annotations
@@ -133,8 +134,7 @@ def _assumed_row(profile: TrainingProfile, variant: TrainingProfile, catalog: Ca
     why = None if gpu.estimate_only else _first_reason(variant, catalog, gpu)
     least = sizing.min_margin_gib(gpu.usable_gib, margin_fraction(profile))
     r = variant.resources
-    counts = [r.gpus] if isinstance(r.gpus, int) else \
-        [1] + [ASSUMED_GPUS_PER_NODE * n for n in range(1, r.max_nodes + 1)]
+    counts = [r.gpus] if isinstance(r.gpus, int) else [1] + [ASSUMED_GPUS_PER_NODE * n for n in _doublings(r.max_nodes)]
     chosen = None
     for count in counts:
         per_node = max(d for d in range(1, ASSUMED_GPUS_PER_NODE + 1) if count % d == 0)
@@ -157,6 +157,12 @@ def _assumed_row(profile: TrainingProfile, variant: TrainingProfile, catalog: Ca
                      reason=reason_.message if reason_ else what,
                      reason_code=None if reason_ is None else reason_.code.value,
                      labels=(label, *labels))
+
+
+def _doublings(top: int) -> list[int]:
+    """1, 2, 4, ... up to ``top``, and ``top``: the node counts tried on assumed nodes (not every count up to
+    512: an assumed node is a rough guide, and the memory per GPU mostly falls as nodes are added)."""
+    return sorted({*(1 << i for i in range(top.bit_length()) if 1 << i <= top), top})
 
 
 def _assumed_pick(profile: TrainingProfile, gpu: GpuModel, per_node: int, nodes: int,
