@@ -41,6 +41,12 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
     od, spot = cost.get("on_demand") or {}, cost.get("spot") or {}
     est = " est." if spot.get("estimate", True) else ""  # the quote's flag (cost.spot.estimate); old plans: est.
     gpu = f" ({s['gpu_model']})" if s.get("gpu_model") else ""
+    if "breakdown" in cost:  # all-in, with the GPU instances' share
+        basis = ("all-in (GPU instances {}; ", "all-in (GPU instances {}; ")
+        hourly_basis = basis[0].format(money(cost.get("compute_hourly_cny")))
+        total_basis = basis[1].format(money(cost.get("compute_total_cny")))
+    else:  # a plan saved before the breakdown: its figures count the GPU instances only
+        hourly_basis = total_basis = "GPU instances only, saved by an older trainstack ("
     return [
         ("target", str(s.get("target") or "unknown")),
         ("instance type", f"{s.get('instance_type') or 'quota (no ECS type)'}{gpu}"),
@@ -50,11 +56,30 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
         ("memory margin", f"{num(s.get('memory_margin_gib'), 2)} GiB per GPU"),
         ("tokens/s", num(s.get("tokens_per_second"))),
         ("hours", num(s.get("estimated_hours"))),
-        ("hourly cost", f"{money(s.get('hourly_cost_cny'))} (on-demand {money(od.get('hourly_cny'))}, "
+        ("hourly cost", f"{money(s.get('hourly_cost_cny'))} {hourly_basis}on-demand {money(od.get('hourly_cny'))}, "
                         f"spot {money(spot.get('hourly_cny'))}{est if spot.get('hourly_cny') is not None else ''})"),
-        ("total cost", f"{money(s.get('total_cost_cny'))} (on-demand {money(od.get('total_cny'))}, "
+        ("total cost", f"{money(s.get('total_cost_cny'))} {total_basis}on-demand {money(od.get('total_cny'))}, "
                        f"spot {money(spot.get('total_cny'))}{est if spot.get('total_cny') is not None else ''})"),
+        *([("after destroy", f"{money(cost.get('after_destroy_monthly_cny'))} per month (what `pulumi destroy` "
+                             "keeps)")] if "breakdown" in cost else []),
     ]
+
+
+def cost_text(cost: dict) -> list[str]:
+    """The text format's cost table (every billed line; unpriced ones say why below it)."""
+    from .render_cost import BREAKDOWN_HEADER, breakdown_notes, breakdown_rows
+
+    rows = breakdown_rows(cost)
+    if not rows:
+        return []
+    table = render_table(list(BREAKDOWN_HEADER), rows, align="llrrrr")
+    return ["", "Cost (CNY)"] + ["  " + ln for ln in table.splitlines()] + [f"  - {n}" for n in breakdown_notes(cost)]
+
+
+def breakdown_markdown(cost: dict) -> list[str]:
+    from .render_cost import breakdown_markdown as table
+
+    return table(cost)
 
 
 def prices_line(prices: Optional[dict]) -> str:
@@ -104,6 +129,7 @@ def render_text(doc: dict) -> str:
     lines = [f"trainstack plan: {title(doc)} (stack {doc.get('stack')}, catalog {doc.get('catalog_date') or 'unknown'})",
              prices_line(doc.get("prices")), "", "Summary"]
     lines += ["  " + ln for ln in render_table(["", ""], summary_rows(doc)).splitlines()[1:]]
+    lines += cost_text(doc.get("cost") or {})
     lines += capacity_text((doc.get("plan") or {}).get("capacity"))
     resources = doc.get("resources") or []
     lines += ["", f"Resources ({len(resources)})"] + ["  " + ln for ln in resource_tree(doc)]
@@ -146,7 +172,8 @@ def render_markdown(doc: dict) -> str:
            f"{len(resources)} resources · {mandatory} mandatory / {advisory} advisory policy violation(s)", "",
            *prices_callout(doc.get("prices")), "| | |", "|---|---|"]
     out += [f"| {label} | {md_escape(value)} |" for label, value in summary_rows(doc)]
-    out += ["", *capacity_markdown((doc.get("plan") or {}).get("capacity"))]
+    out += ["", *breakdown_markdown(doc.get("cost") or {})]
+    out += [*capacity_markdown((doc.get("plan") or {}).get("capacity"))]
     out += ["### Policies", ""]
     if doc.get("policy"):
         out += ["| Level | Policy | Resource | Message |", "|---|---|---|---|"]
