@@ -7,7 +7,9 @@ price book wins over them. Precedence, highest first (docs/prices.md):
    ``performance_level``), then the book's entry for the kind without a level;
 2. the public figure of the region;
 3. in mainland China: the median of the other mainland regions' public figures, labelled as borrowed;
-4. nothing: unpriced, with why and how to price it (never 0).
+4. a level with a sourced ratio to another level of its kind (ESSD PL2/PL3 to PL1: ``level_factors``):
+   that ratio x the other level's quote in the region (by this same precedence), labelled as an estimate;
+5. nothing: unpriced, with why and how to price it (never 0).
 
 Discount entries of the price book touch ECS prices only.
 """
@@ -87,6 +89,25 @@ class NetworkPrice(_Frozen):
     source: str
 
 
+class LevelFactor(_Frozen):
+    storage: StorageKind
+    base_level: str
+    factors: dict[str, float]
+    mainland_only: bool = True
+    quote: str = Field(min_length=1)
+    as_of: _dt.date
+    source: str
+
+    @model_validator(mode="after")
+    def _levels(self) -> "LevelFactor":
+        for level in (self.base_level, *self.factors):
+            if why := level_problem(self.storage, level):
+                raise ValueError(why)
+        if self.base_level in self.factors or any(f <= 0 for f in self.factors.values()):
+            raise ValueError("factors are > 0 and for levels other than the base level")
+        return self
+
+
 class Unpublished(_Frozen):
     storage: StorageKind
     performance_level: Optional[str] = None
@@ -99,6 +120,7 @@ class ResourcePrices(_Frozen):
     billing_hours_per_month: dict[StorageKind, BillingHours]
     storage: tuple[StoragePrice, ...]
     network: tuple[NetworkPrice, ...]
+    level_factors: tuple[LevelFactor, ...] = ()
     unpublished: tuple[Unpublished, ...] = ()
 
     @model_validator(mode="after")
@@ -114,6 +136,7 @@ class ResourcePrices(_Frozen):
                 raise ValueError(f"priced twice: {key[1]} {key[2]} {key[3] or ''}".rstrip())
             seen.add(key)
         priced = {(p.storage, p.performance_level) for p in self.storage}
+        priced |= {(f.storage, lv) for f in self.level_factors for lv in f.factors}
         for u in self.unpublished:
             if (u.storage, u.performance_level) in priced:
                 raise ValueError(f"{u.storage} {u.performance_level} is both priced and listed as unpublished")
@@ -125,6 +148,10 @@ class ResourcePrices(_Frozen):
 
     def network_figure(self, region: str, kind: str) -> Optional[NetworkPrice]:
         return next((p for p in self.network if p.network == kind and region in p.regions), None)
+
+    def level_factor(self, kind: str, level: Optional[str]) -> Optional[tuple[LevelFactor, float]]:
+        return next(((f, f.factors[level]) for f in self.level_factors if f.storage == kind and level in f.factors),
+                    None)
 
     def searched(self, kind: str, level: Optional[str]) -> Optional[str]:
         return next((u.searched for u in self.unpublished if (u.storage, u.performance_level) == (kind, level)), None)
@@ -140,7 +167,8 @@ def load_resource_prices(path: Path = RESOURCE_PRICES_FILE) -> ResourcePrices:
 
 def no_public_prices() -> ResourcePrices:
     """The billing rules without a single public figure (a catalog built from other data)."""
-    return load_resource_prices().model_copy(update={"storage": (), "network": (), "unpublished": ()})
+    return load_resource_prices().model_copy(update={"storage": (), "network": (), "level_factors": (),
+                                                     "unpublished": ()})
 
 
 def price_errors(prices: ResourcePrices, tags: set[str], regions: set[str]) -> list[str]:
@@ -151,6 +179,7 @@ def price_errors(prices: ResourcePrices, tags: set[str], regions: set[str]) -> l
             out.append(f"resource_prices.yaml billing hours cite unknown source {b.source!r}")
     rows = [(p.source, (p.region,), f"{p.region} {p.storage} {p.performance_level or ''}") for p in prices.storage]
     rows += [(p.source, p.regions, f"{p.network} {'/'.join(p.regions)}") for p in prices.network]
+    rows += [(f.source, (), f"{f.storage} level factors") for f in prices.level_factors]
     for source, where, what in rows:
         if source not in tags:
             out.append(f"resource price {what.strip()} cites unknown source {source!r}")
@@ -168,7 +197,7 @@ class ResourceQuote(_Frozen):
     #: CNY per GiB-month (storage) or per hour (network); None: unpriced
     cny: Optional[float] = None
     hours_per_month: int = 730
-    source_kind: Literal["price-book", "public", "borrowed-region", "none"] = "none"
+    source_kind: Literal["price-book", "public", "borrowed-region", "derived", "none"] = "none"
     source: str = Field("", description="Whose figure it is, in words (the breakdown's price_source)")
     as_of: Optional[str] = None
     borrowed_from: Optional[str] = None
@@ -231,6 +260,20 @@ def quote_resource(cat: Any, region: str, kind: str, level: Optional[str] = None
                 source=f"an estimate borrowed from {donor}'s public price [{row.source}] of {row.as_of.isoformat()} "
                        f"({figure:g} {per}); {region} lists none",
                 label=f"{what} price in {region} estimated from {donor} ({figure:g} {per}, {row.as_of.isoformat()})")
+    derived = data.level_factor(kind, level) if storage else None
+    if derived is not None and (_mainland(region) or not derived[0].mainland_only):
+        rule, factor = derived
+        base_quote = cat.resource_quote(region, kind, rule.base_level)
+        if base_quote.cny is not None:
+            figure = round(base_quote.cny * factor, 4)
+            as_of = min(base_quote.as_of or rule.as_of.isoformat(), rule.as_of.isoformat())
+            base_what = _what(kind, rule.base_level)
+            return ResourceQuote(
+                **base, cny=figure, source_kind="derived", as_of=as_of, borrowed_from=base_quote.borrowed_from,
+                source=f"an estimate: {factor:g} x the {base_what} price ({base_quote.cny:g} CNY/GiB-month: "
+                       f"{base_quote.source}), the ratio of their SCU deductions [{rule.source}]",
+                label=f"{what} price in {region} estimated as {factor:g} x the {base_what} price "
+                      f"({figure:g} CNY/GiB-month; SCU deduction ratio [{rule.source}])")
     searched = data.searched(kind, level) if storage else None
     why = (f"no public price of {what} found ({searched})" if searched
            else f"no public price of {what} in {region}")

@@ -58,12 +58,17 @@ def headline(d: dict) -> str:
 _EMPTY = {"before": None, "after": None, "delta": None}
 
 
+def cny(v: Optional[float]) -> str:
+    """A CNY figure in a table whose header names the unit."""
+    return "unknown" if v is None else f"{v:,.2f}"
+
+
 def _line_money(v: dict, side: str, row: dict) -> str:
     if row.get(f"unpriced_{side}"):
         return "unpriced"
     if side == "before" and row["status"] == "base-unknown":
         return "—"
-    return money(v[side], "")
+    return cny(v[side])
 
 
 def cost_table(d: dict) -> list[str]:
@@ -83,10 +88,9 @@ def cost_table(d: dict) -> list[str]:
                    f"{_line_money(m, 'after', r)} | {signed(m['delta'], '')} | {_line_money(run, 'before', r)} | "
                    f"{_line_money(run, 'after', r)} | {signed(run['delta'], '')} |")
     mon, tot, kept = c.get("monthly") or _EMPTY, c["total"], c.get("after_destroy_monthly") or _EMPTY
-    out.append(f"| **Total (all-in)** | {money(mon['before'], '')} | {money(mon['after'], '')} | "
-               f"{signed(mon['delta'], '')} | {money(tot['before'], '')} | {money(tot['after'], '')} | "
-               f"{signed(tot['delta'], '')} |")
-    out.append(f"| Kept after `pulumi destroy` (per month) | {money(kept['before'], '')} | {money(kept['after'], '')} "
+    out.append(f"| **Total (all-in)** | {cny(mon['before'])} | {cny(mon['after'])} | {signed(mon['delta'], '')} | "
+               f"{cny(tot['before'])} | {cny(tot['after'])} | {signed(tot['delta'], '')} |")
+    out.append(f"| Kept after `pulumi destroy` (per month) | {cny(kept['before'])} | {cny(kept['after'])} "
                f"| {signed(kept['delta'], '')} | | | |")
     unpriced = sorted({(r["name"], r.get("unpriced_after") or r.get("unpriced_before")) for r in rows
                        if r.get("unpriced_after") or r.get("unpriced_before")})
@@ -165,9 +169,8 @@ def breakdown_rows(cost: dict) -> list[tuple[str, ...]]:
         rows.append((name, _size(i), _cell(i, "hourly_cny"), _cell(i, "run_cny"), _cell(i, "monthly_cny"),
                      _cell(i, "after_destroy_monthly_cny")))
     if rows:
-        rows.append(("total (all-in)", "", money(cost.get("hourly_cny"), "").strip(),
-                     money(cost.get("total_cny"), "").strip(), money(cost.get("monthly_cny"), "").strip(),
-                     money(cost.get("after_destroy_monthly_cny"), "").strip()))
+        rows.append(("total (all-in)", "", cny(cost.get("hourly_cny")), cny(cost.get("total_cny")),
+                     cny(cost.get("monthly_cny")), cny(cost.get("after_destroy_monthly_cny"))))
     return rows
 
 
