@@ -26,7 +26,7 @@ MULTI_NODE_70B = {
     "training": {"method": "full", "precision": "bf16-mixed", "micro_batch_size": 1, "sequence_length": 4096,
                  "gradient_checkpointing": True, "zero_stage": 3, "tokens": 2.0e8},
     "resources": {"target": "ecs", "gpu_models": ["A100-80G"], "spot": "require", "self_healing": True,
-                  "max_hourly_cost": 600},
+                  "max_hourly_cost": 650},  # all-in (docs/cost.md)
     "storage": {"dataset_gib": 2000, "checkpoint": "cpfs"},
 }
 
