@@ -241,6 +241,7 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option, sized: 
     # a local measurement of this workload on this GPU, if `trainstack calibrate` recorded one (labelled)
     mem, thr, calibrated = calibration_overlay.adjust(arch or profile.architecture, t, gpu.name, mem, thr)
     margin = round(gpu.usable_gib - mem.required_gib_per_gpu, 2)
+    fit = sizing.memory_fit(mem, gpu.usable_gib, sizing.min_margin_gib(gpu.usable_gib, r.memory_margin_percent / 100))
     tps = thr.tokens_per_second
     hours = (t.tokens / tps / 3600) if (t.tokens and tps) else None
     if hours is not None and spot:
@@ -263,7 +264,7 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option, sized: 
         spot=spot, zone=option.zone, hourly_cost_cny=hourly, compute_hourly_cny=cost.compute_hourly_cny,
         estimated_hours=None if hours is None else round(hours, 3), total_cost_cny=total, objective=objective,
         run_hours=hours,
-        memory_margin_gib=margin, tokens_per_second=None if tps is None else round(tps, 1),
+        memory_margin_gib=margin, tokens_per_second=None if tps is None else round(tps, 1), fit=fit,
         layout=pick.plan_layout, labels=tuple(dict.fromkeys(labels)), feasible=why is None,
         reason=why.message if why else None, reason_code=why.code if why else None)
 
@@ -354,9 +355,10 @@ def rule_broken(profile: TrainingProfile, gpu_name: str, usable_gib: float, gpus
 # ---- ranking ------------------------------------------------------------------------------------
 
 def rank_key(c: Candidate, objective: str) -> tuple:
-    """Sort key: the objective, then the other measure, fewer nodes, on-demand first, the type name."""
+    """Sort key: memory that fits with its interval before memory at risk (issue 32), then the objective,
+    the other measure, fewer nodes, on-demand first, the type name."""
     second = c.estimated_hours if objective == "cost" else c.total_cost_cny
-    return (c.objective if c.objective is not None else math.inf,
+    return (c.fit == "at_risk", c.objective if c.objective is not None else math.inf,
             second if second is not None else math.inf,
             c.nodes, c.spot, c.instance_type or "")
 

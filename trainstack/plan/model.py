@@ -70,6 +70,8 @@ class Candidate(_Frozen):
     memory_margin_gib: Optional[float] = None
     tokens_per_second: Optional[float] = None
     layout: Optional[ParallelLayout] = Field(None, description="The parallel layout sized for this candidate")
+    fit: Optional[Literal["fits", "at_risk", "does_not_fit"]] = Field(
+        None, description="The memory verdict with the estimate's interval (ranked: fits before at_risk)")
     feasible: bool = True
     reason: Optional[str] = Field(None, description="Why it was rejected, in the user's words")
     reason_code: Optional[ReasonCode] = Field(None, description="Which rule rejected it (for programs)")

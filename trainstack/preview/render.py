@@ -54,6 +54,7 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
         ("zone", str(s.get("zone") or "chosen at deploy time")),
         ("pricing", pricing(s)),
         ("memory margin", f"{num(s.get('memory_margin_gib'), 2)} GiB per GPU"),
+        *interval_rows((doc.get("plan") or {}).get("estimate") if isinstance(doc.get("plan"), dict) else None),
         ("tokens/s", num(s.get("tokens_per_second"))),
         ("hours", num(s.get("estimated_hours"))),
         ("hourly cost", f"{money(s.get('hourly_cost_cny'))} {hourly_basis}on-demand {money(od.get('hourly_cny'))}, "
@@ -80,6 +81,38 @@ def breakdown_markdown(cost: dict) -> list[str]:
     from .render_cost import breakdown_markdown as table
 
     return table(cost)
+
+
+FIT_WORDS = {"fits": "fits", "at_risk": "AT RISK (nothing fits with the interval's upper end)",
+             "does_not_fit": "does not fit"}
+
+
+def interval_rows(est: object) -> list[tuple[str, str]]:
+    """The estimate's 80 % intervals and memory verdict (issue 32); none for a plan saved without them
+    (or with values a hand edit made unreadable)."""
+    if not isinstance(est, dict):
+        return []
+    rows = []
+    fit, req, usable = est.get("fit"), est.get("required_gib_per_gpu"), est.get("usable_gib_per_gpu")
+    if isinstance(fit, str) and _number(req) and _number(usable):
+        iv = _pair(est.get("required_gib_interval"))
+        rows.append(("memory fit", f"{FIT_WORDS.get(fit, fit)}: needs {req:,.1f} GiB per GPU"
+                                   + (f" (80 % interval {iv[0]:.1f}-{iv[1]:.1f})" if iv else "") + f" of {usable:,.1f} usable"))
+    iv, tps = _pair(est.get("tokens_per_second_per_gpu_interval")), est.get("tokens_per_second_per_gpu")
+    if iv and _number(tps):
+        rows.append(("tokens/s/GPU", f"{tps:,.0f} (80 % interval {iv[0]:,.0f}-{iv[1]:,.0f}; class "
+                                     f"{est.get('interval_class')})"))
+    return rows
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def _pair(iv: object) -> Optional[tuple[float, float]]:
+    if isinstance(iv, (list, tuple)) and len(iv) == 2 and all(_number(x) for x in iv):
+        return float(iv[0]), float(iv[1])
+    return None
 
 
 def prices_line(prices: Optional[dict]) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Optional
+from typing import Any
 
 from .change_rules import WHEN
 from .render import md_escape, prices_callout, prices_line
