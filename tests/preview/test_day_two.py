@@ -254,6 +254,11 @@ def test_upgrading_trainstack_touches_no_running_gpu_node(name):
     assert touched(d) == []
     assert not [c for c in d["resources"]["changed"] if c["replace"]]
     assert d["unknown"] == []
+    if saved["schema_version"] < 3:  # its cost counted the GPU nodes: only those compare (issue 31)
+        c = d["cost"]
+        assert c["comparable"] is False and c["basis"]["before"] == "compute-only" and c["total"]["delta"] is None
+        assert c["compute_hourly"]["before"] == saved["cost"]["hourly_cny"] == c["compute_hourly"]["after"]
+        assert "GPU instances only" in c["note"]
 
 
 # ---- a self-healing cluster (issue 23): resizing the pool is called out, never silent ----------
