@@ -11,6 +11,8 @@ trainstack lacks some fields; those are reported as unknown, never read as "noth
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Optional
 
 from trainstack.catalog.provider_facts import ProviderFacts, load_provider_facts
@@ -169,7 +171,13 @@ def _index(doc: dict) -> dict[tuple[str, str], dict]:
     return out
 
 
-def _delta(before: Optional[float], after: Optional[float]) -> dict[str, Optional[float]]:
+def _figure(v: Any) -> Optional[float]:
+    """A cost figure as a number, or None: a hand-edited saved plan may hold anything there."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _delta(before: Any, after: Any) -> dict[str, Optional[float]]:
+    before, after = _figure(before), _figure(after)
     delta = None if before is None or after is None else round(after - before, 4)
     pct = None if delta is None or not before else round(100.0 * delta / before, 1)
     return {"before": before, "after": after, "delta": delta, "percent": pct}
@@ -179,18 +187,25 @@ def _cost(doc: dict) -> dict:
     """The document's cost block in this version's meaning (an older plan's GPU-only figures become the
     compute ones; its all-in ones are unknown)."""
     if cost_basis(doc) == COST_BASIS_COMPUTE:
-        return cost_to_v3(doc).get("cost") or {}
-    return doc.get("cost") or {}
+        cost = cost_to_v3(doc).get("cost")
+    else:
+        cost = doc.get("cost")
+    return cost if isinstance(cost, dict) else {}
 
 
 def _line_key(item: dict) -> tuple[str, str]:
     return (str(item.get("type")), str(item.get("name")))
 
 
+def _lines(cost: dict) -> list:
+    lines = cost.get("breakdown")
+    return lines if isinstance(lines, list) else []
+
+
 def resource_cost_changes(b: dict, h: dict, base_known: bool) -> list[dict[str, Any]]:
     """Per billed line (type + name): monthly, run, hourly and after-destroy figures before and after."""
-    before = {_line_key(i): i for i in b.get("breakdown") or [] if isinstance(i, dict)}
-    after = {_line_key(i): i for i in h.get("breakdown") or [] if isinstance(i, dict)}
+    before = {_line_key(i): i for i in _lines(b) if isinstance(i, dict)}
+    after = {_line_key(i): i for i in _lines(h) if isinstance(i, dict)}
     out = []
     for key in list(after) + [k for k in before if k not in after]:
         bi, hi = before.get(key) or {}, after.get(key) or {}

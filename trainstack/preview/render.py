@@ -13,20 +13,15 @@ from typing import Any, Optional
 from ..textable import render_table
 from . import topology
 from .render_capacity import capacity_markdown, capacity_text
+from .render_cost import BREAKDOWN_HEADER, breakdown_notes, breakdown_rows
+from .render_cost import breakdown_markdown as cost_table_markdown
+from .text_format import md_escape, money, num  # noqa: F401 - also the diff renderer's
 from .values import public
 
 FORMATS = ("text", "markdown", "json")
 
 
 # ---- small formatters shared with the diff renderer ----------------------------------------------
-
-def money(v: Optional[float], unit: str = "CNY") -> str:
-    return "unknown" if v is None else f"{v:,.2f} {unit}"
-
-
-def num(v: Optional[float], digits: int = 1) -> str:
-    return "unknown" if v is None else f"{v:,.{digits}f}"
-
 
 def pricing(summary: dict) -> str:
     if summary.get("spot"):
@@ -68,8 +63,6 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
 
 def cost_text(cost: dict) -> list[str]:
     """The text format's cost table (every billed line; unpriced ones say why below it)."""
-    from .render_cost import BREAKDOWN_HEADER, breakdown_notes, breakdown_rows
-
     rows = breakdown_rows(cost)
     if not rows:
         return []
@@ -78,9 +71,7 @@ def cost_text(cost: dict) -> list[str]:
 
 
 def breakdown_markdown(cost: dict) -> list[str]:
-    from .render_cost import breakdown_markdown as table
-
-    return table(cost)
+    return cost_table_markdown(cost)
 
 
 FIT_WORDS = {"fits": "fits", "at_risk": "AT RISK (nothing fits with the interval's upper end)",
@@ -186,10 +177,6 @@ def render_text(doc: dict) -> str:
 
 
 # ---- markdown ----------------------------------------------------------------------------------------
-
-def md_escape(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
 
 def prices_callout(prices: Optional[dict]) -> list[str]:
     """The prices headline as a markdown callout: a warning when stale or unknown."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .render import md_escape, money, num
+from .text_format import md_escape, money, num
 
 
 def val(v: Any) -> str:
