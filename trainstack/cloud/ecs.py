@@ -14,6 +14,7 @@ from alibabacloud_ecs20140526 import models as ecs
 
 from ..errors import CloudApiError
 from .credentials import CREDENTIALS_FIX, sdk_config
+from .ecs_parse import MalformedResponse, parse_available
 from .errors import ApiErrorInfo, cloud_error
 from .retry import ECS_READS, GaveUp, RetryPolicy, Sleep, with_retries
 
@@ -81,8 +82,6 @@ def describe_stock(client: EcsClient, region: str, *, instance_type: Optional[st
                    spot_duration: Optional[int] = None, sleep: Optional[Sleep] = None
                    ) -> dict[str, dict[str, str]]:
     """``{type: {zone: status}}`` for pay-as-you-go instances (one DescribeAvailableResource call)."""
-    from ..refresh.parse import MalformedResponse, parse_available
-
     req = ecs.DescribeAvailableResourceRequest(
         region_id=region, zone_id=zone, destination_resource="InstanceType", resource_type="instance",
         instance_charge_type="PostPaid", spot_strategy=spot_strategy, instance_type=instance_type,

@@ -1,7 +1,7 @@
 """One instance type's facts read at deploy time (DescribeInstanceTypes), for the Pulumi program.
 
-Apart from :mod:`trainstack.cloud.ecs` (catalog refresh and preflight, which use the refresh
-parsers) so the program's components need nothing above the cloud adapters. Same client, same
+Apart from :mod:`trainstack.cloud.ecs` (catalog refresh and preflight, which use the response
+parsers of :mod:`.ecs_parse`) so the program's components need nothing above the cloud adapters. Same client, same
 retry policy, same exit-5 errors.
 """
 

@@ -78,7 +78,7 @@ def _pricing(spot: bool) -> str:
 def check(plan, client_factory: Callable[[str], Any], *, sleep=None) -> PreflightResult:
     """The stock check for ``plan``; raises InfeasibleError (exit 3) with suggestions when out of stock."""
     from ..cloud.ecs import describe_stock
-    from ..refresh.parse import in_stock
+    from ..cloud.ecs_parse import in_stock
 
     base = dict(name=plan.name, region=plan.region, zone=plan.zone, instance_type=plan.instance_type,
                 spot=bool(plan.spot), nodes=plan.nodes, catalog_date=plan.catalog_date)
