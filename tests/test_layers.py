@@ -1,8 +1,11 @@
-"""The layering of docs/DESIGN.md holds: pure core <- cloud adapters <- components <- preview and CLI.
+"""The layering of docs/DESIGN.md holds, and the import graph has no circle.
 
-import-linter checks the contracts in pyproject.toml over every import (function-level ones too);
-grimp (its graph library) finds import circles; and every module of the package must belong to a
-layer, so a new module cannot slip past the contracts.
+import-linter checks the contracts in pyproject.toml over every import (function-level and
+TYPE_CHECKING ones too): one ``layers`` contract orders the packages top to bottom, and three
+``forbidden`` ones keep Pulumi and the cloud SDKs out of the layers that need none. Every top-level
+module of trainstack must be named in the layers contract, so a new one cannot slip past it. The
+circle test reads the same graph, with two things a plain import graph leaves out: imports made only
+for type checkers, and the package ``__init__`` files an import runs.
 """
 
 from __future__ import annotations
@@ -17,74 +20,150 @@ from importlinter import cli
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONTRACTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
-#: the outer layers of the trainstack package (the core is the first contract's source list)
-OUTER = {"trainstack.cloud", "trainstack.refresh", "trainstack.preview", "trainstack.commands", "trainstack.cli",
-         "trainstack.__main__", "trainstack.status"}
+PROJECT = ("trainstack", "components", "policies")
+
+
+def _layers() -> list[list[str]]:
+    """The layers contract's layers, top first, each as its sibling modules."""
+    (contract,) = [c for c in CONTRACTS if c["type"] == "layers"]
+    return [[m.strip() for m in layer.replace(":", "|").split("|")] for layer in contract["layers"]]
 
 
 @pytest.fixture(scope="module")
 def graph():
     sys.path.insert(0, str(ROOT))
-    return grimp.build_graph("trainstack", "components", "policies", include_external_packages=True,
-                             exclude_type_checking_imports=True)  # annotations create no runtime circle
+    # no cache: a cached graph can miss a file that was just moved
+    return grimp.build_graph(*PROJECT, include_external_packages=True, exclude_type_checking_imports=False,
+                             cache_dir=None)
 
 
 def test_the_layer_contracts_hold():
-    assert cli.lint_imports(config_filename=str(ROOT / "pyproject.toml")) == 0
+    assert cli.lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True) == 0
 
 
-def test_every_module_of_the_package_is_in_a_layer(graph):
-    core = set(CONTRACTS[0]["source_modules"])
+def test_every_top_level_module_is_in_exactly_one_layer(graph):
+    named = [m for layer in _layers() for m in layer]
+    assert len(named) == len(set(named)), "a module is named in two layers"
     tops = {".".join(m.split(".")[:2]) for m in graph.modules if m.startswith("trainstack.")}
-    assert tops - core - OUTER == set(), "new modules must be listed in a layer (pyproject.toml)"
-    assert core & OUTER == set()
+    assert tops - set(named) == set(), "new modules must be placed in the layers contract (pyproject.toml)"
+    assert {"components", "policies"} <= set(named)
+    assert set(named) - tops - {"components", "policies"} == set(), "the layers contract names a module that is gone"
 
 
-def _circles(graph) -> list[list[str]]:
-    """Strongly connected groups of more than one module (Tarjan), among the project's modules."""
-    mine = sorted(m for m in graph.modules if m.split(".")[0] in ("trainstack", "components", "policies"))
-    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+def _ancestors(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
 
-    def visit(v: str) -> None:
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in sorted(graph.find_modules_directly_imported_by(v)):
-            if w.split(".")[0] not in ("trainstack", "components", "policies"):
-                continue
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            group = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                group.append(w)
-                if w == v:
-                    break
-            if len(group) > 1:
-                out.append(sorted(group))
 
-    sys.setrecursionlimit(max(10_000, sys.getrecursionlimit()))
+def run_edges(graph) -> dict[str, set[str]]:
+    """What importing each project module runs: what it imports, and each package ``__init__`` above
+    an imported module (importing ``a.b.c`` runs ``a/__init__`` and ``a/b/__init__`` first), except
+    the packages the importer sits in itself, which are already running when it runs."""
+    mine = {m for m in graph.modules if m.split(".")[0] in PROJECT}
+    edges: dict[str, set[str]] = {}
     for m in mine:
-        if m not in index:
-            visit(m)
-    return out
+        own = set(_ancestors(m))
+        out: set[str] = set()
+        for w in graph.find_modules_directly_imported_by(m):
+            if w in mine:
+                out.add(w)
+                out.update(a for a in _ancestors(w) if a not in own and a != m)
+        edges[m] = out - {m}
+    return edges
 
 
-def test_no_import_circles(graph):
-    assert _circles(graph) == []
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan's algorithm, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(edges.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                group = []
+                while True:
+                    x = stack.pop()
+                    on.discard(x)
+                    group.append(x)
+                    if x == v:
+                        break
+                if len(group) > 1:
+                    out.append(sorted(group))
+    return sorted(out)
+
+
+def loop_through(edges: dict[str, set[str]], group: list[str]) -> list[str]:
+    """One loop inside a circle, from its first module back to it (breadth first, so a short one)."""
+    inside, start = set(group), group[0]
+    seen = {start: [start]}
+    queue = [start]
+    while queue:
+        v = queue.pop(0)
+        for w in sorted(edges[v] & inside):
+            if w == start:
+                return seen[v] + [start]
+            if w not in seen:
+                seen[w] = seen[v] + [w]
+                queue.append(w)
+    return group  # pragma: no cover - a strongly connected group always has a loop
+
+
+def test_no_import_circles_counting_type_checking_imports_and_package_inits(graph):
+    edges = run_edges(graph)
+    found = circles(edges)
+    assert found == [], "import circles (break each by moving the shared piece down a layer):\n" + "\n".join(
+        f"  {len(g)} modules: " + " -> ".join(loop_through(edges, g)) for g in found)
+
+
+def _graph(*imports: tuple[str, str]) -> grimp.ImportGraph:
+    g = grimp.ImportGraph()
+    for a, b in imports:
+        g.add_module(a)
+        g.add_module(b)
+        g.add_import(importer=a, imported=b)
+    return g
 
 
 def test_the_circle_finder_finds_a_circle():
-    g = grimp.ImportGraph()
-    for m in ("trainstack.a", "trainstack.b", "trainstack.c"):
-        g.add_module(m)
-    g.add_import(importer="trainstack.a", imported="trainstack.b")
-    g.add_import(importer="trainstack.b", imported="trainstack.a")
-    g.add_import(importer="trainstack.c", imported="trainstack.a")
-    assert _circles(g) == [["trainstack.a", "trainstack.b"]]
+    g = _graph(("trainstack.a", "trainstack.b"), ("trainstack.b", "trainstack.a"), ("trainstack.c", "trainstack.a"))
+    assert circles(run_edges(g)) == [["trainstack.a", "trainstack.b"]]
+
+
+def test_a_circle_through_a_package_init_is_found():
+    # x imports q.y, which runs q/__init__, which imports q.z, which imports x
+    g = _graph(("trainstack.x", "trainstack.q.y"), ("trainstack.q", "trainstack.q.z"), ("trainstack.q.z", "trainstack.x"))
+    edges = run_edges(g)
+    assert circles(edges) == [["trainstack.q", "trainstack.q.z", "trainstack.x"]]
+    assert loop_through(edges, circles(edges)[0]) == ["trainstack.q", "trainstack.q.z", "trainstack.x", "trainstack.q"]
+
+
+def test_a_package_init_that_hands_on_its_own_modules_is_no_circle():
+    g = _graph(("trainstack.q", "trainstack.q.z"), ("trainstack.q.z", "trainstack.q.w"), ("trainstack.x", "trainstack.q"))
+    assert circles(run_edges(g)) == []
+
+
+def test_a_module_that_imports_its_own_package_init_closes_a_circle():
+    g = _graph(("trainstack.q", "trainstack.q.z"), ("trainstack.q.z", "trainstack.q"))
+    assert circles(run_edges(g)) == [["trainstack.q", "trainstack.q.z"]]
