@@ -10,7 +10,9 @@ for type checkers, and the package ``__init__`` files an import runs.
 
 from __future__ import annotations
 
+import ast
 import pathlib
+import subprocess
 import sys
 import tomllib
 
@@ -167,3 +169,55 @@ def test_a_package_init_that_hands_on_its_own_modules_is_no_circle():
 def test_a_module_that_imports_its_own_package_init_closes_a_circle():
     g = _graph(("trainstack.q", "trainstack.q.z"), ("trainstack.q.z", "trainstack.q"))
     assert circles(run_edges(g)) == [["trainstack.q", "trainstack.q.z"]]
+
+
+#: third-party packages that cost seconds to import and that most commands never need
+SLOW = ("pulumi", "pulumi_alicloud", "pulumi_policy", "alibabacloud_", "darabonba", "google.protobuf", "grpc")
+
+
+def test_building_the_command_line_imports_no_pulumi_and_no_sdk():
+    """Every run imports all the command modules (to build the parser): they must reach Pulumi and the
+    SDKs only through trainstack.lazy or inside the functions that call them."""
+    code = ("import sys, trainstack.cli as c; c.build_parser(); "
+            "print('\\n'.join(sorted(m for m in sys.modules if m.startswith(%r))))" % (SLOW,))
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.split() == []
+
+
+def _lazy_bindings(tree: ast.Module) -> dict[str, str]:
+    """``{name: module}`` of each ``name = LazyModule("module")`` at module level (or in an if/else)."""
+    found = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and getattr(node.value.func, "id", None) == "LazyModule" and len(node.targets) == 1):
+            found[node.targets[0].id] = node.value.args[0].value
+    return found
+
+
+def _type_checking_bindings(tree: ast.Module) -> dict[str, str]:
+    """``{name: module}`` that the module's ``if TYPE_CHECKING:`` imports bind."""
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for imp in node.body:
+                if isinstance(imp, ast.Import):
+                    found.update({a.asname or a.name: a.name for a in imp.names})
+                elif isinstance(imp, ast.ImportFrom):
+                    found.update({a.asname or a.name: f"{imp.module}.{a.name}" for a in imp.names})
+    return found
+
+
+def test_every_lazy_module_is_also_a_type_checking_import():
+    """A LazyModule names its module in a string, which import-linter cannot see; the same name bound
+    by an ``if TYPE_CHECKING:`` import puts the edge in the graph the contracts check (and gives type
+    checkers the real module)."""
+    unpaired = []
+    for path in sorted(p for top in PROJECT for p in (ROOT / top).rglob("*.py")):
+        text = path.read_text()
+        if "LazyModule(" not in text or path.name == "lazy.py":
+            continue
+        tree = ast.parse(text)
+        checked = _type_checking_bindings(tree)
+        unpaired += [f"{path.relative_to(ROOT)}: {name} = LazyModule({module!r})"
+                     for name, module in _lazy_bindings(tree).items() if checked.get(name) != module]
+    assert unpaired == []

@@ -7,16 +7,23 @@
 
 from __future__ import annotations
 
+import calendar
 import time
-from typing import Any, Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 from alibabacloud_ecs20140526 import models as ecs
 
 from ..errors import CloudApiError
+from ..lazy import LazyModule
 from .credentials import CREDENTIALS_FIX, sdk_config
 from .ecs_parse import MalformedResponse, parse_available
 from .errors import ApiErrorInfo, cloud_error
 from .retry import ECS_READS, GaveUp, RetryPolicy, Sleep, with_retries
+
+if TYPE_CHECKING:
+    from alibabacloud_ecs20140526 import client as ecs_client
+else:  # the client and its OpenAPI core (~2 s) only when one is built
+    ecs_client = LazyModule("alibabacloud_ecs20140526.client")
 
 
 class EcsClient(Protocol):
@@ -37,9 +44,7 @@ def make_client(region: str) -> EcsClient:
     """The real SDK client for ``region``. The SDK derives the endpoint from the region
     (``ecs.<region>.aliyuncs.com``; a few regions such as cn-hangzhou use ``ecs-cn-hangzhou``)."""
     try:
-        from alibabacloud_ecs20140526.client import Client
-
-        return Client(sdk_config(region))
+        return ecs_client.Client(sdk_config(region))
     except Exception as exc:  # the credential chain can fail while it is being built
         raise CloudApiError(f"cannot create the ECS API client for {region}: {ApiErrorInfo.from_exception(exc).detail}",
                             hint=CREDENTIALS_FIX) from None
@@ -102,8 +107,6 @@ INSTANCES_PAGE = 100
 
 def _ecs_time(value: Any) -> Optional[float]:
     """ECS times (``2025-01-02T03:04Z``, sometimes with seconds) as epoch seconds; None when absent."""
-    import calendar
-
     text = str(value or "").strip()
     for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%MZ"):
         try:

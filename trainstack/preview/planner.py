@@ -13,10 +13,11 @@ import contextlib
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..dlc_job import KIND as DLC_KIND
 from ..errors import InputError, TrainstackError
+from ..lazy import LazyModule
 from ..plan import Plan
 from ..rules import reusing_plans
 from ..rules.policy_config import load_policy_config
@@ -25,6 +26,12 @@ from .cloud import FAKE_IMAGE_ID, OfflineCloud
 from .engine import RecordedResource, Recording, record_program
 from .sources import PLAN_SCHEMA_VERSION, Project, Source, stack_config
 from .values import public, reveal, shorten
+
+#: a failed program run has imported pulumi; `trainstack diff` of saved plans never does
+if TYPE_CHECKING:
+    import pulumi
+else:
+    pulumi = LazyModule("pulumi")
 
 #: ``run_policies(resources, config) -> verdicts`` (policies/runner.py)
 PolicyRunner = Callable[[list, Optional[dict]], list]
@@ -91,9 +98,7 @@ def run_program(project: Project, stack: str, config: dict[str, str], secret_key
         original = _trainstack_error(exc)
         if original is not None:
             raise original from None
-        from pulumi.errors import RunError
-
-        if isinstance(exc, RunError):  # e.g. a required config key is missing
+        if isinstance(exc, pulumi.errors.RunError):  # e.g. a required config key is missing
             raise InputError(f"the Pulumi program stopped: {exc}") from None
         raise
 
