@@ -36,7 +36,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import pulumi
 import pulumi.dynamic as dyn
@@ -54,14 +54,7 @@ from trainstack.dlc_job import (
     workspace_name,
 )
 from trainstack.errors import CloudApiError
-from trainstack.lazy import LazyModule
 from trainstack.plan import Plan
-
-#: PAI's resources, declared only for a DLC plan (an ECS plan never imports them)
-if TYPE_CHECKING:
-    from pulumi_alicloud import pai
-else:
-    pai = LazyModule("pulumi_alicloud.pai")
 
 #: ``region -> client``. Replace it (or pass ``client_factory=`` to the provider) in tests.
 client_factory: Callable[[str], Any] = default_client
@@ -369,6 +362,9 @@ class DlcTraining(pulumi.ComponentResource):
         inputs = job_inputs(plan)
         stack = pulumi.get_stack()
         specs = planned_datasets(plan, stack)
+        # PAI resources (1.4 s) only here: the job provider's own process loads this module and never declares
+        from pulumi_alicloud import pai
+
         child = pulumi.ResourceOptions(parent=self)
         if plan.dlc.workspace_id:
             self.workspace = None

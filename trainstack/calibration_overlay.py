@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .architecture import Architecture
 from .errors import InputError, Problem
+from .outputs import atomic_write_text
 from .profile import TrainingSpec
 from .sizing.memory import MemoryEstimate
 from .sizing.throughput import ThroughputEstimate
@@ -178,8 +179,6 @@ def _refuse(name: str) -> float:
 
 
 def write_overlay(overlay: CalibrationOverlay, path: Path) -> None:
-    from .outputs import atomic_write_text
-
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(overlay.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
     _cache.clear()

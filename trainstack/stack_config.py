@@ -39,6 +39,7 @@ from typing import Any, Iterable, Iterator, Mapping, Optional
 from .errors import InputError
 from .plan import Plan
 from .profile import TrainingProfile, parse_profile, read_yaml_document
+from .rules import planned
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 STACKS_DIR_NAME = "stacks"
@@ -203,7 +204,5 @@ def policy_config_path(config: Mapping[str, Optional[str]], project: str, root: 
 def plan_for_config(config: Mapping[str, Optional[str]], project: str, root: Path = PROJECT_ROOT,
                     secret_keys: Iterable[str] = ()) -> Plan:
     """The checked Plan the program builds for a stack's config (:func:`stack_inputs`, then the rule book)."""
-    from .rules import planned
-
     inputs = stack_inputs(config, project, root, secret_keys)
     return planned(inputs.profile, file=str(inputs.path))

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Optional
 from ..errors import CloudApiError
 from ..lazy import LazyModule
 from .credentials import sdk_config
-from .errors import ApiErrorInfo, clean_field, fix_for, is_not_found
+from .errors import ApiErrorInfo, clean_field, cloud_error, fix_for, is_not_found
+from .retry import ECS_READS, GaveUp, with_retries
 
 if TYPE_CHECKING:
     from alibabacloud_pai_dlc20201203 import client as dlc_client, models as dlc_models
@@ -81,9 +82,6 @@ def _dlc_time(value: Any) -> Optional[float]:
 
 
 def _call(operation: str, region: str, fn: Any, sleep: Any = None) -> Any:
-    from .errors import cloud_error
-    from .retry import ECS_READS, GaveUp, with_retries
-
     try:
         return with_retries(fn, policy=ECS_READS, sleep=sleep)
     except GaveUp as failed:
@@ -104,6 +102,7 @@ def find_job(client: Any, region: str, display_name: str, workspace_id: Optional
 
 def observe_job(client: Any, region: str, job_id: str, *, sleep: Any = None) -> Any:
     """The job as a DlcJobObservation (GetJob)."""
+    # status/ loads only when a run is observed
     from ..status.record import DlcJobObservation
 
     body = _call("GetJob", region, lambda: client.get_job(job_id, dlc_models.GetJobRequest(need_detail=False)),

@@ -15,6 +15,7 @@ from alibabacloud_ecs20140526 import models as ecs
 
 from ..errors import CloudApiError
 from ..lazy import LazyModule
+from ..tags import NAME, ROLE, ROLE_TRAINING
 from .credentials import CREDENTIALS_FIX, sdk_config
 from .ecs_parse import MalformedResponse, parse_available
 from .errors import ApiErrorInfo, cloud_error
@@ -120,8 +121,8 @@ def describe_stack_instances(client: EcsClient, region: str, stack: str, *,
                              sleep: Optional[Sleep] = None) -> list:
     """The training nodes of ``stack`` (tags ``trainstack:name`` and ``trainstack:role=training``,
     which every node carries: trainstack/tags.py), every page, as InstanceObservation."""
+    # status/ loads only when a run is observed
     from ..status.record import InstanceObservation
-    from ..tags import NAME, ROLE, ROLE_TRAINING
 
     out, token = [], None
     while True:

@@ -18,7 +18,13 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from .. import calibration_overlay as cal
+from ..catalog import load_catalog
 from ..errors import InputError, Problem
+from ..placement.engine import shipped_speed
+from ..sizing import memory_estimate
+from ..textable import render_table
+from .status import CLOUD, Observed, read_heartbeats
 
 #: The least a heartbeat must have measured over (seconds of progress lines): a shorter window is
 #: warm-up, not the run's speed.
@@ -41,6 +47,7 @@ def register(sub) -> None:
 
 
 def _heartbeats_from_files(paths: list[str]) -> list:
+    # status/ loads only when a run is read
     from ..status import HeartbeatError, parse_heartbeat
 
     out = []
@@ -58,8 +65,6 @@ def _heartbeats_from_files(paths: list[str]) -> list:
 
 
 def _heartbeats_from_bucket(plan: Any) -> list:
-    from .status import CLOUD, Observed, read_heartbeats
-
     CLOUD.credentials()
     observed = Observed()
     read_heartbeats(plan, CLOUD, observed)
@@ -101,11 +106,6 @@ def measurement(profile: Any, plan: Any, beats: list) -> tuple[Any, dict]:
 
 def calibrate(profile: Any, plan: Any, beats: list, now: Optional[float] = None):
     """The overlay entry for this run (not written), the entry it replaces, and the comparison."""
-    from ..catalog import load_catalog
-    from ..placement.engine import shipped_speed
-    from .. import calibration_overlay as cal
-    from ..sizing import memory_estimate
-
     lead, measured = measurement(profile, plan, beats)
     catalog = load_catalog()
     inst = catalog.instance(lead.instance_type)
@@ -152,7 +152,7 @@ def calibrate(profile: Any, plan: Any, beats: list, now: Optional[float] = None)
 
 
 def run(args) -> int:
-    from .. import calibration_overlay as cal
+    # it reads stacks through preview/: loaded only when a run is read
     from ._run_source import load_run
 
     profile, plan, _ = load_run(args.profile, args.stack, "calibrate")
@@ -174,7 +174,6 @@ def run(args) -> int:
     print(f"{entry.model_name} on {entry.setup.nodes} x {entry.setup.instance_type} ({entry.setup.gpus} x {entry.key.gpu}), "
           f"{entry.key.framework}, {entry.key.method}, {entry.key.precision}; heartbeat of {entry.source.node} at "
           f"{entry.source.heartbeat_at}")
-    from ..textable import render_table
 
     def num(v: Optional[float], fmt: str) -> str:
         return "-" if v is None else format(v, fmt)

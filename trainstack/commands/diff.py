@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import sys
 
+from ..outputs import add_out_argument, check_out_argument, emit
+from ..rules.policy_config import load_policy_config
+
 
 def register(sub) -> None:
-    from ..outputs import add_out_argument
-
     p = sub.add_parser("diff", help="compare two plans: resources, replacements, cost and policy verdicts")
     p.add_argument("base", help="profile path, stack name or saved plan JSON")
     p.add_argument("head", help="profile path, stack name or saved plan JSON")
@@ -26,14 +27,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..outputs import emit
+    # preview/ loads only for the commands that plan or read a stack
     from ..preview.diff import diff_documents, diff_exit_code
     from ..preview.planner import load_side
     from ..preview.render_diff import render
     from ..preview.sources import find_project
-    from ..rules.policy_config import load_policy_config
-
-    from ..outputs import check_out_argument
 
     check_out_argument(args)
     project = find_project()

@@ -10,6 +10,7 @@ import json
 import math
 from typing import Any, Optional
 
+from .. import calibration_overlay as cal
 from ..catalog import Catalog, GpuModel, load_catalog
 from ..catalog.models import TRAINING_INTERCONNECTS, TRAINING_RDMA
 from ..catalog.price_book import catalog_for
@@ -19,7 +20,7 @@ from ..profile import TrainingProfile, load_profile
 from ..rules import check_profile
 from ..sizing import Estimate, GpuHourPrice, estimate, fit_suggestions, gpu_hour_price
 from ..sizing import constants as K
-from ..sizing.estimate import NodeLayout, min_margin_gib
+from ..sizing.estimate import NodeLayout, gpu_fit, min_margin_gib
 from ..sizing.frameworks import attention_kind, searchable_degrees
 from ..sizing.memory import COMPONENTS, PHASE_LABELS
 from ..textable import render_table
@@ -108,9 +109,6 @@ def _check_world(profile: TrainingProfile, count: int) -> None:
 def with_calibration(profile: TrainingProfile, est: Estimate, gpus: list[GpuModel], margin: float):
     """``est`` with the calibration overlay's entries for this workload applied per GPU model (their
     speed; their fit, and the memory itself when one GPU is asked for), and the entries used."""
-    from .. import calibration_overlay as cal
-    from ..sizing.estimate import gpu_fit
-
     overlay, used = cal.load_overlay(), []
     speeds, fits, memory = list(est.throughput), list(est.fits), est.memory
     for i, gpu in enumerate(gpus):

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from ..errors import InputError, Problem
+from ..stack_config import trusted_profile
 
 CPFS_PLACEHOLDER = "cpfs-known-after-deploy.invalid:/share"
 
@@ -32,8 +33,8 @@ def register(sub) -> None:
 
 
 def _plan(args):
+    # preview/ loads only for the commands that plan or read a stack
     from ..preview.planner import resolve_config
-    from ..stack_config import trusted_profile
     from ..preview.sources import find_project, stack_config
 
     if bool(args.profile) == bool(args.stack):
@@ -79,6 +80,7 @@ def _write(out: Path, rel: str, text: str, mode: int) -> Path:
 
 
 def run(args) -> int:
+    # launchers/ and bootstrap/ load with the first rule that reads the job, not at the CLI's start
     from ..bootstrap import render_files, render_user_data
     from ..dlc_job import job_inputs
 

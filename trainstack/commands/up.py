@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 from ..errors import CloudApiError, InputError
 from ..plan import Plan
+from ..stack_config import plan_for_config
 
 DEFAULT_ATTEMPTS = 3
 
@@ -47,6 +48,7 @@ class CloudWitness:
         self.region = region
 
     def job_started(self, bucket: str, prefix: str) -> Optional[bool]:
+        # the cloud adapters (and their SDKs) load only when this command calls the cloud
         from ..cloud.oss import HEARTBEAT_OBJECT, OssReader, make_client
 
         try:
@@ -56,6 +58,7 @@ class CloudWitness:
         return any(k.endswith("/" + HEARTBEAT_OBJECT) for k in keys)
 
     def running_nodes(self, plan: Plan) -> list[str]:
+        # the cloud adapters (and their SDKs) load only when this command calls the cloud
         from ..cloud import ecs
 
         found = ecs.describe_stack_instances(ecs.make_client(plan.region), plan.region, plan.name)
@@ -63,6 +66,7 @@ class CloudWitness:
 
 
 def _stock(plan: Plan) -> Any:
+    # the cloud adapters (and their SDKs) load only when this command calls the cloud
     from ..cloud import ecs
     from ..cloud.stock import StockTable
 
@@ -80,8 +84,8 @@ def _confirm(args, stack: str) -> None:
 
 
 def run(args) -> int:
+    # preview/, the deploy loop and Pulumi's Automation API load only for `trainstack up`
     from ..preview.sources import find_project, stack_config
-    from ..stack_config import plan_for_config
     from .up_automation import AutomationDeployer
     from .up_failover import Failover
 

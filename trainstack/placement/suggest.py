@@ -18,9 +18,11 @@ import math
 from typing import Any, Callable, Optional
 
 from ..catalog import Catalog
+from ..errors import InfeasibleError, InputError
 from ..plan import Candidate
 from ..profile import TrainingProfile
 from ..reasons import ReasonCode
+from .dlc import resolve_dlc
 from .ecs import considered
 from .engine import Resolution, best as best_of
 
@@ -171,9 +173,6 @@ QUOTA_PLACEHOLDER = "your-quota-id"
 
 def _dlc_plan_text(profile: TrainingProfile, catalog: Catalog) -> Optional[str]:
     """The DLC plan of ``profile`` in a few words, or None when it is infeasible too."""
-    from ..errors import InfeasibleError, InputError
-    from .dlc import resolve_dlc
-
     try:
         plan = resolve_dlc(profile, catalog).plan
     except (InfeasibleError, InputError):

@@ -15,16 +15,20 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from ..catalog import load_catalog
 from ..dlc_job import KIND as DLC_KIND
 from ..errors import InputError, TrainstackError
 from ..lazy import LazyModule
+from ..placement import SPOT_RESTART_ALLOWANCE
 from ..plan import Plan
 from ..rules import reusing_plans
 from ..rules.policy_config import load_policy_config
-from ..stack_config import plan_for_config, policy_config_path, trusted_profile
+from ..stack_config import (
+    load_profile_with_overrides, plan_for_config, policy_config_path, profile_path, trusted_profile,
+)
 from .cloud import FAKE_IMAGE_ID, OfflineCloud
 from .engine import RecordedResource, Recording, record_program
-from .sources import PLAN_SCHEMA_VERSION, Project, Source, stack_config
+from .sources import PLAN_SCHEMA_VERSION, Project, Source, classify, load_saved_plan, stack_config
 from .values import public, reveal, shorten
 
 #: a failed program run has imported pulumi; `trainstack diff` of saved plans never does
@@ -80,8 +84,6 @@ def resolve_config(config: dict[str, str], project: Project, secret_keys: tuple[
 def config_profile(config: dict[str, str], project: Project):
     """The profile the program reads for this config (stack overrides applied). Call it after
     :func:`resolve_config`, which reports a bad config or profile first."""
-    from trainstack.stack_config import load_profile_with_overrides, profile_path
-
     path = profile_path(config[f"{project.name}:profile"], project.root)
     return load_profile_with_overrides(path, zone=config.get(f"{project.name}:zone"),
                                        price_book=config.get(f"{project.name}:priceBook"), root=project.root,
@@ -120,6 +122,7 @@ def _trainstack_error(exc: BaseException) -> Optional[TrainstackError]:
 
 
 def default_policy_runner() -> PolicyRunner:
+    # the policy pack (pulumi-policy) loads only when a plan is judged
     from policies.runner import run_policies
 
     return run_policies
@@ -233,8 +236,6 @@ def _resource_entry(r: RecordedResource, names: dict[str, str]) -> dict[str, Any
 
 def cost_block(plan: Plan) -> dict[str, Any]:
     """Chosen, on-demand and spot (estimated) cost; spot hours carry the resolver's restart allowance."""
-    from trainstack.placement import SPOT_RESTART_ALLOWANCE
-
     est = plan.estimate
     hours = plan.estimated_hours
     base_hours = None if hours is None else (hours / SPOT_RESTART_ALLOWANCE if plan.spot else hours)
@@ -262,6 +263,7 @@ def dlc_request(resources: list[RecordedResource], plan: Plan, stack: str) -> Op
     job = next((r for r in resources if isinstance(r.inputs, dict) and r.inputs.get("kind") == DLC_KIND), None)
     if job is None:
         return None
+    # the DLC SDK's request models load only for a DLC plan
     from trainstack.cloud import dlc_request as dlc
 
     try:
@@ -273,8 +275,6 @@ def dlc_request(resources: list[RecordedResource], plan: Plan, stack: str) -> Op
 
 
 def _catalog_date() -> Optional[str]:
-    from trainstack.catalog import load_catalog
-
     return load_catalog().newest_price_date
 
 
@@ -292,8 +292,6 @@ def _on_path(root: Path) -> None:
 
 def load_side(arg: str, project: Project, policy_config: Optional[dict] = None) -> dict[str, Any]:
     """A diff side as a plan document: a saved JSON as is, a profile or stack planned now."""
-    from .sources import classify, load_saved_plan
-
     source = classify(arg, project)
     if source.kind == "saved":
         return load_saved_plan(source.path)

@@ -14,7 +14,10 @@ from typing import Any, Literal, Optional, Union
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
+from ..cidrs import ssh_source_problem
 from ..models import Architecture
+from ..ossuri import OssUriError, parse_oss_uri
+from ..parallel_degrees import Layout, layout_problems, unsupported_degrees
 from .base import CONTROL, _no_control, _Strict
 from .training import (  # noqa: F401 - the profile's sections, importable from here as before
     Checkpointing, Framework, LoraSpec, Loss, Method, ModelSpec, Precision, TrainingSpec, _base_dir, read_hf_config,
@@ -77,8 +80,6 @@ class JobSpec(_Strict):
         if v is not None and (not v.strip() or any(c.isspace() for c in v)):
             raise ValueError("must be one URI or image reference without spaces")
         if v is not None and v.startswith("oss://"):
-            from ..ossuri import OssUriError, parse_oss_uri
-
             try:
                 parse_oss_uri(v)
             except OssUriError as exc:
@@ -222,8 +223,6 @@ class StorageSpec(_Strict):
             raise ValueError("dataset_uri must start with oss://, cpfs:// or nas:// (one URI, no spaces or "
                              "control characters)")
         if v and v.startswith("oss://"):
-            from ..ossuri import OssUriError, parse_oss_uri
-
             try:
                 parse_oss_uri(v)
             except OssUriError as exc:
@@ -274,8 +273,6 @@ class AccessSpec(_Strict):
     @field_validator("ssh_cidrs")
     @classmethod
     def _cidrs(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        from ..cidrs import ssh_source_problem
-
         for c in v:
             problem = ssh_source_problem(c)
             if problem:
@@ -436,8 +433,6 @@ def _check_layout(arch: Architecture, t: TrainingSpec, gpus: Optional[int]) -> N
     """The parallel degrees the profile gives: ones its framework can run, dividing the heads, the layers,
     the sequence and the world size (trainstack.sizing.parallel.layout_problems). One error per field,
     located at ``training.<field>`` with the value given."""
-    from ..parallel_degrees import Layout, layout_problems, unsupported_degrees
-
     errors: list[tuple[str, str]] = [(f, why) for f, why in unsupported_degrees(t)]
     if t.virtual_pipeline_stages > 1 and (t.pipeline_parallel or 1) == 1:
         errors.append(("virtual_pipeline_stages", "virtual_pipeline_stages > 1 (interleaved 1F1B) needs "

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from ..catalog import overlay as ov
 from ..catalog.loader import Catalog, CatalogError, build_catalog, clear_cache
+from ..catalog.price_book import read_price_book
 from ..cloud.ecs import EcsClient, make_client
 from ..cloud.ecs_parse import MalformedResponse
 from ..cloud.retry import Sleep
@@ -169,6 +170,5 @@ def _existing_book(path: Optional[Path], catalog: Catalog) -> list:
     """The entries of the price book ``--price-book`` names (none when it does not exist yet)."""
     if path is None or not Path(path).exists():
         return []
-    from ..catalog.price_book import read_price_book
 
     return list(read_price_book(path, catalog).entries)

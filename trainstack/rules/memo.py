@@ -10,6 +10,7 @@ import threading
 from dataclasses import replace
 from typing import Iterator, Optional
 
+from .. import placement  # the engine a layer below; placement.resolve is read at call time (tests replace it)
 from ..catalog import Catalog, load_catalog
 from ..errors import InputError
 from ..plan import Plan
@@ -60,8 +61,6 @@ def reusing_plans() -> Iterator[None]:
 
 def resolution(profile: TrainingProfile, catalog: Optional[Catalog] = None, file: Optional[str] = None):
     """What ``resolve`` shows: the checked Plan and every candidate considered (``placement.Resolution``)."""
-    from .. import placement
-
     catalog = catalog or load_catalog()
     check_profile(profile, catalog, file)
     try:
@@ -75,8 +74,6 @@ def resolution(profile: TrainingProfile, catalog: Optional[Catalog] = None, file
 
 def planned(profile: TrainingProfile, catalog: Optional[Catalog] = None, file: Optional[str] = None) -> Plan:
     """The checked Plan: profile rules, resolution (InfeasibleError, exit 3), plan rules."""
-    from .. import placement  # the placement engine sits below; read at call time (tests replace resolve)
-
     catalog = catalog or load_catalog()
     memo = _reused
     key = (profile.model_dump_json(), id(catalog), file) if memo is not None else None

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional, Union
 
 from ..errors import InputError, Problem
+from ..fsutil import read_json_file
 from .policy_book import POLICY_SPECS
 
 LEVELS = ("advisory", "mandatory", "remediate", "disabled")
@@ -106,7 +107,6 @@ def load_policy_config(path: Union[str, Path, None]) -> Optional[dict[str, Any]]
     """The config in ``path`` (None: no config), checked: exit 2 naming the file and the key."""
     if not path:
         return None
-    from ..fsutil import read_json_file
 
     doc = read_json_file(path, what="policy config", limit=MAX_POLICY_CONFIG_BYTES, max_depth=16)
     if not isinstance(doc, dict):
