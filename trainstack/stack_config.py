@@ -16,7 +16,7 @@ Stack config (``stacks/Pulumi.<stack>.yaml``):
 - ``trainstack:autoReleaseAt`` (optional): hard deadline, UTC ``YYYY-MM-DDTHH:MM:SSZ``; ECS
   releases the nodes then (checkpoint storage is separate and survives).
 - ``trainstack:priceBook`` (optional): the team's price book, relative to ``stacks/`` or absolute;
-  replaces the profile's ``price_book`` (README, "Prices").
+  replaces the profile's ``price_book`` (docs/prices.md).
 - ``trainstack:storageGeneration`` (optional, default 1): part of the stack bucket's name; raise it
   to deploy the stack again next to a bucket an earlier ``pulumi destroy`` retained.
 - ``trainstack:policyConfig`` (optional): the stack's policy config (a ``--policy-pack-config`` JSON
@@ -25,7 +25,7 @@ Stack config (``stacks/Pulumi.<stack>.yaml``):
   ``--policy-config FILE`` on the command line replaces it (docs/policies.md).
 - ``alicloud:region`` (optional): must equal the profile's region if set.
 - ``alicloud:accessKey``/``secretKey``/``securityToken`` only as secrets (``pulumi config set
-  --secret``); a plain value is refused (README "Credentials").
+  --secret``); a plain value is refused (docs/provisioning.md, "Before the first deployment").
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def storage_generation(value: Optional[str]) -> int:
 
 
 def check_stack_config(config: dict[str, Any], secret_keys: Iterable[str] = ()) -> None:
-    """Provider credentials only as secrets (README "Credentials"); a plain one is refused."""
+    """Provider credentials only as secrets (docs/provisioning.md); a plain one is refused."""
     secret = set(secret_keys)
     plain = [k for k in PLAIN_CREDENTIAL_KEYS if config.get(k) not in (None, "") and k not in secret]
     if plain:

@@ -108,7 +108,7 @@ def suggestions_for(profile: TrainingProfile, catalog: Catalog, res: Optional[Re
         if unpriced:
             book = f"price book {catalog.price_book.path}" if catalog.price_book is not None else "a price book"
             out.append(f"add the team's price for the FP8 types seen without a public price in {profile.region} "
-                       f"to {book} (README, \"Prices\"): {', '.join(unpriced)}")
+                       f"to {book} (docs/prices.md): {', '.join(unpriced)}")
     tries = _first_tries(profile)
     if adapters_apply(profile):
         tries.append(("train LoRA adapters instead of all weights (training.method: lora)",
