@@ -40,6 +40,7 @@ from .errors import InputError
 from .plan import Plan
 from .profile import TrainingProfile, parse_profile, read_yaml_document
 from .rules import planned
+from .rules.policy_config import load_allowances
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 STACKS_DIR_NAME = "stacks"
@@ -202,7 +203,16 @@ def policy_config_path(config: Mapping[str, Optional[str]], project: str, root: 
 
 
 def plan_for_config(config: Mapping[str, Optional[str]], project: str, root: Path = PROJECT_ROOT,
-                    secret_keys: Iterable[str] = ()) -> Plan:
+                    secret_keys: Iterable[str] = (), policy_file: Optional[Path] = None) -> Plan:
     """The checked Plan the program builds for a stack's config (:func:`stack_inputs`, then the rule book)."""
+    return stack_plan(config, project, root, secret_keys, policy_file)[1]
+
+
+def stack_plan(config: Mapping[str, Optional[str]], project: str, root: Path = PROJECT_ROOT,
+               secret_keys: Iterable[str] = (), policy_file: Optional[Path] = None) -> tuple[StackInputs, Plan]:
+    """The stack's inputs and the checked Plan the program builds from them: the resolver runs under the
+    exceptions of the stack's ``trainstack:policyConfig`` (``policy_file``, a ``--policy-config FILE``,
+    replaces it), the file ``pulumi up --policy-pack-config`` reads too."""
     inputs = stack_inputs(config, project, root, secret_keys)
-    return planned(inputs.profile, file=str(inputs.path))
+    allowances = load_allowances(policy_file or inputs.policy_config)
+    return inputs, planned(inputs.profile, file=str(inputs.path), allowances=allowances)

@@ -185,3 +185,81 @@ def test_dense_models_report_active_equal_to_total(tmp_path, capsys):
     assert cli.main(["estimate", str(f), "--gpu", "H20", "--json"]) == 0
     m = json.loads(capsys.readouterr().out)["model"]
     assert m["parameters"] == m["active_parameters"] == 8030261248 and m["moe"] is None and m["name"] == "llama-3-8b"
+
+
+# ---- issue 36: the resolver's engine sizes every GPU row ------------------------------------------
+
+QWEN3_30B_32K = """
+name: qwen3-30b-32k
+region: cn-beijing
+model: {preset: qwen3-30b-a3b}
+training: {method: full, precision: bf16-mixed, framework: megatron, micro_batch_size: 1, sequence_length: 32768,
+           gradient_checkpointing: true, global_batch_size: 128, tokens: 1.0e9}
+job: {command: torchrun pretrain_gpt.py}
+resources: {gpus: 64, gpu_models: [A100-80G, H20]}
+"""
+
+
+def test_the_issue_case_fits_where_resolve_fits_it(tmp_path, capsys):
+    """Qwen3-30B-A3B at 32k on 64 GPUs: estimate said it fits nowhere (pure data parallelism, over 500 GiB per
+    GPU) and suggested LoRA; now its A100-80G row is resolve's plan: the same type, 8 x 8, layout and memory."""
+    from trainstack.profile import load_profile
+    from trainstack.resolver import resolve
+
+    path = write(tmp_path, QWEN3_30B_32K)
+    plan = resolve(load_profile(path))
+    doc = run_json(capsys, path)
+    assert doc["fits_any_gpu"] is True and doc["suggestions"] == []
+    row = next(g for g in doc["per_gpu"] if g["gpu"] == plan.gpu_model)
+    assert (row["instance_type"], row["nodes"], row["gpus_per_node"], row["gpus"]) == (
+        plan.instance_type, plan.nodes, plan.gpus_per_node, 64)
+    assert row["parallel_layout"] == plan.job.parallel.model_dump(mode="json")
+    assert row["parallel_layout"]["tensor_parallel"] * row["parallel_layout"]["pipeline_parallel"] > 1  # searched
+    assert row["required_gib_per_gpu"] == pytest.approx(plan.estimate.required_gib_per_gpu, abs=0.01)
+    assert row["required_gib_per_gpu"] < 79.15 and row["fit"] in ("fits", "at_risk")
+    # what the estimate sized before: the profile's own layout (data parallel over all 64) fits no GPU
+    from trainstack.sizing import memory_estimate
+    profile = load_profile(path)
+    assert memory_estimate(profile.architecture, profile.training, 64).required_gib_per_gpu > 500
+    d = doc["memory"]["describes"]
+    assert (d["gpu"], d["nodes"], d["instance_type"], d["why"]) == (plan.gpu_model, 8, plan.instance_type,
+                                                                    "cheapest feasible")
+    assert doc["memory"]["required_gib_per_gpu"] == pytest.approx(row["required_gib_per_gpu"], abs=0.01)
+    assert doc["training"]["tensor_parallel"] == row["parallel_layout"]["tensor_parallel"]
+    assert doc["gpus"] == 64 and doc["throughput"]["gpu"] == plan.gpu_model
+    # the text: per GPU, its nodes and layout; what the top level describes
+    rc, out, _ = run(capsys, path)
+    assert rc == 0 and "Fits no listed GPU model" not in out and "NODES" in out and "LAYOUT" in out
+    line = next(x for x in out.splitlines() if x.startswith(plan.gpu_model + " "))
+    assert "8 x 8" in line and row["layout"] in line and plan.instance_type in line
+    assert f"described above: {plan.gpu_model} on 8 x 8 GPU(s) ({plan.instance_type}), cheapest feasible" in out
+
+
+def test_one_gpu_asked_is_described_and_network_what_if_keeps_the_layout(tmp_path, capsys):
+    path = write(tmp_path, QWEN3_30B_32K)
+    base = run_json(capsys, path, "--gpu", "A100-80G")
+    assert base["memory"]["describes"]["why"] == "--gpu" and len(base["per_gpu"]) == 1
+    slow = run_json(capsys, path, "--gpu", "A100-80G", "--network-gbps", "10")
+    (b,), (s,) = base["per_gpu"], slow["per_gpu"]
+    assert s["parallel_layout"] == b["parallel_layout"] and s["required_gib_per_gpu"] == b["required_gib_per_gpu"]
+    assert s["tokens_per_second_per_gpu"] < b["tokens_per_second_per_gpu"]
+    assert any("--network-gbps, what-if" in a for a in slow["assumptions"])
+
+
+def test_rows_resolve_would_not_plan_say_why(tmp_path, capsys):
+    path = write(tmp_path, QWEN3_30B_32K.replace("[A100-80G, H20]", "[A100-80G]"))
+    doc = run_json(capsys, path)
+    by = {g["gpu"]: g for g in doc["per_gpu"]}
+    assert by["H20"]["resolve_feasible"] is False and by["H20"]["reason_code"] == "not-in-gpu-models"
+    assert by["H200"]["sized_on"] == "assumed nodes" and by["H200"]["instance_type"] is None
+    assert "no catalog type sells H200" in by["H200"]["reason"]
+    assert doc.get("cheapest", {}).get("gpu") not in {g for g, r in by.items() if r["sized_on"] == "assumed nodes"}
+    out = run(capsys, path)[1]
+    assert "  H20: H20 is not in resources.gpu_models" in out and "  H200: sized on assumed nodes" in out
+
+
+def test_gpus_auto_lets_the_engine_choose_the_node_count(tmp_path, capsys):
+    path = write(tmp_path, QWEN3_30B_32K.replace("gpus: 64", "gpus: auto"))
+    doc = run_json(capsys, path, "--gpu", "A100-80G")
+    (row,) = doc["per_gpu"]
+    assert row["fits"] and row["nodes"] >= 1 and row["gpus"] == row["nodes"] * row["gpus_per_node"] == doc["gpus"]

@@ -15,6 +15,7 @@ from ..errors import EXIT_POLICY, InputError
 from ..fsutil import read_regular_file
 from ..outputs import add_out_argument, check_out_argument, emit
 from ..profile import MAX_PROFILE_BYTES
+from ..progress import step
 from . import _policy
 
 
@@ -52,7 +53,9 @@ def run(args) -> int:
         path = Path(args.profile)
         read_regular_file(path, what="profile", limit=MAX_PROFILE_BYTES)  # exists, regular, bounded
         source = Source("profile", args.profile, path)
-    doc = plan_source(source, project, policy_config=_policy.policy_config(args))
+
+    with step(f"plan {args.stack or args.profile}", quiet=args.format == "json"):
+        doc = plan_source(source, project, policy_config=_policy.policy_config(args))
     text = render(doc, args.format)
     emit(args, text)
     mandatory, _ = policy_counts(doc)

@@ -58,5 +58,6 @@ def assemble(profile: TrainingProfile, catalog: Catalog, choice: Choice) -> Asse
         tags=dict(profile.tags), alternatives=tuple(choice.alternatives), rejected=tuple(choice.rejected),
         catalog_date=catalog.newest_price_date,
         prices=provenance(catalog, quote, zone=parts["zone"], spot=spot).model_copy(
-            update={"on_demand_cny_per_hour": quote.on_demand_cny_per_hour}), **parts), "plan")
+            update={"on_demand_cny_per_hour": quote.on_demand_cny_per_hour}),
+        policy_exceptions=choice.exceptions, **parts), "plan")
     return Assembly(plan, collect.error())

@@ -6,7 +6,7 @@ same thing everywhere. Hard rules, in the order they are checked:
 
 * per instance type (:func:`static_rejection`): training hardware with a known GPU; the profile's
   allow-lists; BF16 needs Ampere or newer and FP8 Hopper or Ada; several GPUs in one node only over
-  NVLink/NVSwitch;
+  NVLink/NVSwitch, unless the policy config's PCIe exception lists the type (``allowances.py``);
 * per node count (:func:`node_counts`): whole nodes for ``resources.gpus``, ``max_nodes``, several
   nodes only over RDMA (eRDMA or RoCE);
 * per candidate (:func:`rule_broken`): spot needs a known on-demand price and must not cost more;
@@ -99,8 +99,7 @@ def static_rejection(profile: TrainingProfile, inst: ResolvedInstance,
         return reason(ReasonCode.NO_BF16, f"{inst.gpu.name} ({arch}) has no BF16: {t.precision} needs Ampere or newer")
     if t.precision == "fp8-mixed" and not inst.gpu.supports_fp8:
         return reason(ReasonCode.NO_FP8, f"{inst.gpu.name} ({arch}) has no FP8: fp8-mixed needs Hopper or Ada")
-    if inst.gpu_count > 1 and not inst.multi_gpu_training_ok and not (
-            inst.interconnect == "pcie" and allowances.allows_pcie(inst.name)):
+    if inst.gpu_count > 1 and not inst.multi_gpu_training_ok and not allowances.lifts(inst):
         return pcie_rejection(profile, inst)
     return None
 

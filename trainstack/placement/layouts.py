@@ -55,6 +55,14 @@ def layout_options(profile: TrainingProfile, inst: ResolvedInstance, nodes: int,
                            inst.gpu_count > 1 and inst.multi_gpu_training_ok)
 
 
+def assumed_node_options(profile: TrainingProfile, per_node: int, nodes: int,
+                         arch=None) -> tuple[tuple[Layout, ...], Optional[Reason]]:
+    """:func:`layout_options` for ``nodes`` assumed nodes of ``per_node`` NVLink-joined GPUs: a GPU model no
+    catalog type sells, sized by ``estimate`` (placement.sizing_table) with the same search."""
+    return _layout_options(arch or profile.architecture, profile.training, searched_degrees(profile), per_node,
+                           nodes, per_node > 1)
+
+
 @functools.lru_cache(maxsize=4096)
 def _layout_options(arch, t, search: frozenset[str], per_node: int, nodes: int,
                     nvlink: bool) -> tuple[tuple[Layout, ...], Optional[Reason]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional, Union
 
-from pydantic import Field
+from pydantic import Field, model_serializer
 
 from .base import _Frozen
 
@@ -93,3 +93,12 @@ class JobPlan(_Frozen):
     gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per optimizer step (per rank)")
     parallel: ParallelLayout = Field(default_factory=ParallelLayout,
                                      description="The degrees the launcher passes (tensor, pipeline, context, ...)")
+    global_batch_size: Optional[int] = Field(None, ge=1, description="training.global_batch_size, when stated "
+                                             "(launchers/intent.py keeps it at the plan's node count)")
+
+    @model_serializer(mode="wrap")
+    def _omit_unstated(self, handler):  # absent unless stated: other plans stay byte-identical
+        out = handler(self)
+        if isinstance(out, dict) and out.get("global_batch_size", 0) is None:
+            del out["global_batch_size"]
+        return out

@@ -49,6 +49,17 @@ class PlannedPrice(_Frozen):
     source: str
 
 
+class PolicyException(_Frozen):
+    """A policy config's exception a plan rests on: which policy let which instance type through, by
+    which setting, granted in which file (plan JSON ``policy_exceptions[]``)."""
+
+    policy: str
+    instance_type: str
+    setting: Literal["allowed_types", "enforcementLevel"] = Field(
+        description="allowed_types: the type is listed; enforcementLevel: the policy is disabled")
+    source: str = Field(description="The policy config file that grants it")
+
+
 class Candidate(_Frozen):
     """One considered way to run the job (chosen, alternative or rejected)."""
 
@@ -162,6 +173,8 @@ class Plan(_Frozen):
     catalog_date: Optional[str] = None
     prices: Optional[PriceProvenance] = Field(None, description="Whose price, how old, seen offered or not")
     capacity: Optional[CapacityPlan] = Field(None, description="ECS plans: fallback order and capacity reservation")
+    policy_exceptions: tuple[PolicyException, ...] = Field(
+        (), description="Exceptions of the policy config the chosen type needs (none: the engine's own rules)")
 
     @model_validator(mode="after")
     def _spot_pool_fits(self) -> "Plan":

@@ -13,6 +13,7 @@ from typing import Iterator, Optional
 from .. import placement  # the engine a layer below; placement.resolve is read at call time (tests replace it)
 from ..catalog import Catalog, load_catalog
 from ..errors import InputError
+from ..placement.allowances import PolicyAllowances
 from ..plan import Plan
 from ..profile import TrainingProfile
 from .plan_rules import plan_problems
@@ -59,12 +60,13 @@ def reusing_plans() -> Iterator[None]:
             _reused = outer
 
 
-def resolution(profile: TrainingProfile, catalog: Optional[Catalog] = None, file: Optional[str] = None):
+def resolution(profile: TrainingProfile, catalog: Optional[Catalog] = None, file: Optional[str] = None,
+               allowances: Optional["PolicyAllowances"] = None):
     """What ``resolve`` shows: the checked Plan and every candidate considered (``placement.Resolution``)."""
     catalog = catalog or load_catalog()
     check_profile(profile, catalog, file)
     try:
-        res = placement.resolve_all(profile, catalog)
+        res = placement.resolve_all(profile, catalog, allowances or placement.NO_ALLOWANCES)
     except InputError as exc:
         raise in_file(exc, file) from None
     assert res.plan is not None
@@ -72,16 +74,19 @@ def resolution(profile: TrainingProfile, catalog: Optional[Catalog] = None, file
     return res
 
 
-def planned(profile: TrainingProfile, catalog: Optional[Catalog] = None, file: Optional[str] = None) -> Plan:
-    """The checked Plan: profile rules, resolution (InfeasibleError, exit 3), plan rules."""
+def planned(profile: TrainingProfile, catalog: Optional[Catalog] = None, file: Optional[str] = None,
+            allowances: Optional[PolicyAllowances] = None) -> Plan:
+    """The checked Plan: profile rules, resolution (InfeasibleError, exit 3), plan rules. ``allowances``:
+    the policy config's exceptions to the engine's rules (``policy_config.policy_allowances``)."""
     catalog = catalog or load_catalog()
     memo = _reused
-    key = (profile.model_dump_json(), id(catalog), file) if memo is not None else None
+    key = (profile.model_dump_json(), id(catalog), file, allowances) if memo is not None else None
     if memo is not None and key in memo:
         return memo[key][1]
     check_profile(profile, catalog, file)
     try:
-        resolved = placement.resolve(profile, catalog)
+        resolved = (placement.resolve(profile, catalog) if allowances is None or allowances == placement.NO_ALLOWANCES
+                    else placement.resolve(profile, catalog, allowances))
     except InputError as exc:  # what the Plan assembler found: name the profile's file
         raise in_file(exc, file) from None
     plan = check_plan(resolved, file)
