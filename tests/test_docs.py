@@ -294,6 +294,20 @@ def test_the_worked_example_plan_is_what_make_plan_prints(capsys, monkeypatch):
         assert number in out, number
 
 
+def test_the_cost_page_shows_the_70b_samples_cost_table(capsys, monkeypatch):
+    """docs/cost.md's table is what `plan --format markdown` prints for the 70B sample (issue 31)."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("TRAINSTACK_TODAY", TODAY)
+    assert cli.main(["plan", "--stack", "llama3-70b-full", "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    table = out.split("### Cost (CNY)\n\n", 1)[1].split("\n\n<details>", 1)[0].split("\n\n### ", 1)[0]
+    body = table.rstrip("\n") + "\n"
+    assert body.startswith("| Resource | Size | Hourly | Run | Monthly |") and "**total (all-in)**" in body
+    if UPDATE:
+        replace_between(DOCS / "cost.md", "cost-70b", body)
+    assert between(text(DOCS / "cost.md"), "cost-70b") == body
+
+
 # ---- the status and calibrate examples are what the code prints -------------------------------
 
 HEARTBEATS = ROOT / "tests" / "data" / "heartbeats"

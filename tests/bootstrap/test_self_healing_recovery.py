@@ -212,7 +212,7 @@ def events(tmp: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-PROFILE_CHANGES = {"resources": {"spot": "allow", "self_healing": True, "max_hourly_cost": 600},
+PROFILE_CHANGES = {"resources": {"spot": "allow", "self_healing": True, "max_hourly_cost": 650},
                    "job": {"command": "torchrun train.py --resume latest"}}
 
 

@@ -51,7 +51,7 @@ def test_a_self_healing_pool_node_gets_the_pools_files_whatever_rank_is_asked(tm
 
     repo = Path(__file__).resolve().parents[2]
     profile = yaml.safe_load((repo / "stacks/profiles/llama3-70b-full.yaml").read_text())
-    profile["resources"].update(spot="allow", self_healing=True, gpus=24, max_hourly_cost=600)
+    profile["resources"].update(spot="allow", self_healing=True, gpus=24, max_hourly_cost=650)
     f = tmp_path / "heal.yaml"
     f.write_text(yaml.safe_dump(profile))
     outs = []

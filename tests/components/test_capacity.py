@@ -120,5 +120,5 @@ def test_the_reservation_is_priced_at_the_on_demand_rate_of_its_nodes():
     plan = reserved_70b(4)
     quote = load_catalog().quote(plan.region, plan.instance_type)
     assert plan.capacity.reservation.hourly_cny == pytest.approx(quote.on_demand_cny_per_hour * 4, abs=1e-3)
-    assert plan.capacity.reservation.hourly_cny == pytest.approx(plan.hourly_cost_cny, abs=1e-3)
+    assert plan.capacity.reservation.hourly_cny == pytest.approx(plan.cost.compute_hourly_cny, abs=1e-3)
     assert any("capacity reservation of 4 x" in label and "CNY/h" in label for label in plan.labels)

@@ -189,7 +189,7 @@ def test_a_type_the_catalog_saw_in_no_zone_takes_an_offering_zone_with_stock(eng
 
 def test_an_elastic_pool_needs_spot_and_on_demand_stock_in_the_same_zone(engine_factory):
     plan = multi_node_erdma_plan(3, profile={"resources": {"spot": "allow", "self_healing": True,
-                                                           "max_hourly_cost": 600}})
+                                                           "max_hourly_cost": 650}})
     assert plan.elastic  # node 0 on demand, the pool on spot
     zones = [c.zone for c in plan.capacity.candidates if c.instance_type == plan.instance_type and c.zone]
     engine = engine_factory(stock={"NoSpot": zones[-1:], "SpotWithPriceLimit": zones}, cpfs_zones=zones)

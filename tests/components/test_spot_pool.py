@@ -248,7 +248,7 @@ def test_the_offline_plan_draws_the_pool_in_the_topology(tmp_path, capsys):
 def elastic_plan(nodes=3):
     """The 70B sample on ``nodes`` eRDMA nodes, spot allowed, self-healing (CPFS checkpoints)."""
     return multi_node_erdma_plan(nodes, profile={"resources": {"spot": "allow", "self_healing": True,
-                                                               "max_hourly_cost": 200 * nodes}})
+                                                               "max_hourly_cost": 220 * nodes}})
 
 
 def user_data_text(inputs):

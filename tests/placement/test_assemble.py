@@ -54,7 +54,7 @@ def test_every_problem_of_a_plan_is_reported_at_once_in_the_profiles_file(monkey
             raise InputError(f"{what} cannot be laid out (test)")
         return step
 
-    monkeypatch.setattr(assemble_ecs, "plan_storage", broken("storage"))
+    monkeypatch.setattr(assemble_ecs, "candidate_storage", broken("storage"))
     monkeypatch.setattr(assemble_ecs, "plan_image", broken("image"))
     profile = _profile(resources={"target": "ecs", "gpus": 1})
     with pytest.raises(InputError) as info:

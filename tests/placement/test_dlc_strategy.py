@@ -133,7 +133,7 @@ def test_a_quota_price_is_per_gpu_hour_from_the_price_book(tmp_path):
                                           "on_demand_cny_per_hour: 12.5, as_of: 2026-01-01, source: finance}\n")
     doc = quota(price_book="prices.yaml")
     plan = planned(load_profile(write(tmp_path, "q.yaml", doc)))
-    assert plan.hourly_cost_cny == pytest.approx(12.5 * plan.total_gpus)
+    assert plan.cost.compute_hourly_cny == pytest.approx(12.5 * plan.total_gpus)  # the job; storage on top
     assert plan.total_cost_cny == pytest.approx(plan.hourly_cost_cny * plan.estimated_hours, rel=1e-3)
     assert (plan.prices.source, plan.prices.per, plan.prices.service) == ("price-book", "GPU", "dlc-quota")
 

@@ -60,7 +60,7 @@ def fp8(tmp_path):
 
 def test_fp8_resolves_to_gn8v_at_the_teams_price(fp8):
     plan = planned(load_profile(fp8), file=str(fp8))
-    assert plan.instance_type == GN8V and plan.gpu_model == "H20" and plan.hourly_cost_cny == 160.0
+    assert plan.instance_type == GN8V and plan.gpu_model == "H20" and plan.cost.compute_hourly_cny == 160.0
     p = plan.prices
     assert (p.source, p.as_of, p.age_days, p.priced) == ("price-book", "2026-01-15", 45, GN8V)
     assert not p.stale and p.type_seen_in_region is False and p.zone_seen is None
@@ -172,10 +172,10 @@ def test_a_stack_may_set_the_price_book(tmp_path):
     (stacks / "books").mkdir()
     (stacks / "books" / "stack.yaml").write_text(BOOK.replace("160.0", "120.0"))
     own = plan_for_config({"trainstack:profile": "profiles/fp8.yaml"}, "trainstack", root=tmp_path)
-    assert own.hourly_cost_cny == 160.0  # the profile's own price_book, relative to the profile file
+    assert own.cost.compute_hourly_cny == 160.0  # the profile's own price_book, relative to the profile file
     config = {"trainstack:profile": "profiles/fp8.yaml", "trainstack:priceBook": "books/stack.yaml"}
     plan = plan_for_config(config, "trainstack", root=tmp_path)
-    assert plan.hourly_cost_cny == 120.0 and "stack.yaml" in plan.prices.whose
+    assert plan.cost.compute_hourly_cny == 120.0 and "stack.yaml" in plan.prices.whose
     (tmp_path / "elsewhere.yaml").write_text(BOOK)
     with pytest.raises(InputError, match="trainstack:priceBook '../elsewhere.yaml' is outside stacks/"):
         plan_for_config({**config, "trainstack:priceBook": "../elsewhere.yaml"}, "trainstack", root=tmp_path)
@@ -187,7 +187,7 @@ def test_spot_from_the_book_or_estimated_from_it(fp8):
     profile = load_profile(fp8)
     spot = profile.model_copy(update={"resources": profile.resources.model_copy(update={"spot": "require"})})
     res = resolve_all(spot)
-    assert res.plan.spot and res.plan.spot_price_limit == 160.0 and res.plan.hourly_cost_cny == 50.0
+    assert res.plan.spot and res.plan.spot_price_limit == 160.0 and res.plan.cost.compute_hourly_cny == 50.0
     assert res.plan.prices.spot_estimated is False
     book.write_text(BOOK)
     assert resolve_all(spot).plan.prices.spot_estimated is True
@@ -243,7 +243,7 @@ prices:
     frac = load_catalog().settings["spot_estimate_fraction"]
     assert plan.spot and plan.spot_price_limit == pytest.approx(round(listed * 0.8, 3), abs=0.001)
     assert plan.spot_price_limit <= round(listed * 0.8, 4)  # never above the team's on-demand price
-    assert plan.hourly_cost_cny == pytest.approx(listed * frac, abs=1e-3)  # spot estimated from the list
+    assert plan.cost.compute_hourly_cny == pytest.approx(listed * frac, abs=1e-3)  # spot estimated from the list
     assert plan.prices.source == "price-book" and "less 20 %" in plan.prices.whose
     assert plan.prices.spot_estimated is True
 

@@ -130,10 +130,11 @@ def no_split(d: dict) -> None:
 
 # ---- the edits --------------------------------------------------------------------------------
 
-def scale(field: str, factor: float) -> Callable[[dict], None]:
+def scale(field: str, factor: float, **resources: Any) -> Callable[[dict], None]:
     def edit(p: dict) -> None:
         p["storage"][field] = int(p["storage"].get(field) or 0) * factor
         p["storage"][field] = int(p["storage"][field])
+        p["resources"].update(resources)
     return edit
 
 
@@ -176,12 +177,25 @@ def h_fewer_nodes(p):
     p["storage"]["checkpoint_gib"] = 1500
 
 
+def storage_moves_the_total_cost(d: dict) -> None:
+    """Issue 31's Done-when: the bigger disks (and CPFS) move the all-in total; the GPU nodes' cost stays."""
+    c = d["cost"]
+    assert c["comparable"] and c["total"]["delta"] > 0 and c["hourly"]["delta"] > 0
+    assert c["compute_hourly"]["delta"] == 0
+    grown = {r["name"] for r in c["resources"] if r["status"] == "changed" and r["monthly"]["delta"] > 0}
+    assert "dataset disks" in grown and all(r["kind"] != "compute" for r in c["resources"] if r["name"] in grown)
+    assert round(sum(r["run"]["delta"] for r in c["resources"]), 2) == pytest.approx(c["total"]["delta"], abs=0.05)
+
+
 def _dataset_x2(name: str) -> Callable[[dict], None]:
     def check(d: dict) -> None:
         disks_grow_in_place(d)
+        storage_moves_the_total_cost(d)
         if name in (F, H):
             fs = change(by_name(d, "-storage-cpfs"), "capacity")
             assert fs["action"] == "update" and fs["after"] > fs["before"]
+            (line,) = [r for r in d["cost"]["resources"] if r["name"] == "CPFS"]
+            assert line["monthly"]["delta"] > 0 and line["after_destroy_monthly"]["delta"] > 0  # retained
         if name == H:  # the pool's template: only nodes created later get the bigger disk
             size = change(changed(d, CONFIG)[0], "dataDisks[0].size")
             assert size["takes_effect"] == "new_nodes_only"
@@ -302,7 +316,9 @@ class Case:
 
 
 CASES = [
-    *[Case(f"dataset-x2-{n}", n, scale("dataset_gib", 2), _dataset_x2(n)) for n in (F, H, Q)],
+    *[Case(f"dataset-x2-{n}", n, scale("dataset_gib", 2), _dataset_x2(n)) for n in (F, Q)],
+    # budgets count the disks too (all-in): 2x the dataset's disks would price H's spot plan over 650 CNY/h
+    Case(f"dataset-x2-{H}", H, scale("dataset_gib", 2, max_hourly_cost=750), _dataset_x2(H)),
     *[Case(f"dataset-half-{n}", n, scale("dataset_gib", 0.5), every_shrink_is_impossible) for n in (F, H, Q, L)],
     *[Case(f"{what.__name__}-{n}", n, what, only_job_settings_reach_the_nodes) for n in (F, Q)
       for what in (command, env, secret)],

@@ -142,7 +142,13 @@ def test_job_settings_reach_running_nodes_at_their_next_job_start(name):
 def test_a_bigger_dataset_grows_the_data_disks_online(name):
     d = day_two(name, _dataset)
     disks = changed(d, DISK)
-    assert len(disks) == nodes(d) and not changed(d, INSTANCE)
+    assert len(disks) == nodes(d) and touched(d) == []
+    # bigger disks cost more: the budget guard's all-in price travels in the job settings, which running
+    # nodes read at their next job start (their settings digest tag, updated in place)
+    assert d["cost"]["hourly"]["delta"] > 0 and settings_changed(d)
+    for node in changed(d, INSTANCE):
+        assert {c["path"] for c in node["changes"]} == {"tags.trainstack:job-settings"}
+        assert all(c["takes_effect"] == "next_job_start" for c in node["changes"])
     for disk in disks:
         (size,) = [c for c in disk["changes"] if c["path"] == "size"]
         assert size["action"] == "update" and not size["replace"] and size["takes_effect"] == "disk_grown"
@@ -248,6 +254,11 @@ def test_upgrading_trainstack_touches_no_running_gpu_node(name):
     assert touched(d) == []
     assert not [c for c in d["resources"]["changed"] if c["replace"]]
     assert d["unknown"] == []
+    if saved["schema_version"] < 3:  # its cost counted the GPU nodes: only those compare (issue 31)
+        c = d["cost"]
+        assert c["comparable"] is False and c["basis"]["before"] == "compute-only" and c["total"]["delta"] is None
+        assert c["compute_hourly"]["before"] == saved["cost"]["hourly_cny"] == c["compute_hourly"]["after"]
+        assert "GPU instances only" in c["note"]
 
 
 # ---- a self-healing cluster (issue 23): resizing the pool is called out, never silent ----------

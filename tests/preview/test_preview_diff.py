@@ -19,15 +19,30 @@ def node(i, itype="ecs.gn7i-c8g1.2xlarge", spot="NoSpot", **extra):
             "parent": None, "parent_urn": None, "inputs": inputs}
 
 
-def doc(nodes, *, hourly, total, itype="ecs.gn7i-c8g1.2xlarge", spot="NoSpot", policy=(), extra=()):
+def line(name, typ, hourly, hours=20.0, retained=False, kind="block_storage"):
+    return {"name": name, "type": typ, "kind": kind, "hourly_cny": hourly, "run_cny": round(hourly * hours, 2),
+            "monthly_cny": round(hourly * 730, 2), "after_destroy_monthly_cny": round(hourly * 730, 2) if retained else 0.0,
+            "retained": retained, "price_source": "test", "unpriced": None}
+
+
+def doc(nodes, *, hourly, total, itype="ecs.gn7i-c8g1.2xlarge", spot="NoSpot", policy=(), extra=(), version=3):
+    """A plan document; its cost all-in (version 3: the nodes are 90 % of it, the dataset disks the rest), or
+    GPU-only as an older trainstack saved it (version 1, 2)."""
+    compute = round(hourly * 0.9, 4)
+    cost = {"pricing": "spot" if spot != "NoSpot" else "on-demand", "hourly_cny": hourly, "total_cny": total,
+            "estimated_hours": 20.0,
+            "on_demand": {"hourly_cny": hourly, "total_cny": total},
+            "spot": {"hourly_cny": hourly / 2, "total_cny": total / 2 * 1.15}}
+    if version >= 3:
+        cost.update(basis="all-in", compute_hourly_cny=compute, compute_total_cny=round(compute * 20, 2),
+                    monthly_cny=round(hourly * 730, 2), after_destroy_monthly_cny=0.0,
+                    breakdown=[line("nodes", INSTANCE, compute, kind="compute"),
+                               line("dataset disks", "alicloud:ecs/ecsDisk:EcsDisk", round(hourly - compute, 4))])
     return {
-        "schema_version": 1, "kind": "trainstack-plan", "stack": "demo", "catalog_date": "2024-10-15",
+        "schema_version": version, "kind": "trainstack-plan", "stack": "demo", "catalog_date": "2024-10-15",
         "plan": {"name": "demo"},
         "summary": {"target": "ecs", "instance_type": itype, "nodes": nodes, "gpus_per_node": 1, "spot": spot != "NoSpot"},
-        "cost": {"pricing": "spot" if spot != "NoSpot" else "on-demand", "hourly_cny": hourly, "total_cny": total,
-                 "estimated_hours": 20.0,
-                 "on_demand": {"hourly_cny": hourly, "total_cny": total},
-                 "spot": {"hourly_cny": hourly / 2, "total_cny": total / 2 * 1.15}},
+        "cost": cost,
         "resources": [node(i, itype, spot) for i in range(nodes)] + list(extra),
         "policy": list(policy),
     }
@@ -96,6 +111,30 @@ def test_cost_deltas_on_demand_and_spot():
     assert c["on_demand_total"]["delta"] == 300.0
 
 
+def test_the_delta_per_billed_resource_and_in_total():
+    base, head = doc(1, hourly=10.0, total=200.0), doc(1, hourly=12.0, total=240.0)
+    head["cost"]["breakdown"].append(line("CPFS", "alicloud:nas/fileSystem:FileSystem", 1.0, retained=True,
+                                          kind="file_storage"))
+    rows = {r["name"]: r for r in diff_documents(base, head)["cost"]["resources"]}
+    assert rows["nodes"]["status"] == "changed" and rows["nodes"]["run"]["delta"] == round((10.8 - 9.0) * 20, 2)
+    assert rows["CPFS"]["status"] == "added" and rows["CPFS"]["monthly"] == {
+        "before": 0.0, "after": 730.0, "delta": 730.0, "percent": None}
+    assert rows["CPFS"]["after_destroy_monthly"]["after"] == 730.0 and rows["CPFS"]["retained"]
+
+
+def test_a_plan_saved_before_the_breakdown_compares_gpu_instances_only():
+    """Its cost meant the GPU nodes: the all-in figures are unknown, never compared with a later plan's."""
+    d = diff_documents(doc(1, hourly=10.0, total=200.0, version=2), doc(1, hourly=12.0, total=240.0))
+    c = d["cost"]
+    assert c["basis"] == {"before": "compute-only", "after": "all-in"} and c["comparable"] is False
+    assert c["total"] == {"before": None, "after": 240.0, "delta": None, "percent": None}
+    assert c["compute_total"]["before"] == 200.0 and c["compute_total"]["after"] == round(10.8 * 20, 2)
+    assert {r["status"] for r in c["resources"]} == {"base-unknown"} and "GPU instances only" in c["note"]
+    md = render_markdown(d)
+    assert "the base plan counted the GPU instances only (saved by an older trainstack)" in md.splitlines()[2]
+    assert "| nodes | — | 7,884.00 | unknown | — | 216.00 | unknown |" in md and "Note: the base plan was saved by an older trainstack" in md
+
+
 def test_policy_changes_new_and_resolved():
     d = diff_documents(doc(1, hourly=1.0, total=1.0, policy=[ADVISORY]),
                        doc(2, hourly=2.0, total=2.0, policy=[MANDATORY]))
@@ -109,8 +148,12 @@ def test_markdown_headline_table_and_collapsible_details():
     md = render_markdown(d)
     lines = md.splitlines()
     assert lines[0] == "### trainstack diff: `lora.yaml` → `full.yaml`"
-    assert lines[2].startswith("**Total cost increased: 190.00 CNY → 380.00 CNY (+190.00 CNY, +100.0%) 📈**")
-    assert "| Hourly cost (chosen pricing) | 9.50 CNY | 19.00 CNY | +9.50 CNY |" in lines
+    assert lines[2].startswith("**Total cost (all-in) increased: 190.00 CNY → 380.00 CNY (+190.00 CNY, +100.0%) 📈**")
+    assert "| Hourly cost (all-in, chosen pricing) | 9.50 CNY | 19.00 CNY | +9.50 CNY |" in lines
+    assert "| Hourly GPU instances | 8.55 CNY | 17.10 CNY | +8.55 CNY |" in lines
+    assert "| Resource | Monthly before | Monthly after | Monthly Δ | Run before | Run after | Run Δ |" in lines
+    assert "| nodes | 6,241.50 | 12,483.00 | +6,241.50 | 171.00 | 342.00 | +171.00 |" in lines
+    assert "| **Total (all-in)** | 6,935.00 | 13,870.00 | +6,935.00 | 190.00 | 380.00 | +190.00 |" in lines
     assert "| Mandatory policy violations | 0 | 1 | +1 |" in lines
     assert "<details><summary>Resources: 1 to add, 0 to change, 0 to destroy</summary>" in lines
     assert "| + add | `demo-node-1` | `alicloud:ecs/instance:Instance` |  |" in lines

@@ -17,6 +17,7 @@ import trainstack.placement as placement
 import trainstack.preview.planner as planner
 from trainstack.cli import main
 from trainstack.errors import InfeasibleError
+from trainstack.plan import PLAN_SCHEMA_VERSION
 from trainstack.preview.planner import plan_source
 from trainstack.preview.render import render
 from trainstack.preview.sources import Project, Source, find_project
@@ -47,7 +48,7 @@ def of_type(doc, type_):
 
 def test_plan_document_holds_plan_resources_policy_and_exports(factory_plans, project):
     doc = plan_stack(project, "llama3-8b-lora")
-    assert doc["schema_version"] == 2 and doc["kind"] == "trainstack-plan"
+    assert doc["schema_version"] == PLAN_SCHEMA_VERSION == 3 and doc["kind"] == "trainstack-plan"
     assert doc["plan"] == F.single_gpu_lora_plan().model_dump(mode="json")
     assert doc["stack"] == "llama3-8b-lora" and doc["source"]["path"] == "stacks/Pulumi.llama3-8b-lora.yaml"
     types = {r["type"] for r in doc["resources"]}
@@ -67,7 +68,12 @@ def test_plan_document_holds_plan_resources_policy_and_exports(factory_plans, pr
     assert doc["policy"] == []
     plan = F.single_gpu_lora_plan()
     assert doc["cost"]["on_demand"]["total_cny"] == plan.total_cost_cny
-    assert doc["cost"]["spot"]["hourly_cny"] == plan.estimate.spot_hourly_cny
+    assert doc["cost"]["spot"]["compute_hourly_cny"] == plan.estimate.spot_hourly_cny
+    # all-in: the other pricing keeps the plan's storage and network lines
+    assert doc["cost"]["spot"]["hourly_cny"] == round(plan.estimate.spot_hourly_cny + plan.cost.other_hourly_cny, 4)
+    assert doc["cost"]["breakdown"] == [i.model_dump(mode="json") for i in plan.cost.items]
+    assert (doc["cost"]["hourly_cny"], doc["cost"]["total_cny"]) == (plan.hourly_cost_cny, plan.total_cost_cny)
+    assert doc["cost"]["compute_total_cny"] == plan.cost.compute_total_cny < plan.total_cost_cny
     assert any("m-offline-preview" in n for n in doc["notes"])
     json.dumps(doc)  # plain JSON all the way down
 

@@ -115,7 +115,7 @@ def test_pr_comment_has_the_marker_and_one_diff_per_stack(project, tmp_path, mon
     text, code = comment(["llama3-8b-lora", "qwen-7b-spot"], base, project)
     assert code == 0 and text.startswith(MARKER + "\n## trainstack plan diff")
     assert "### trainstack diff: `llama3-8b-lora (base)` → `llama3-8b-lora (this PR)`" in text
-    assert "**Total cost unchanged" in text and "0 to add, 0 to change (0 replacements, 0 disruptive updates), 0 to destroy" in text
+    assert "**Total cost (all-in) unchanged" in text and "0 to add, 0 to change (0 replacements, 0 disruptive updates), 0 to destroy" in text
     assert "`qwen-7b-spot` has no plan on the base branch" in text
     out = tmp_path / "comment.md"
     assert ci_main(["comment", "--base-plans", str(base), "--out", str(out), "llama3-8b-lora"]) == 0

@@ -32,7 +32,7 @@ def of_type(doc, type_):
 
 
 def common(doc, stack):
-    assert doc["schema_version"] == 2 and doc["stack"] == stack
+    assert doc["schema_version"] == 3 and doc["stack"] == stack
     assert doc["plan"]["name"] == stack and doc["catalog_date"]
     types = {r["type"] for r in doc["resources"]}
     assert NETWORK | {"trainstack:index:TrainingStack", "pulumi:providers:alicloud"} <= types

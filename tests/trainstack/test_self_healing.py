@@ -26,7 +26,7 @@ MULTI_NODE_70B = {
     "training": {"method": "full", "precision": "bf16-mixed", "micro_batch_size": 1, "sequence_length": 4096,
                  "gradient_checkpointing": True, "zero_stage": 3, "tokens": 2.0e8},
     "resources": {"target": "ecs", "gpu_models": ["A100-80G"], "spot": "require", "self_healing": True,
-                  "max_hourly_cost": 600},
+                  "max_hourly_cost": 650},  # all-in (docs/cost.md)
     "storage": {"dataset_gib": 2000, "checkpoint": "cpfs"},
 }
 
@@ -100,8 +100,12 @@ def test_without_the_flag_nothing_changes():
     plan = resolve(parse_profile(base))
     assert plan.spot_pool is None
     assert not any("self-healing" in lab for lab in plan.labels)
-    assert plan == resolve(parse_profile(doc())).model_copy(
-        update={"spot_pool": None, "self_healing": False, "labels": plan.labels})
+    healing = resolve(parse_profile(doc()))
+    assert plan == healing.model_copy(update={"spot_pool": None, "self_healing": False, "labels": plan.labels,
+                                              "cost": plan.cost})
+    # the same money; only the billed resource differs (an ESS pool's node instead of a plain instance)
+    assert healing.cost.model_dump(exclude={"items"}) == plan.cost.model_dump(exclude={"items"})
+    assert [i.type for i in healing.cost.items if i.kind == "compute"] == ["alicloud:ess/scalingGroup:ScalingGroup"]
 
 
 def multi(spot="allow", **changes):
@@ -137,7 +141,10 @@ def test_a_multi_node_plan_gets_an_on_demand_anchor_and_a_pool_of_the_others():
     assert plan.network.pool_vswitch_cidr not in (None, plan.network.vswitch_cidr)
     # priced as it runs: node 0 at the on-demand price, the pool's nodes at the spot price
     on_demand, spot = plan.estimate.on_demand_hourly_cny / 3, plan.estimate.spot_hourly_cny / 3
-    assert plan.hourly_cost_cny == pytest.approx(on_demand + 2 * spot, abs=0.01)
+    assert plan.cost.compute_hourly_cny == pytest.approx(on_demand + 2 * spot, abs=0.01)
+    lines = {i.name: i for i in plan.cost.items if i.kind == "compute"}
+    assert (lines["node 0 (on-demand anchor)"].count, lines["pool nodes (spot)"].count) == (1, 2)
+    assert lines["node 0 (on-demand anchor)"].hourly_cny == pytest.approx(on_demand, abs=0.01)
     assert any("node 0 runs on-demand" in label for label in plan.labels)
 
 

@@ -170,15 +170,17 @@ class Node:
                 ("STATUS_URI", self.status_uri), ("HEARTBEAT_SECONDS", self.opts.heartbeat_seconds)]
 
     def guard_env_pairs(self) -> list[tuple[str, object]]:
-        """The budget guard's inputs (settings.env; the heartbeat takes them at each job start): the
-        plan's hourly price (instance hours x price is the spend) and the limits. With
+        """The budget guard's inputs (settings.env; the heartbeat takes them at each job start): each
+        node's share of the plan's all-in hourly price (nodes, disks, CPFS, bucket, NAT: instance hours x
+        share is the spend, the figure ``max_total_cost`` was checked against) and the limits. With
         CHECKPOINT_GRACE_SECONDS as the time to save a checkpoint until the trainer reports one."""
         p = self.plan
         node_hourly = round(p.hourly_cost_cny / p.nodes, 4) if p.hourly_cost_cny is not None else ""
         price = "spot price estimate" if p.spot else "on-demand list price"
         return [
             ("NODE_HOURLY_CNY", node_hourly),
-            ("PRICE_SOURCE", f"{price} of {p.instance_type} in {p.region}, catalog {p.catalog_date or 'undated'}"),
+            ("PRICE_SOURCE", f"all-in share per node: {price} of {p.instance_type} in {p.region} with the plan's "
+                             f"storage and network, catalog {p.catalog_date or 'undated'}"),
             ("MAX_TOTAL_COST_CNY", "" if p.job.max_total_cost_cny is None else p.job.max_total_cost_cny),
             ("DEADLINE_HOURS", "" if p.job.deadline_hours is None else p.job.deadline_hours),
         ]

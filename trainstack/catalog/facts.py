@@ -25,6 +25,7 @@ from .models import (
 )
 from .overlay_schema import API_SOURCE_TAG
 from .quote import PRICES_DOC, ecs_quote, is_mainland_china  # noqa: F401  (is_mainland_china is read from here)
+from .resource_prices import ResourcePrices, ResourceQuote, no_public_prices, price_errors, quote_resource
 
 
 def excluded_family_of(name: str, excluded: Iterable[str]) -> Optional[str]:
@@ -77,6 +78,7 @@ class Catalog:
         settings: dict[str, Any],
         excluded_families: Iterable[str] | dict[str, str] = (),
         overlays: Iterable[dict[str, Any]] = (),
+        resource_prices: Optional[ResourcePrices] = None,
     ):
         self.sources = _unique({s.tag: s for s in sources}, sources, "source", lambda s: s.tag)
         self.gpus = _unique({g.name: g for g in gpus}, gpus, "GPU", lambda g: g.name)
@@ -92,6 +94,11 @@ class Catalog:
         self.overlays = list(overlays)
         #: The team's prices, in front of every public figure (:meth:`with_price_book`).
         self.price_book: Optional[Any] = None  # a price_book.PriceBook (not imported: it reads this module's data)
+        #: Public storage and network prices (data/resource_prices.yaml, passed by the loader), priced by
+        #: :meth:`resource_quote`; a catalog built without them knows none (everything unpriced).
+        self._own_resource_prices = resource_prices is not None
+        self.resource_prices: ResourcePrices = resource_prices or no_public_prices()
+        self._resource_quotes: dict[tuple, ResourceQuote] = {}
         self.prices: dict[str, dict[str, RegionPrice]] = {}
         for p in prices:
             self.prices.setdefault(p.region, {})[p.instance_type] = p
@@ -143,6 +150,8 @@ class Catalog:
                     errors.append(f"price {region}/{name} is {p.on_demand_cny_per_hour}: unknown must be null")
                 if name not in self.instance_types:
                     errors.append(f"price {region}/{name} is for a type the catalog lacks")
+        if self._own_resource_prices:
+            errors += price_errors(self.resource_prices, tags, set(self.regions()))
         if errors:
             raise CatalogError("catalog data is inconsistent:\n  " + "\n  ".join(errors))
 
@@ -246,6 +255,7 @@ class Catalog:
             return self
         other = copy.copy(self)
         other.price_book = book
+        other._resource_quotes = {}  # quotes cached for the public prices only hold without a book
         return other
 
     def price_source(self, row: RegionPrice) -> tuple[str, str]:
@@ -285,6 +295,16 @@ class Catalog:
                           spot_cny_per_hour=entry.spot_cny_per_hour, spot_estimated=entry.spot_cny_per_hour is None,
                           labels=(f"price of {what} in {region} is {words}",), spot_labels=spot_labels,
                           as_of=entry.as_of.isoformat(), source_kind="price-book", source=words)
+
+    def resource_quote(self, region: str, kind: str, level: Optional[str] = None) -> ResourceQuote:
+        """Price of storage ``kind`` (cloud_essd, cloud_auto, cpfs, oss; at ``level``) per GiB-month, or of
+        network ``kind`` (nat_gateway, eip) per hour: the price book's, else the public figure, else a
+        labelled mainland estimate, else unpriced (:mod:`.resource_prices`). Cached per catalog."""
+        key = (region, kind, level)
+        hit = self._resource_quotes.get(key)
+        if hit is None:
+            hit = self._resource_quotes[key] = quote_resource(self, region, kind, level)
+        return hit
 
     def nvlink_alternatives(self, gpu_count: int, limit: int = 4) -> list[str]:
         """Instance types where ``gpu_count`` GPUs share NVLink/NVSwitch, cheapest listed first."""

@@ -17,6 +17,7 @@ from .errors import CatalogError
 from .facts import Catalog, excluded_family_of, is_mainland_china  # noqa: F401  (also read from here)
 from .models import GpuModel, InstanceFamily, InstanceType, RegionPrice, SourceRef
 from .overlay import OverlayError, apply_overlays, read_overlays
+from .resource_prices import load_resource_prices
 
 DATA_DIR = Path(__file__).parent / "data"
 #: Environment variable pointing at another overlay directory (tests, forks).
@@ -107,7 +108,8 @@ def build_catalog(data_dir: Path = DATA_DIR, overlays: Optional[list[dict[str, A
     if records:
         families, types, prices = apply_overlays(records, families, types, prices)
     return Catalog(sources=sources, gpus=gpus, families=families, instance_types=types,
-                   prices=prices, settings=settings, excluded_families=excluded, overlays=records)
+                   prices=prices, settings=settings, excluded_families=excluded, overlays=records,
+                   resource_prices=load_resource_prices(data_dir / "resource_prices.yaml"))
 
 
 @functools.lru_cache(maxsize=4)

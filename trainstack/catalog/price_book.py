@@ -27,8 +27,21 @@ A YAML file the team keeps in its repository and names with the profile's top-le
         as_of: 2026-01-01
         source: "enterprise agreement 2026, clause 4"
 
+      - region: cn-shenzhen                      # storage: CNY per GiB-month
+        storage: cloud_essd                      # cloud_essd | cloud_auto | cpfs | oss
+        performance_level: PL3                   # optional: an ESSD PL or a CPFS storage type
+        cny_per_gib_month: 3.0
+        as_of: 2026-01-10
+        source: "account manager quote"
+      - region: cn-shenzhen                      # network: CNY per hour of one resource (traffic on top)
+        network: nat_gateway                     # nat_gateway | eip
+        cny_per_hour: 0.46
+        as_of: 2026-01-10
+        source: "list price, checked on the console"
+
 An absolute entry names exactly one of ``instance_type``, ``dlc_spec`` or ``resource_id``; an entry
-with ``discount_percent`` is a discount (:mod:`.price_book_models`). The catalog's ``quote()`` takes
+with ``discount_percent`` is a discount, one with ``storage`` or ``network`` a storage or network
+price (:mod:`.price_book_models`). The catalog's ``quote()`` takes
 the highest-precedence figure (docs/prices.md) and labels it as the team's price.
 Loading is typed and bounded: a broken file or entry is an :class:`~trainstack.errors.InputError`
 (exit 2) naming the file and the entry (``prices[3].instance_type``).
@@ -40,7 +53,7 @@ import datetime as _dt
 import functools
 import os
 from pathlib import Path
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Iterable, Optional
 
 from pydantic import ValidationError
 
@@ -49,12 +62,13 @@ from ..errors import InputError, Problem, did_you_mean, value_at
 from ..profile.yamlfile import read_yaml_document  # the one reader of user YAML files
 from .dlc_specs import dlc_facts
 from .price_book_models import (  # noqa: F401  (the price book's public names, read from here)
-    ANY_REGION, KINDS, MAX_CNY_PER_HOUR, MAX_ENTRIES, RESOURCE_ID, UNIT, DiscountEntry, Kind, PriceBook,
-    PriceBookEntry, PriceBookFile,
+    ANY_REGION, KINDS, MAX_CNY_PER_GIB_MONTH, MAX_CNY_PER_HOUR, MAX_ENTRIES, RESOURCE_ID, UNIT, DiscountEntry, Entry,
+    Kind, NetworkEntry, PriceBook, PriceBookEntry, PriceBookFile, StorageEntry,
 )
 
 #: The fields each entry kind allows (for "unknown field" errors).
-_FIELDS = {"price": sorted(PriceBookEntry.model_fields), "discount": sorted(DiscountEntry.model_fields)}
+_FIELDS = {"price": sorted(PriceBookEntry.model_fields), "discount": sorted(DiscountEntry.model_fields),
+           "storage": sorted(StorageEntry.model_fields), "network": sorted(NetworkEntry.model_fields)}
 
 
 def _loc_path(loc: tuple) -> str:
@@ -84,8 +98,7 @@ def _problems_from(exc: ValidationError, doc: Any, file: str) -> list[Problem]:
 
 
 @functools.lru_cache(maxsize=16)
-def _parse_cached(path: str, _mtime_ns: int, _size: int) -> tuple[tuple[Union[PriceBookEntry, DiscountEntry], ...],
-                                                                 tuple[Problem, ...]]:
+def _parse_cached(path: str, _mtime_ns: int, _size: int) -> tuple[tuple[Entry, ...], tuple[Problem, ...]]:
     doc = read_yaml_document(path, what="price book")
     try:
         parsed = PriceBookFile.model_validate(doc)
@@ -127,8 +140,7 @@ def read_price_book(path: str | Path, catalog, *, display: Optional[str] = None,
     return PriceBook(name, entries)
 
 
-def entry_problems(entries: Iterable[Union[PriceBookEntry, DiscountEntry]], catalog, file: str,
-                   today: _dt.date) -> list[Problem]:
+def entry_problems(entries: Iterable[Entry], catalog, file: str, today: _dt.date) -> list[Problem]:
     """What the catalog says is wrong with valid-looking entries: unknown names, duplicates, future dates."""
     regions = catalog.regions()
     lingjun = [s.name for s in dlc_facts().lingjun_specs]
@@ -143,12 +155,23 @@ def entry_problems(entries: Iterable[Union[PriceBookEntry, DiscountEntry]], cata
     for i, e in enumerate(entries):
         at = f"prices[{i}]"
         discount = isinstance(e, DiscountEntry)
+        resource = isinstance(e, (StorageEntry, NetworkEntry))
         if e.region == ANY_REGION and not discount:
             problem(f"{at}.region", f"'{ANY_REGION}' (every region) is for discount entries only: an absolute "
                                     "price names its region", e.region)
         elif e.region != ANY_REGION and e.region not in regions:
             problem(f"{at}.region", "unknown region", e.region, did_you_mean(e.region, regions),
                     allowed=f"a region of the catalog{' or * (every region)' if discount else ''}")
+        if e.as_of > today:
+            problem(f"{at}.as_of", f"is after today ({today.isoformat()}): a price is dated when it was set",
+                    e.as_of.isoformat())
+        if resource:
+            key = (e.kind, e.region, e.subject)
+            if key in seen:
+                field = "performance_level" if isinstance(e, StorageEntry) and e.performance_level else e.kind
+                problem(f"{at}.{field}", f"priced twice in {e.region} (also prices[{seen[key]}]); keep one", e.subject)
+            seen.setdefault(key, i)
+            continue
         if e.instance_type is not None and not catalog.knows(e.instance_type):
             problem(f"{at}.instance_type", "instance type not in the catalog", e.instance_type,
                     did_you_mean(e.instance_type, types))
@@ -158,9 +181,6 @@ def entry_problems(entries: Iterable[Union[PriceBookEntry, DiscountEntry]], cata
         if not discount and e.dlc_spec is not None and not (catalog.knows(e.dlc_spec) or e.dlc_spec in lingjun):
             problem(f"{at}.dlc_spec", "not a DLC spec trainstack knows (an ECS type of the catalog or a Lingjun "
                                       "spec of dlc_specs.yaml)", e.dlc_spec, did_you_mean(e.dlc_spec, types + lingjun))
-        if e.as_of > today:
-            problem(f"{at}.as_of", f"is after today ({today.isoformat()}): a price is dated when it was set",
-                    e.as_of.isoformat())
         keys = ([("discount", e.scope, e.region, e.subject, a) for a in e.applies_to] if discount
                 else [(e.kind, e.region, e.subject)])
         twice = next((seen[k] for k in keys if k in seen), None)

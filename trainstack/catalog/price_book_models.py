@@ -9,8 +9,14 @@ Two kinds of entry share the book's ``prices:`` list:
   It discounts ECS on-demand prices only, unless ``applies_to`` names ``spot`` (no source says an
   account discount reaches the spot market).
 
-An entry with ``discount_percent`` is a discount; any other entry is an absolute price. Which price a
-quote takes is :meth:`PriceBook.discount` and docs/prices.md (the precedence table).
+* a **storage price** (:class:`StorageEntry`): ``storage`` (cloud_essd, cloud_auto, cpfs, oss), an optional
+  ``performance_level`` (an ESSD PL or a CPFS storage type; none: every level of the kind) and
+  ``cny_per_gib_month``;
+* a **network price** (:class:`NetworkEntry`): ``network`` (nat_gateway, eip) and ``cny_per_hour``.
+
+An entry with ``discount_percent`` is a discount, one with ``storage`` or ``network`` a storage or network
+price; any other entry is an absolute price. Which price a quote takes is :meth:`PriceBook.discount`,
+:meth:`PriceBook.resource` and docs/prices.md (the precedence tables).
 """
 
 from __future__ import annotations
@@ -19,9 +25,10 @@ import datetime as _dt
 import re
 from typing import Annotated, ClassVar, Iterable, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
 from ..errors import short_repr
+from .resource_prices import NetworkKind, StorageKind, level_problem
 
 #: Most entries one price book may hold: every GPU type of the catalog in ten regions, within the
 #: user-file reader's bound on values (trainstack.profile.yamlfile.MAX_NODES).
@@ -158,12 +165,87 @@ class DiscountEntry(BaseModel):
                 f"{book_path}, as of {self.as_of.isoformat()}; source: {short_repr(self.source, 80)})")
 
 
+#: No storage costs this much per GiB-month; a larger figure is a typo (CNY).
+MAX_CNY_PER_GIB_MONTH = 1_000.0
+
+
+class StorageEntry(BaseModel):
+    """What the team pays per GiB-month for one storage kind (and level) in one region."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
+
+    region: str = Field(min_length=1, max_length=64)
+    storage: StorageKind = Field(description="cloud_essd | cloud_auto | cpfs | oss")
+    performance_level: Optional[str] = Field(
+        None, max_length=16, description="cloud_essd: PL0..PL3; cpfs: advance_100 | advance_200; none: every level")
+    cny_per_gib_month: float = Field(gt=0, le=MAX_CNY_PER_GIB_MONTH, strict=True)
+    as_of: _dt.date
+    source: str = Field(min_length=1, max_length=500, description="Who set the price and why (free text)")
+
+    @field_validator("source")
+    @classmethod
+    def _source_line(cls, v: str) -> str:
+        return _one_line(v)
+
+    @field_validator("performance_level")
+    @classmethod
+    def _level(cls, v: Optional[str], info: ValidationInfo) -> Optional[str]:
+        kind = info.data.get("storage")  # absent when storage itself was refused: that error says it
+        if kind is not None and (why := level_problem(kind, v)):
+            raise ValueError(why)
+        return v
+
+    kind: ClassVar[str] = "storage"
+
+    @property
+    def subject(self) -> str:
+        return self.storage + (f" {self.performance_level}" if self.performance_level else "")
+
+    def describe(self, book_path: str) -> str:
+        return (f"the team's price from price book {book_path} ({self.cny_per_gib_month:g} CNY per GiB-month, as of "
+                f"{self.as_of.isoformat()}; source: {short_repr(self.source, 80)})")
+
+
+class NetworkEntry(BaseModel):
+    """What the team pays per hour for one NAT gateway or EIP in one region (traffic on top)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
+
+    region: str = Field(min_length=1, max_length=64)
+    network: NetworkKind = Field(description="nat_gateway | eip")
+    cny_per_hour: float = Field(gt=0, le=MAX_CNY_PER_HOUR, strict=True)
+    as_of: _dt.date
+    source: str = Field(min_length=1, max_length=500, description="Who set the price and why (free text)")
+
+    @field_validator("source")
+    @classmethod
+    def _source_line(cls, v: str) -> str:
+        return _one_line(v)
+
+    kind: ClassVar[str] = "network"
+
+    @property
+    def subject(self) -> str:
+        return self.network
+
+    def describe(self, book_path: str) -> str:
+        return (f"the team's price from price book {book_path} ({self.cny_per_hour:g} CNY per hour, as of "
+                f"{self.as_of.isoformat()}; source: {short_repr(self.source, 80)})")
+
+
 def _entry_kind(raw: object) -> str:
-    return "discount" if isinstance(raw, dict) and "discount_percent" in raw else "price"
+    if not isinstance(raw, dict):
+        return "price"
+    for key, tag in (("discount_percent", "discount"), ("storage", "storage"), ("network", "network")):
+        if key in raw:
+            return tag
+    return "price"
 
 
-AnyEntry = Annotated[Union[Annotated[PriceBookEntry, Tag("price")], Annotated[DiscountEntry, Tag("discount")]],
+AnyEntry = Annotated[Union[Annotated[PriceBookEntry, Tag("price")], Annotated[DiscountEntry, Tag("discount")],
+                           Annotated[StorageEntry, Tag("storage")], Annotated[NetworkEntry, Tag("network")]],
                      Discriminator(_entry_kind)]
+Entry = Union[PriceBookEntry, DiscountEntry, StorageEntry, NetworkEntry]
 
 
 class PriceBookFile(BaseModel):
@@ -175,10 +257,13 @@ class PriceBookFile(BaseModel):
 class PriceBook:
     """The validated entries of one price book: absolute prices by (kind, region, subject), and discounts."""
 
-    def __init__(self, path: str, entries: Iterable[Union[PriceBookEntry, DiscountEntry]]):
+    def __init__(self, path: str, entries: Iterable[Entry]):
         self.path = path
         self.entries = tuple(entries)
         self._by_key = {(e.kind, e.region, e.subject): e for e in self.entries if isinstance(e, PriceBookEntry)}
+        self._resources = {(e.region, e.storage, e.performance_level) if isinstance(e, StorageEntry)
+                           else (e.region, e.network, None): e
+                           for e in self.entries if isinstance(e, (StorageEntry, NetworkEntry))}
         self.discounts = tuple(e for e in self.entries if isinstance(e, DiscountEntry))
         self._discount = {(d.scope, d.region, d.subject, a): d for d in reversed(self.discounts) for a in d.applies_to}
 
@@ -199,6 +284,12 @@ class PriceBook:
                     return hit
         return None
 
+    def resource(self, region: str, kind: str, level: Optional[str] = None
+                 ) -> Optional[Union[StorageEntry, NetworkEntry]]:
+        """The team's storage or network price: the entry for the exact level first, then the kind's."""
+        return self._resources.get((region, kind, level)) or (
+            self._resources.get((region, kind, None)) if level is not None else None)
+
     def __len__(self) -> int:
         return len(self.entries)
 
@@ -210,4 +301,5 @@ def price_book_schema() -> dict:
     """The price book's JSON Schema (docs/price-book.schema.json, for editors and CI checks)."""
     schema = PriceBookFile.model_json_schema()
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "trainstack price book",
-            "description": "Absolute prices and discounts a team holds; precedence in docs/prices.md.", **schema}
+            "description": "Absolute prices, discounts, storage and network prices a team holds; precedence in "
+                           "docs/prices.md.", **schema}

@@ -157,5 +157,5 @@ def plan_storage(profile: TrainingProfile, inst: ResolvedInstance, nodes: int, s
     return StoragePlan(
         system_disk_gib=SYSTEM_DISK_GIB, data_disk=disk, checkpoint_disk=ckpt_disk, cpfs=cpfs, oss=oss,
         checkpoint=s.checkpoint,
-        checkpoint_path=path, dataset_uri=s.dataset_uri, dataset_gib=s.dataset_gib,
+        checkpoint_path=path, dataset_uri=s.dataset_uri, dataset_gib=s.dataset_gib, checkpoint_gib=round(ckpt_gib, 2),
         retain_on_destroy=s.retain_on_destroy, notes=tuple(notes))

@@ -18,7 +18,8 @@ from ..profile import TrainingProfile
 from .assemble_dlc import dlc_parts
 from .assemble_ecs import ecs_parts
 from .assembly import Assembly, Choice, Collector, candidate_layout, job_plan, parallelism_plan
-from .engine import hourly_price
+from .cost import cost_breakdown, cost_labels
+from .engine import candidate_shape, hourly_price
 from .prices import provenance
 
 __all__ = ["Assembly", "Choice", "assemble"]
@@ -37,6 +38,12 @@ def assemble(profile: TrainingProfile, catalog: Catalog, choice: Choice) -> Asse
     gpu = parts.pop("gpu")
     spot = parts["spot"]
     quote = choice.quote
+    # the engine's cost model again, over what the plan creates (the winner's storage; a DLC spot job at spot)
+    shape = candidate_shape(profile, choice.target, best.nodes, best.gpus_per_node, spot)
+    cost = cost_breakdown(catalog, profile.region, quote, shape, parts["storage"], profile.network.internet_egress,
+                          best.run_hours if best.run_hours is not None else best.estimated_hours)
+    parts["labels"] = tuple(dict.fromkeys(parts["labels"] + tuple(cost_labels(
+        cost, catalog, profile.region, shape, parts["storage"], profile.network.internet_egress))))
     if best.fit == "at_risk":  # issue 32: chosen only because nothing fits with the interval: say so, with figures
         least = sizing.min_margin_gib(gpu.usable_gib, profile.resources.memory_margin_percent / 100)
         parts["labels"] = (sizing.at_risk_label(mem, gpu.usable_gib, least, gpu.name), *parts["labels"])
@@ -56,7 +63,8 @@ def assemble(profile: TrainingProfile, catalog: Catalog, choice: Choice) -> Asse
         estimated_hours=best.estimated_hours, objective=profile.resources.objective, estimate=estimate,
         job=job_plan(profile, best.gpus_per_node, gpus, pick.layout), parallelism=parallelism_plan(profile, pick),
         tags=dict(profile.tags), alternatives=tuple(choice.alternatives), rejected=tuple(choice.rejected),
-        catalog_date=catalog.newest_price_date,
+        catalog_date=catalog.newest_price_date, cost=cost, hourly_cost_cny=cost.hourly_cny,
+        total_cost_cny=cost.total_cny,
         prices=provenance(catalog, quote, zone=parts["zone"], spot=spot).model_copy(
             update={"on_demand_cny_per_hour": quote.on_demand_cny_per_hour}),
         policy_exceptions=choice.exceptions, **parts), "plan")

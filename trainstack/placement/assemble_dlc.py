@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..catalog import Catalog, dlc_facts
-from ..layout import ERDMA_NCCL_ENV, bucket_name, plan_image, plan_network, plan_storage
-from ..plan import DlcPlan, OssPlan, StoragePlan, spot_price_limit
+from ..layout import ERDMA_NCCL_ENV, plan_image, plan_network
+from ..plan import DlcPlan, StoragePlan, spot_price_limit
 from ..profile import TrainingProfile
 from .assembly import Choice, Collector, layout_reasons
+from .cost import candidate_storage
 from .dlc_pods import dlc_image, pod_resources
 from .layouts import LayoutPick
 
@@ -67,11 +68,6 @@ def dlc_parts(profile: TrainingProfile, catalog: Catalog, choice: Choice, pick: 
     if image is None or storage is None:
         return None
     image_ref, lookup, is_default, _ = image
-    hourly = best.hourly_cost_cny
-    if spot and quote.spot_cny_per_hour is not None:
-        hourly = round(quote.spot_cny_per_hour * best.nodes, 4)
-    elif spot:
-        hourly = None  # no DLC spot price known
     j = profile.job
     max_minutes = int(j.max_runtime_hours * 60) if j.max_runtime_hours else (
         int(r.deadline_hours * 60) if r.deadline_hours else None)
@@ -85,9 +81,7 @@ def dlc_parts(profile: TrainingProfile, catalog: Catalog, choice: Choice, pick: 
     where = f"{'quota ' + quota if quota else 'public resources'}, {best.nodes} pod(s) x {best.gpus_per_node} {gpu.name}"
     return {
         "gpu": gpu, "zone": profile.zone, "instance_type": None if quota else best.instance_type, "spot": spot,
-        "spot_price_limit": limit, "hourly_cost_cny": hourly,
-        "total_cost_cny": None if hourly is None or best.estimated_hours is None else round(hourly * best.estimated_hours, 2),
-        "storage": storage, "network": plan_network(profile, None, best.nodes, spot), "image": plan_image(profile, None),
+        "spot_price_limit": limit, "storage": storage, "network": plan_network(profile, None, best.nodes, spot), "image": plan_image(profile, None),
         "dlc": dlc, "labels": tuple(dict.fromkeys(labels)),
         "reasons": (f"PAI-DLC: {where}", *layout_reasons(profile, pick, f"{best.nodes} pod(s) x {best.gpus_per_node} "
                                                                           f"{gpu.name}")),
@@ -95,16 +89,7 @@ def dlc_parts(profile: TrainingProfile, catalog: Catalog, choice: Choice, pick: 
 
 
 def dlc_storage(profile: TrainingProfile, choice: Choice, mem) -> StoragePlan:
-    """The job's storage: a quota job checkpoints to the OSS bucket; a public-resources job as the profile
-    says. No disks: PAI gives the pods their own."""
-    best = choice.best
-    if profile.dlc.resource_id:
-        storage = StoragePlan(checkpoint="oss", checkpoint_path="/mnt/data/checkpoints",
-                              oss=OssPlan(bucket=bucket_name(profile),
-                                          internal_endpoint=f"oss-{profile.region}-internal.aliyuncs.com"),
-                              dataset_uri=profile.storage.dataset_uri, dataset_gib=profile.storage.dataset_gib,
-                              retain_on_destroy=profile.storage.retain_on_destroy)
-    else:
-        storage = plan_storage(profile, choice.inst, best.nodes, profile.resources.spot == "require",
-                               mem.trainable_params, stack_bucket_always=False)
-    return storage.model_copy(update={"data_disk": None, "checkpoint_disk": None})
+    """The job's storage (``cost.candidate_storage``, which the engine priced): a quota job checkpoints
+    to the OSS bucket; a public-resources job as the profile says. No disks: PAI gives the pods their own."""
+    return candidate_storage(profile, "dlc", choice.inst, choice.best.nodes, profile.resources.spot == "require",
+                             mem.trainable_params)

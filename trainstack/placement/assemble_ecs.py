@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..catalog import Catalog
-from ..layout import plan_image, plan_network, plan_spot_pool, plan_storage
+from ..layout import plan_image, plan_network, plan_spot_pool
 from ..layout.capacity import capacity_labels, plan_capacity
 from ..layout.network import pool_tcp_note
 from ..plan import spot_price_limit
 from ..profile import TrainingProfile
 from .assembly import Choice, Collector, layout_reasons
+from .cost import candidate_storage
 from .engine import SPOT_RESTART_ALLOWANCE
 from .layouts import LayoutPick
 
@@ -24,7 +25,8 @@ def ecs_parts(profile: TrainingProfile, catalog: Catalog, choice: Choice, pick: 
     if best.spot:
         limit = spot_price_limit(stated) if stated else (
             spot_price_limit(quote.on_demand_cny_per_hour) if quote.on_demand_cny_per_hour else None)
-    storage = collect.run(lambda: plan_storage(profile, inst, best.nodes, best.spot, mem.trainable_params), "storage")
+    storage = collect.run(lambda: candidate_storage(profile, "ecs", inst, best.nodes, best.spot, mem.trainable_params),
+                          "storage")
     network = collect.run(lambda: plan_network(profile, inst, best.nodes, best.spot,
                                                services=storage is not None and storage.cpfs is not None), "network")
     image = collect.run(lambda: plan_image(profile, inst), "image")
@@ -39,7 +41,6 @@ def ecs_parts(profile: TrainingProfile, catalog: Catalog, choice: Choice, pick: 
     return {
         "gpu": inst.gpu, "zone": best.zone, "instance_type": inst.name, "spot": best.spot, "spot_price_limit": limit,
         "spot_price_limit_source": ("profile" if stated else "on-demand price") if limit is not None else None,
-        "hourly_cost_cny": best.hourly_cost_cny, "total_cost_cny": best.total_cost_cny,
         "storage": storage, "network": network, "image": image, "spot_pool": spot_pool,
         "self_healing": profile.resources.self_healing,
         "capacity": capacity,
@@ -79,7 +80,6 @@ def ecs_labels(profile: TrainingProfile, catalog: Catalog, choice: Choice, limit
                            "kept after creation, so a catalog refresh never replaces running spot nodes)")
     if profile.training.tokens is None:
         labels.append("training.tokens not set: no hours or total cost; ranked by hourly cost")
-    labels.append("costs are GPU instances only: disks, CPFS, OSS, NAT and traffic are billed on top")
     labels += list(storage_notes)
     labels += pool_labels
     if tcp_note := pool_tcp_note(profile, choice.inst, best.nodes, best.spot):

@@ -12,7 +12,9 @@ same thing everywhere. Hard rules, in the order they are checked:
 * per candidate (:func:`rule_broken`): spot needs a known on-demand price and must not cost more;
   ZeRO needs more than one GPU; memory; deadline; hourly and total budget; a known speed and price.
 
-Cost objective: total = hourly x hours, spot hours multiplied by :data:`SPOT_RESTART_ALLOWANCE`.
+Cost objective: the all-in total (``cost.cost_breakdown``: the nodes and every disk, file system, bucket
+and NAT gateway the candidate would create) = hourly x hours, spot hours multiplied by
+:data:`SPOT_RESTART_ALLOWANCE`; the hourly and total budgets count the same all-in figures.
 Time objective: fewest hours. Ties break on the other measure, fewer nodes, on-demand first, then
 the type name: the same inputs give the same plan.
 """
@@ -33,6 +35,7 @@ from ..profile import TrainingProfile
 from ..layout.spot_pool import heals_multi_node
 from ..reasons import Reason, ReasonCode, reason
 from .allowances import NO_ALLOWANCES, PolicyAllowances
+from .cost import Shape, breakdown_of, candidate_storage, compute_items, cost_breakdown, network_items
 from .interconnect import pcie_rejection
 from .layouts import (  # noqa: F401  (the ECS strategy reads the layout search from here too)
     LayoutPick, choose_layout, layout_options, plan_layout,
@@ -243,8 +246,8 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option, sized: 
     if hours is not None and spot:
         hours *= SPOT_RESTART_ALLOWANCE
     quote = option.quote or catalog.quote(profile.region, inst.name)
-    hourly = hourly_price(quote, inst.gpu_count, nodes, spot, 1 if healing else 0)
-    total = round(hourly * hours, 2) if (hourly is not None and hours is not None) else None
+    cost = candidate_cost(profile, catalog, option, quote, mem.trainable_params, hours)
+    hourly, total = cost.hourly_cny, cost.total_cny
     labels = option.labels + calibrated + sized.labels + quote.labels + (quote.spot_labels if spot else ())
     why = option.blocked or sized.layout_why or rule_broken(profile, gpu.name, gpu.usable_gib, gpus, spot, quote,
                                                             mem.required_gib_per_gpu, margin, tps, hours, hourly,
@@ -257,11 +260,33 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option, sized: 
             objective = hours if hours is not None else TIME_REFERENCE_TOKENS / tps / 3600
     return Candidate(
         target=option.target, instance_type=inst.name, gpu_model=gpu.name, nodes=nodes, gpus_per_node=inst.gpu_count,
-        spot=spot, zone=option.zone, hourly_cost_cny=hourly,
+        spot=spot, zone=option.zone, hourly_cost_cny=hourly, compute_hourly_cny=cost.compute_hourly_cny,
         estimated_hours=None if hours is None else round(hours, 3), total_cost_cny=total, objective=objective,
+        run_hours=hours,
         memory_margin_gib=margin, tokens_per_second=None if tps is None else round(tps, 1), fit=fit,
         layout=pick.plan_layout, labels=tuple(dict.fromkeys(labels)), feasible=why is None,
         reason=why.message if why else None, reason_code=why.code if why else None)
+
+
+def candidate_shape(profile: TrainingProfile, target: str, nodes: int, gpus_per_node: int, spot: bool) -> Shape:
+    """How a candidate's nodes are paid: a self-healing plan's pool, its on-demand anchor node 0."""
+    return Shape(target=target, nodes=nodes, gpus_per_node=gpus_per_node, spot=spot,  # type: ignore[arg-type]
+                 anchors=anchor_nodes(profile, target, nodes, spot),
+                 pool=target == "ecs" and spot and profile.resources.self_healing)
+
+
+def candidate_cost(profile: TrainingProfile, catalog: Catalog, option: Option, quote: PriceQuote,
+                   trainable_params: Optional[int], hours: Optional[float]):
+    """The all-in cost of what ``option`` would create (its storage layout and network) for ``hours``."""
+    inst, nodes, spot = option.inst, option.nodes, option.spot
+    shape = candidate_shape(profile, option.target, nodes, inst.gpu_count, spot)
+    try:
+        storage = candidate_storage(profile, option.target, inst, nodes, spot if option.target == "ecs" else
+                                    profile.resources.spot == "require", trainable_params)
+    except InputError:  # the assembler reports it for the winner; here the nodes alone still rank
+        return breakdown_of(compute_items(quote, shape) + network_items(catalog, profile.region,
+                                                                         profile.network.internet_egress), hours)
+    return cost_breakdown(catalog, profile.region, quote, shape, storage, profile.network.internet_egress, hours)
 
 
 def anchor_nodes(profile: TrainingProfile, target: str, nodes: int, spot: bool) -> int:
@@ -313,9 +338,11 @@ def rule_broken(profile: TrainingProfile, gpu_name: str, usable_gib: float, gpus
     if r.deadline_hours is not None and hours is not None and hours > r.deadline_hours:
         return reason(ReasonCode.DEADLINE, f"takes {hours:.1f} h, deadline is {r.deadline_hours:g} h")
     if r.max_hourly_cost is not None and hourly is not None and hourly > r.max_hourly_cost:
-        return reason(ReasonCode.HOURLY_BUDGET, f"costs {hourly:.2f} CNY/h, max_hourly_cost is {r.max_hourly_cost:g}")
+        return reason(ReasonCode.HOURLY_BUDGET, f"costs {hourly:.2f} CNY/h all-in, max_hourly_cost is "
+                                                f"{r.max_hourly_cost:g}")
     if r.max_total_cost is not None and total is not None and total > r.max_total_cost:
-        return reason(ReasonCode.TOTAL_BUDGET, f"costs {total:.0f} CNY in total, max_total_cost is {r.max_total_cost:g}")
+        return reason(ReasonCode.TOTAL_BUDGET, f"costs {total:.0f} CNY in total all-in, max_total_cost is "
+                                               f"{r.max_total_cost:g}")
     if tps is None and (t.tokens or r.objective == "time"):
         return reason(ReasonCode.SPEED_UNKNOWN, f"speed unknown: {gpu_name} peak TFLOPS are not in the catalog")
     if hourly is None:

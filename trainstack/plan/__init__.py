@@ -7,10 +7,11 @@ policies and the offline preview only read it. ``Plan.model_dump(mode="json")`` 
 ``estimated_hours``, ``total_cost_cny``, ``labels``, ``alternatives``, ``rejected``).
 
 Modules: ``model`` (Plan, candidates, price provenance), ``parts`` (estimate, storage, network,
-image, spot pool, DLC job), ``job`` (the job and its parallel layout), ``base`` (shared limits and
+image, spot pool, DLC job), ``cost`` (the cost breakdown), ``job`` (the job and its parallel layout), ``base`` (shared limits and
 price rounding), ``schema`` (the one schema version and how older saved plans are read).
 """
 
+from .cost import CostBreakdown, CostItem
 from .base import DEPLOYMENT_SET_MAX, ESSD_MAX_GIB, ESSD_MIN_GIB, ess_price_limit, spot_price_limit
 from .job import JobPlan, JobSecretPlan, LayoutOption, ParallelismPlan, ParallelLayout
 from .model import (
@@ -24,7 +25,7 @@ from .parts import (
 from .schema import PLAN_SCHEMA_VERSION
 
 __all__ = [
-    "CapacityPlan", "Candidate", "CpfsPlan", "FallbackCandidate", "DEPLOYMENT_SET_MAX", "DataDiskPlan", "DlcPlan", "ESSD_MAX_GIB", "ESSD_MIN_GIB",
+    "CapacityPlan", "Candidate", "CostBreakdown", "CostItem", "CpfsPlan", "FallbackCandidate", "DEPLOYMENT_SET_MAX", "DataDiskPlan", "DlcPlan", "ESSD_MAX_GIB", "ESSD_MIN_GIB",
     "EstimateSummary", "ImageLookup", "ImagePlan", "JobPlan", "JobSecretPlan", "LayoutOption", "NetworkPlan",
     "OssPlan", "PLAN_SCHEMA_VERSION", "ParallelLayout", "ParallelismPlan", "Plan", "PlannedPrice", "PolicyException", "PriceProvenance", "Rejection", "ReservationPlan",
     "SpotPoolPlan", "StoragePlan", "ess_price_limit", "spot_price_limit",

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from ..reasons import Reason, ReasonCode
 from .base import _Frozen
+from .cost import CostBreakdown
 from .job import JobPlan, ParallelismPlan, ParallelLayout
 from .parts import DlcPlan, EstimateSummary, ImagePlan, NetworkPlan, SpotPoolPlan, StoragePlan
 from .schema import PLAN_SCHEMA_VERSION
@@ -70,9 +71,12 @@ class Candidate(_Frozen):
     gpus_per_node: int
     spot: bool = False
     zone: Optional[str] = None
-    hourly_cost_cny: Optional[float] = None
+    hourly_cost_cny: Optional[float] = Field(None, description="All-in per hour: nodes, storage and network")
     estimated_hours: Optional[float] = None
-    total_cost_cny: Optional[float] = None
+    total_cost_cny: Optional[float] = Field(None, description="All-in for the run")
+    compute_hourly_cny: Optional[float] = Field(None, description="The GPU nodes (or DLC job) only, per hour")
+    #: the hours the costs were computed with, unrounded (the assembler prices the winner with the same)
+    run_hours: Optional[float] = Field(None, exclude=True)
     objective: Optional[float] = Field(None, description="Value minimised (CNY or hours)")
     memory_margin_gib: Optional[float] = None
     tokens_per_second: Optional[float] = None
@@ -150,9 +154,9 @@ class Plan(_Frozen):
     spot_strategy: Literal["NoSpot", "SpotWithPriceLimit"] = "NoSpot"
     spot_interruption_behavior: Literal["Terminate", "Stop"] = "Terminate"
     spot_duration_hours: int = Field(1, ge=0, le=6)
-    hourly_cost_cny: Optional[float] = None
+    hourly_cost_cny: Optional[float] = Field(None, description="All-in per hour (``cost.hourly_cny``)")
     estimated_hours: Optional[float] = None
-    total_cost_cny: Optional[float] = None
+    total_cost_cny: Optional[float] = Field(None, description="All-in for the run (``cost.total_cny``)")
     objective: Literal["cost", "time"] = "cost"
     estimate: EstimateSummary
     storage: StoragePlan
@@ -175,6 +179,7 @@ class Plan(_Frozen):
     capacity: Optional[CapacityPlan] = Field(None, description="ECS plans: fallback order and capacity reservation")
     policy_exceptions: tuple[PolicyException, ...] = Field(
         (), description="Exceptions of the policy config the chosen type needs (none: the engine's own rules)")
+    cost: Optional[CostBreakdown] = Field(None, description="Every billed resource and the all-in totals")
 
     @model_validator(mode="after")
     def _spot_pool_fits(self) -> "Plan":

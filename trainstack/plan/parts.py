@@ -94,6 +94,8 @@ class StoragePlan(_Frozen):
     checkpoint_path: str = Field(description="Where the trainer writes checkpoints on a node")
     dataset_uri: Optional[str] = None
     dataset_gib: float = 0
+    checkpoint_gib: Optional[float] = Field(None, description="Planned size of the checkpoints kept (GiB): what the "
+                                                              "bucket stores when it holds them")
     retain_on_destroy: bool = True
     notes: tuple[str, ...] = ()
 

@@ -25,6 +25,7 @@ from .change_rules import (
 )
 from .impossible import impossible_updates
 from .propagation import FIELD, delete_first_cascade, entry_chain, propagate, records_dependencies
+from ..plan.schema import COST_BASIS_ALL_IN, COST_BASIS_COMPUTE, cost_basis, cost_to_v3
 from .sources import PLAN_SCHEMA_VERSION
 from .values import flatten
 
@@ -171,7 +172,13 @@ def _index(doc: dict) -> dict[tuple[str, str], dict]:
     return out
 
 
-def _delta(before: Optional[float], after: Optional[float]) -> dict[str, Optional[float]]:
+def _figure(v: Any) -> Optional[float]:
+    """A cost figure as a number, or None: a hand-edited saved plan may hold anything there."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _delta(before: Any, after: Any) -> dict[str, Optional[float]]:
+    before, after = _figure(before), _figure(after)
     # finite or null: a hand-made plan's 1e-308 CNY/h (or two figures near the float limit) would make
     # the percent or the delta Infinity, which is not JSON (found by make fuzz at 3,000)
     delta = None if before is None or after is None else _finite(round(after - before, 4))
@@ -183,15 +190,70 @@ def _finite(x: float) -> Optional[float]:
     return x if math.isfinite(x) else None
 
 
-def cost_changes(base: dict, head: dict) -> dict[str, dict]:
-    b, h = base.get("cost") or {}, head.get("cost") or {}
-    out = {"hourly": _delta(b.get("hourly_cny"), h.get("hourly_cny")),
-           "total": _delta(b.get("total_cny"), h.get("total_cny")),
-           "hours": _delta(b.get("estimated_hours"), h.get("estimated_hours"))}
+def _cost(doc: dict) -> dict:
+    """The document's cost block in this version's meaning (an older plan's GPU-only figures become the
+    compute ones; its all-in ones are unknown)."""
+    if cost_basis(doc) == COST_BASIS_COMPUTE:
+        cost = cost_to_v3(doc).get("cost")
+    else:
+        cost = doc.get("cost")
+    return cost if isinstance(cost, dict) else {}
+
+
+def _line_key(item: dict) -> tuple[str, str]:
+    return (str(item.get("type")), str(item.get("name")))
+
+
+def _lines(cost: dict) -> list:
+    lines = cost.get("breakdown")
+    return lines if isinstance(lines, list) else []
+
+
+def resource_cost_changes(b: dict, h: dict, base_known: bool) -> list[dict[str, Any]]:
+    """Per billed line (type + name): monthly, run, hourly and after-destroy figures before and after."""
+    before = {_line_key(i): i for i in _lines(b) if isinstance(i, dict)}
+    after = {_line_key(i): i for i in _lines(h) if isinstance(i, dict)}
+    out = []
+    for key in list(after) + [k for k in before if k not in after]:
+        bi, hi = before.get(key) or {}, after.get(key) or {}
+        status = ("base-unknown" if not base_known else "added" if not bi else "removed" if not hi else
+                  "changed" if any(bi.get(f) != hi.get(f) for f in ("monthly_cny", "run_cny", "quantity", "count",
+                                                                     "unpriced")) else "unchanged")
+        row = {"type": key[0], "name": key[1], "status": status, "kind": (hi or bi).get("kind"),
+               "retained": bool((hi or bi).get("retained"))}
+        for field, out_key in (("monthly_cny", "monthly"), ("run_cny", "run"), ("hourly_cny", "hourly"),
+                               ("after_destroy_monthly_cny", "after_destroy_monthly")):
+            row[out_key] = _delta(bi.get(field) if bi else (None if not base_known else 0.0),
+                                  hi.get(field) if hi else 0.0)
+        for side, item in (("before", bi), ("after", hi)):
+            if item.get("unpriced"):
+                row[f"unpriced_{side}"] = item["unpriced"]
+        out.append(row)
+    return out
+
+
+def cost_changes(base: dict, head: dict) -> dict[str, Any]:
+    """All-in totals, the GPU-only ones (comparable with plans saved before the breakdown), and per line."""
+    b, h = _cost(base), _cost(head)
+    basis = {"before": cost_basis(base) if base.get("cost") else None, "after": cost_basis(head)}
+    out: dict[str, Any] = {
+        "basis": basis, "comparable": basis["before"] in (None, COST_BASIS_ALL_IN),
+        "hourly": _delta(b.get("hourly_cny"), h.get("hourly_cny")),
+        "total": _delta(b.get("total_cny"), h.get("total_cny")),
+        "hours": _delta(b.get("estimated_hours"), h.get("estimated_hours")),
+        "compute_hourly": _delta(b.get("compute_hourly_cny"), h.get("compute_hourly_cny")),
+        "compute_total": _delta(b.get("compute_total_cny"), h.get("compute_total_cny")),
+        "monthly": _delta(b.get("monthly_cny"), h.get("monthly_cny")),
+        "after_destroy_monthly": _delta(b.get("after_destroy_monthly_cny"), h.get("after_destroy_monthly_cny")),
+    }
     for kind in ("on_demand", "spot"):
         bk, hk = b.get(kind) or {}, h.get(kind) or {}
         out[f"{kind}_hourly"] = _delta(bk.get("hourly_cny"), hk.get("hourly_cny"))
         out[f"{kind}_total"] = _delta(bk.get("total_cny"), hk.get("total_cny"))
+    out["resources"] = resource_cost_changes(b, h, base_known=basis["before"] != COST_BASIS_COMPUTE)
+    if basis["before"] == COST_BASIS_COMPUTE:
+        out["note"] = ("the base plan was saved by an older trainstack whose cost counted the GPU instances only: "
+                       "its all-in figures are unknown, so only the GPU instances' cost is compared")
     return out
 
 

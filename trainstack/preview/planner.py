@@ -1,6 +1,6 @@
 """`trainstack plan` without the CLI: source -> Plan -> recorded program run -> policies -> document.
 
-The document (``schema_version`` 2, see docs/preview.md) is the one thing renderers, ``diff`` and CI
+The document (``schema_version`` 3, see docs/preview.md) is the one thing renderers, ``diff`` and CI
 read, so a plan saved on the base branch can be compared with one computed on the PR branch.
 The Plan is resolved here as well as inside the program: an infeasible profile stops with exit 3
 and its suggestions before Pulumi runs, and the full Plan (not only the exported summary) goes
@@ -23,6 +23,7 @@ from ..launchers import launch_notes, topology_from_plan
 from ..lazy import LazyModule
 from ..placement import SPOT_RESTART_ALLOWANCE
 from ..plan import Plan
+from ..plan.schema import COST_BASIS_ALL_IN
 from ..rules import reusing_plans
 from ..rules.policy_config import load_policy_config
 from ..stack_config import (
@@ -259,24 +260,40 @@ def _resource_entry(r: RecordedResource, names: dict[str, str]) -> dict[str, Any
 
 
 def cost_block(plan: Plan) -> dict[str, Any]:
-    """Chosen, on-demand and spot (estimated) cost; spot hours carry the resolver's restart allowance."""
-    est = plan.estimate
+    """The document's ``cost``: the all-in figures and the breakdown of ``Plan.cost`` (the cost model the
+    resolver ranked with), the GPU-only ones as ``compute_*``, and the other pricing's figures (on-demand
+    vs spot: the plan's other lines are the same, spot hours carry the resolver's restart allowance)."""
+    est, cost = plan.estimate, plan.cost
     hours = plan.estimated_hours
     base_hours = None if hours is None else (hours / SPOT_RESTART_ALLOWANCE if plan.spot else hours)
     spot_hours = None if base_hours is None else base_hours * SPOT_RESTART_ALLOWANCE
+    other = cost.other_hourly_cny if cost is not None else 0.0
+
+    def all_in(compute: Optional[float]) -> Optional[float]:
+        return None if compute is None else round(compute + other, 4)
 
     def total(hourly: Optional[float], h: Optional[float]) -> Optional[float]:
         return None if hourly is None or h is None else round(hourly * h, 2)
 
-    # the chosen pricing's total is the resolver's own (unrounded hours); the other is derived
-    od_total = plan.total_cost_cny if not plan.spot else total(est.on_demand_hourly_cny, base_hours)
-    spot_total = plan.total_cost_cny if plan.spot else total(est.spot_hourly_cny, spot_hours)
+    # the chosen pricing's figures are the plan's own (unrounded hours); the other's are derived
+    od_hourly = plan.hourly_cost_cny if not plan.spot else all_in(est.on_demand_hourly_cny)
+    spot_hourly = plan.hourly_cost_cny if plan.spot else all_in(est.spot_hourly_cny)
+    od_total = plan.total_cost_cny if not plan.spot else total(od_hourly, base_hours)
+    spot_total = plan.total_cost_cny if plan.spot else total(spot_hourly, spot_hours)
     return {
+        "basis": COST_BASIS_ALL_IN,
         "pricing": "spot" if plan.spot else "on-demand",
         "hourly_cny": plan.hourly_cost_cny, "total_cny": plan.total_cost_cny, "estimated_hours": hours,
-        "on_demand": {"hourly_cny": est.on_demand_hourly_cny, "total_cny": od_total,
+        "compute_hourly_cny": cost.compute_hourly_cny if cost else plan.hourly_cost_cny,
+        "compute_total_cny": cost.compute_total_cny if cost else plan.total_cost_cny,
+        "monthly_cny": cost.monthly_cny if cost else None,
+        "after_destroy_monthly_cny": cost.after_destroy_monthly_cny if cost else None,
+        "complete": cost.complete if cost else False,
+        "unpriced": list(cost.unpriced) if cost else [],
+        "breakdown": [i.model_dump(mode="json") for i in cost.items] if cost else [],
+        "on_demand": {"hourly_cny": od_hourly, "total_cny": od_total, "compute_hourly_cny": est.on_demand_hourly_cny,
                       "estimated_hours": None if base_hours is None else round(base_hours, 3)},
-        "spot": {"hourly_cny": est.spot_hourly_cny, "total_cny": spot_total,
+        "spot": {"hourly_cny": spot_hourly, "total_cny": spot_total, "compute_hourly_cny": est.spot_hourly_cny,
                  "estimated_hours": None if spot_hours is None else round(spot_hours, 3),
                  "estimate": plan.prices is None or plan.prices.spot_estimated is not False},
     }

@@ -16,20 +16,15 @@ from ..textable import render_table
 from . import topology
 from .cost_chart import cost_chart
 from .render_capacity import capacity_markdown, capacity_text
+from .render_cost import BREAKDOWN_HEADER, breakdown_notes, breakdown_rows
+from .render_cost import breakdown_markdown as cost_table_markdown
+from .text_format import md_escape, money, num  # noqa: F401 - also the diff renderer's
 from .values import public
 
 FORMATS = ("text", "markdown", "json")
 
 
 # ---- small formatters shared with the diff renderer ----------------------------------------------
-
-def money(v: Optional[float], unit: str = "CNY") -> str:
-    return "unknown" if v is None else f"{v:,.2f} {unit}"
-
-
-def num(v: Optional[float], digits: int = 1) -> str:
-    return "unknown" if v is None else f"{v:,.{digits}f}"
-
 
 def pricing(summary: dict) -> str:
     if summary.get("spot"):
@@ -45,6 +40,12 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
     est = " est." if spot.get("estimate", True) else ""  # the quote's flag (cost.spot.estimate); old plans: est.
     gpu = f" ({s['gpu_model']})" if s.get("gpu_model") else ""
     plan = doc.get("plan") if isinstance(doc.get("plan"), dict) else {}
+    if "breakdown" in cost:  # all-in, with the GPU instances' share
+        basis = ("all-in (GPU instances {}; ", "all-in (GPU instances {}; ")
+        hourly_basis = basis[0].format(money(cost.get("compute_hourly_cny")))
+        total_basis = basis[1].format(money(cost.get("compute_total_cny")))
+    else:  # a plan saved before the breakdown: its figures count the GPU instances only
+        hourly_basis = total_basis = "GPU instances only, saved by an older trainstack ("
     return [
         ("target", str(s.get("target") or "unknown")),
         ("instance type", f"{s.get('instance_type') or 'quota (no ECS type)'}{gpu}"),
@@ -55,10 +56,12 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
         *interval_rows(plan.get("estimate")),
         ("tokens/s", num(s.get("tokens_per_second"))),
         ("hours", num(s.get("estimated_hours"))),
-        ("hourly cost", f"{money(s.get('hourly_cost_cny'))} (on-demand {money(od.get('hourly_cny'))}, "
+        ("hourly cost", f"{money(s.get('hourly_cost_cny'))} {hourly_basis}on-demand {money(od.get('hourly_cny'))}, "
                         f"spot {money(spot.get('hourly_cny'))}{est if spot.get('hourly_cny') is not None else ''})"),
-        ("total cost", f"{money(s.get('total_cost_cny'))} (on-demand {money(od.get('total_cny'))}, "
+        ("total cost", f"{money(s.get('total_cost_cny'))} {total_basis}on-demand {money(od.get('total_cny'))}, "
                        f"spot {money(spot.get('total_cny'))}{est if spot.get('total_cny') is not None else ''})"),
+        *([("after destroy", f"{money(cost.get('after_destroy_monthly_cny'))} per month (what `pulumi destroy` "
+                             "keeps)")] if "breakdown" in cost else []),
         *exception_rows(plan),
     ]
 
@@ -74,6 +77,19 @@ def exception_rows(plan: dict) -> list[tuple[str, str]]:
             rows.append(("policy exception", f"{e.get('instance_type')} allowed by {e.get('policy')} ({how}) "
                                              f"in {e.get('source')}"))
     return rows
+
+
+def cost_text(cost: dict) -> list[str]:
+    """The text format's cost table (every billed line; unpriced ones say why below it)."""
+    rows = breakdown_rows(cost)
+    if not rows:
+        return []
+    table = render_table(list(BREAKDOWN_HEADER), rows, align="llrrrr")
+    return ["", "Cost (CNY)"] + ["  " + ln for ln in table.splitlines()] + [f"  - {n}" for n in breakdown_notes(cost)]
+
+
+def breakdown_markdown(cost: dict) -> list[str]:
+    return cost_table_markdown(cost)
 
 
 FIT_WORDS = {"fits": "fits", "at_risk": "AT RISK (nothing fits with the interval's upper end)",
@@ -171,6 +187,7 @@ def render_text(doc: dict) -> str:
     lines = [f"trainstack plan: {title(doc)} (stack {doc.get('stack')}, catalog {doc.get('catalog_date') or 'unknown'})",
              *calibration_lines(doc), prices_line(doc.get("prices")), "", "Summary"]
     lines += ["  " + ln for ln in render_table(["", ""], summary_rows(doc)).splitlines()[1:]]
+    lines += cost_text(doc.get("cost") or {})
     lines += capacity_text((doc.get("plan") or {}).get("capacity"))
     resources = doc.get("resources") or []
     lines += ["", f"Resources ({len(resources)})"] + ["  " + ln for ln in resource_tree(doc)]
@@ -195,10 +212,6 @@ def render_text(doc: dict) -> str:
 
 # ---- markdown ----------------------------------------------------------------------------------------
 
-def md_escape(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def prices_callout(prices: Optional[dict]) -> list[str]:
     """The prices headline as a markdown callout: a warning when stale or unknown."""
     alert = "WARNING" if not prices or prices.get("stale") or prices.get("source") == "none" else "NOTE"
@@ -213,7 +226,8 @@ def render_markdown(doc: dict) -> str:
            f"{len(resources)} resources · {mandatory} mandatory / {advisory} advisory policy violation(s)", "",
            *calibration_callout(doc), *prices_callout(doc.get("prices")), "| | |", "|---|---|"]
     out += [f"| {label} | {md_escape(value)} |" for label, value in summary_rows(doc)]
-    out += ["", *capacity_markdown((doc.get("plan") or {}).get("capacity"))]
+    out += ["", *breakdown_markdown(doc.get("cost") or {})]
+    out += [*capacity_markdown((doc.get("plan") or {}).get("capacity"))]
     out += chart_section(doc.get("plan") or {})
     out += ["### Policies", ""]
     if doc.get("policy"):

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Optional
+from typing import Any
 
 from .change_rules import WHEN
-from .render import md_escape, money, num, prices_callout, prices_line
+from .render import md_escape, prices_callout, prices_line
 from .render_capacity import capacity_markdown
+from .render_cost import cost_summary_table, cost_table, headline, val
 from .values import public
 
 #: A longer comment is cut (GitHub refuses comments over 65,536 characters).
@@ -28,48 +29,10 @@ GROUP_AT = 3
 SOURCE_LINE = re.compile(r"\b(alicloud/[\w./-]+\.go):(\d+)")
 
 
-def _signed(v: Optional[float], unit: str = " CNY", digits: int = 2) -> str:
-    if v is None:
-        return "unknown"
-    return f"{'+' if v > 0 else '−' if v < 0 else '±'}{abs(v):,.{digits}f}{unit}"
-
-
-def _pct(p: Optional[float]) -> str:
-    return "" if p is None else f", {'+' if p > 0 else '−' if p < 0 else '±'}{abs(p):,.1f}%"
-
-
-def _arrow(delta: Optional[float]) -> str:
-    return "" if not delta else (" 📈" if delta > 0 else " 📉")
-
-
-def _val(v: Any) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        return f"{v:,.4g}" if abs(v) < 1000 else f"{v:,.0f}"
-    return str(v)
-
-
 def _code(v: Any) -> str:
-    text = json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else _val(v)
+    text = json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else val(v)
     text = text if len(text) <= 80 else text[:77] + "..."
     return "`" + md_escape(text).replace("`", "'") + "`"
-
-
-def headline(d: dict) -> str:
-    total, hourly = d["cost"]["total"], d["cost"]["hourly"]
-    if total["before"] is None and total["after"] is None:
-        return f"**Cost unknown offline** · hourly {money(hourly['before'])} → {money(hourly['after'])}"
-    if total["before"] is None or total["after"] is None:
-        side = "after" if total["after"] is None else "before"
-        return (f"**Total cost {money(total['before'])} → {money(total['after'])}: the {side} side's cost is unknown "
-                f"offline (e.g. PAI-DLC), so no delta** · hourly {money(hourly['before'])} → {money(hourly['after'])}")
-    verb = ("increased" if (total["delta"] or 0) > 0 else "decreased" if (total["delta"] or 0) < 0 else "unchanged")
-    line = (f"**Total cost {verb}: {money(total['before'])} → {money(total['after'])} "
-            f"({_signed(total['delta'])}{_pct(total['percent'])}){_arrow(total['delta'])}**")
-    return line + f" · hourly {money(hourly['before'])} → {money(hourly['after'])} ({_signed(hourly['delta'])})"
 
 
 def prices_lines(d: dict) -> list[str]:
@@ -81,77 +44,6 @@ def prices_lines(d: dict) -> list[str]:
         if base and (base.get("stale") or base.get("source") == "none"):
             lines[0] = "> [!WARNING]"
     return lines
-
-
-def _nodes(side: dict) -> str:
-    s = side["summary"]
-    return "—" if s.get("nodes") is None else f"{s.get('nodes')} × {s.get('gpus_per_node')} GPU"
-
-
-def _estimate(side: dict) -> dict:
-    e = side.get("estimate")
-    return e if isinstance(e, dict) else {}
-
-
-def _pair(iv: object) -> Optional[tuple[float, float]]:
-    """An interval as saved ([low, high] numbers), or None for anything else (a hand-edited plan)."""
-    if isinstance(iv, (list, tuple)) and len(iv) == 2 and all(_is_num(x) for x in iv):
-        return float(iv[0]), float(iv[1])
-    return None
-
-
-def _is_num(v: object) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
-
-
-def _speed(side: dict) -> str:
-    e = _estimate(side)
-    v, iv = e.get("tokens_per_second_per_gpu"), _pair(e.get("tokens_per_second_per_gpu_interval"))
-    return "—" if not _is_num(v) else f"{v:,.0f}" + (f" ({iv[0]:,.0f}–{iv[1]:,.0f})" if iv else "")
-
-
-def _fit(side: dict) -> str:
-    e = _estimate(side)
-    fit, req, iv = e.get("fit"), e.get("required_gib_per_gpu"), _pair(e.get("required_gib_interval"))
-    if not isinstance(fit, str):
-        return "—"
-    return (_val(fit.replace("_", " ")) + (f": {req:.2f} GiB" if _is_num(req) else "")
-            + (f" ({iv[0]:.1f}–{iv[1]:.1f})" if iv else ""))
-
-
-def _table(d: dict) -> list[str]:
-    c, b, h = d["cost"], d["base"], d["head"]
-    # "(estimate)" unless every side with a plan has its spot price from a price book or a refresh
-    flags = [p.get("spot_estimated") if isinstance(p := side.get("prices"), dict) else None
-             for side in (b, h) if side.get("summary")]
-    est = " (estimate)" if not flags or any(f is not False for f in flags) else ""
-    rows = [
-        ("Hourly cost (chosen pricing)", c["hourly"], True),
-        ("Total cost (chosen pricing)", c["total"], True),
-        ("Hourly on-demand", c["on_demand_hourly"], True),
-        ("Total on-demand", c["on_demand_total"], True),
-        (f"Hourly spot{est}", c["spot_hourly"], True),
-        (f"Total spot{est}", c["spot_total"], True),
-        ("Hours", c["hours"], False),
-    ]
-    out = ["| | Before | After | Delta |", "|---|---:|---:|---:|"]
-    for label, v, is_money in rows:
-        if is_money:
-            out.append(f"| {label} | {money(v['before'])} | {money(v['after'])} | {_signed(v['delta'])} |")
-        else:
-            out.append(f"| {label} | {num(v['before'])} | {num(v['after'])} | {_signed(v['delta'], '', 1)} |")
-    counts, pol = d["counts"], d["policy"]
-    out += [
-        f"| Instance type | {_val(b['summary'].get('instance_type'))} | {_val(h['summary'].get('instance_type'))} | |",
-        f"| Nodes | {_nodes(b)} | {_nodes(h)} | |",
-        f"| Tokens/s per GPU (80 % interval) | {_speed(b)} | {_speed(h)} | |",
-        f"| Memory fit (required, 80 % interval) | {_fit(b)} | {_fit(h)} | |",
-        f"| Pricing | {_val(b.get('pricing'))} | {_val(h.get('pricing'))} | |",
-        f"| Resources | {counts['before']} | {counts['after']} | {_signed(counts['after'] - counts['before'], '', 0)} |",
-        f"| Mandatory policy violations | {pol['mandatory_before']} | {pol['mandatory_after']} | "
-        f"{_signed(pol['mandatory_after'] - pol['mandatory_before'], '', 0)} |",
-    ]
-    return out
 
 
 def _grouped(rows: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str, str]]:
@@ -361,7 +253,8 @@ def render_markdown(d: dict) -> str:
         out += [f"> [!CAUTION]\n> {pol['mandatory_after']} mandatory policy violation(s) in `{d['head']['label']}`: "
                 "`pulumi up` would be refused.", ""]
     out += _node_rows(d)
-    out += _table(d) + [""]
+    out += cost_summary_table(d) + [""]
+    out += cost_table(d)
     head_cap, base_cap = d["head"].get("capacity"), d["base"].get("capacity")
     out += capacity_markdown(head_cap, note=f" (`{d['head']['label']}`{', changed' if head_cap != base_cap else ''})")
     out += _profile_rows(d)
@@ -378,7 +271,7 @@ def render_markdown(d: dict) -> str:
                 "", *_policy_rows(d), "", "</details>", ""]
     if d["summary"]:
         out += ["<details><summary>Plan changes</summary>", "", "| Field | Before | After |", "|---|---|---|"]
-        out += [f"| {s['field']} | {_val(s['before'])} | {_val(s['after'])} |" for s in d["summary"]]
+        out += [f"| {s['field']} | {val(s['before'])} | {val(s['after'])} |" for s in d["summary"]]
         out += ["", "</details>", ""]
     out += _unknown_note(d)
     catalog = {d["base"].get("catalog_date"), d["head"].get("catalog_date")} - {None}

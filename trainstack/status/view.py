@@ -304,10 +304,11 @@ def build_view(profile: TrainingProfile, plan: Plan, prediction: Prediction, *,
         labels.append("memory from nvidia-smi (memory.used: the allocator's reserved memory plus the CUDA context); "
                       "report it from the trainer (docs/status.md) to compare allocated and reserved exactly")
     price_source = next((b.billing.price_source for b in beats if b.billing.price_source), None) or (
-        f"{'spot price estimate' if plan.spot else 'on-demand list price'} of {plan.instance_type or 'the DLC job'} "
-        f"in {plan.region}, catalog {plan.catalog_date or 'undated'}")
-    labels.append("spend is an estimate: instance hours x the plan's hourly price (GPU instances only; disks, "
-                  "OSS, CPFS and traffic are billed on top); the bill is the truth")
+        f"all-in: {'spot price estimate' if plan.spot else 'on-demand list price'} of "
+        f"{plan.instance_type or 'the DLC job'} "
+        f"in {plan.region} with the plan's storage and network, catalog {plan.catalog_date or 'undated'}")
+    labels.append("spend is an estimate: instance hours x each node's share of the plan's all-in hourly price "
+                  "(nodes, disks, CPFS, bucket, NAT; traffic and requests on top); the bill is the truth")
     if stop is not None:
         labels.append(f"stopped by trainstack ({stop.reason}): {stop.message}")
     return StatusView(
