@@ -362,6 +362,7 @@ class DlcTraining(pulumi.ComponentResource):
         inputs = job_inputs(plan)
         stack = pulumi.get_stack()
         specs = planned_datasets(plan, stack)
+        # PAI resources (1.4 s) only here: the job provider's own process loads this module and never declares
         from pulumi_alicloud import pai
 
         child = pulumi.ResourceOptions(parent=self)

@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional, Union
 
 import pulumi
 import pulumi_alicloud as alicloud
+from pulumi.runtime.config import get_config, is_config_secret
 
 from trainstack.errors import InputError
 from trainstack.plan import Plan
@@ -73,8 +74,6 @@ PROGRAM_KEYS = ("profile", "zone", "instanceType", "priceBook", "autoReleaseAt",
 def run_program(plan_loader: Optional[PlanLoader] = None, root: Union[str, Path] = PROJECT_ROOT) -> dict[str, Any]:
     """Read the stack config, resolve the Plan and declare everything. Raises TrainstackError
     for user mistakes (``__main__`` turns it into a clean Pulumi error)."""
-    from pulumi.runtime.config import get_config, is_config_secret
-
     keys = [f"trainstack:{k}" for k in PROGRAM_KEYS] + ["alicloud:region", *PLAIN_CREDENTIAL_KEYS]
     config = {k: get_config(k) for k in keys}
     inputs = stack_inputs(config, "trainstack", Path(root),

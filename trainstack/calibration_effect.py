@@ -17,6 +17,7 @@ from typing import Optional
 from pydantic import BaseModel, ConfigDict
 
 from . import calibration_overlay as cal
+from . import placement  # placement.resolve is read at call time (tests replace it)
 from .errors import TrainstackError
 from .plan import Plan
 from .profile import TrainingProfile
@@ -100,11 +101,9 @@ def effect(profile: TrainingProfile, plan: Plan, catalog=None) -> Optional[Calib
     entries = workload_entries(profile)
     if not entries:
         return None
-    from .placement import resolve
-
     try:
         with cal.suspended():
-            before: Optional[PlanPoint] = PlanPoint.of(resolve(profile, catalog))
+            before: Optional[PlanPoint] = PlanPoint.of(placement.resolve(profile, catalog))
     except TrainstackError:
         before = None
     after = PlanPoint.of(plan)

@@ -38,7 +38,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .architecture import Architecture
 from .errors import InputError, Problem
+from .fsutil import parse_json, read_regular_file
+from .outputs import atomic_write_text
 from .profile import TrainingSpec
+from .secrets import scan, secret_texts
 from .sizing.memory import MemoryEstimate
 from .sizing.throughput import ThroughputEstimate
 
@@ -192,8 +195,6 @@ def load_overlay(path: Optional[Path] = None) -> CalibrationOverlay:
         st = None
     key = (str(path), st.st_mtime_ns, st.st_size) if st is not None and stat.S_ISREG(st.st_mode) else None
     if key is None or key not in _cache:
-        from .fsutil import read_regular_file
-
         overlay = parse_overlay(read_regular_file(path, what="calibration overlay", limit=MAX_OVERLAY_BYTES),
                                 str(path))
         if key is None:
@@ -217,10 +218,6 @@ def suspended() -> Iterator[None]:
 
 
 def parse_overlay(data: bytes, where: str) -> CalibrationOverlay:
-    from .fsutil import parse_json
-
-    from .secrets import scan, secret_texts
-
     try:
         doc = parse_json(data, name=where, what="calibration overlay", max_depth=MAX_OVERLAY_DEPTH,
                          limit=MAX_OVERLAY_BYTES)  # NaN, duplicate keys, nesting: refused before pydantic reads it
@@ -239,8 +236,6 @@ def parse_overlay(data: bytes, where: str) -> CalibrationOverlay:
 
 
 def write_overlay(overlay: CalibrationOverlay, path: Path) -> None:
-    from .outputs import atomic_write_text
-
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(overlay.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
     _cache.clear()

@@ -24,6 +24,7 @@ from .errors import InputError
 from .launchers import LaunchError, dlc_command, topology_from_plan
 from .launchers.dlc import dlc_job_problems
 from .plan import Plan
+from .tags import planned_price
 
 KIND = "pai-dlc-job"
 WORKER = "Worker"
@@ -175,7 +176,6 @@ def job_inputs(plan: Plan) -> dict[str, Any]:
         inputs["image_lookup"] = d.image_lookup.model_dump(mode="json")  # type: ignore[union-attr]
     if d.quota_kind is not None:
         inputs["quota_kind"] = d.quota_kind
-    from .tags import planned_price
 
     if (price := planned_price(plan)) is not None:  # what policies price the job at (per pod-hour)
         inputs.update(on_demand_cny_per_hour=price.cny_per_hour, price_source=price.source)

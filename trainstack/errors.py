@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from .secrets import scrub, value_kind
+
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_INFEASIBLE = 3
@@ -64,8 +66,6 @@ class Problem:
         if self.hidden:
             return self.hidden
         if self.has_given and isinstance(self.given, str):
-            from .secrets import value_kind
-
             kind = value_kind(self.given)
             if kind:
                 return f"it looks like {kind}"
@@ -104,8 +104,6 @@ class Problem:
 
 def scrub_problem(p: Problem, secrets: Sequence[str]) -> Problem:
     """``p`` without any of ``secrets`` in its path, message or value given."""
-    from .secrets import scrub
-
     given_text = p.given if isinstance(p.given, str) else repr(p.given)
     leaks = p.has_given and any(s in given_text for s in secrets)
     return Problem(path=scrub(p.path, secrets), message=scrub(p.message, secrets),
@@ -122,7 +120,6 @@ class TrainstackError(Exception):
     def __init__(self, message: str, *, problems: Sequence[Problem] = (), hint: str | None = None,
                  secrets: Sequence[str] = ()):
         if secrets:  # texts found to be credentials: never part of what is printed
-            from .secrets import scrub
 
             message = scrub(message, secrets)
             hint = scrub(hint, secrets) if hint else hint

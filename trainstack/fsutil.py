@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from .errors import InputError, Problem
+from .secrets import looks_secret_value
 
 KIB, MIB = 1 << 10, 1 << 20
 #: nesting deeper than this is refused before parsing (trainstack's own files stay under 16)
@@ -123,8 +124,6 @@ class DuplicateKey(ValueError):
     """A JSON object names the same key twice."""
 
     def __init__(self, key: str):
-        from .secrets import looks_secret_value
-
         shown = repr(key) if len(key) <= 64 and key.isprintable() and not looks_secret_value(key) else "a key"
         super().__init__(f"{'duplicate key ' + shown if shown != 'a key' else 'a key given twice'} (JSON keeps only "
                          "the last one; give each key once)")

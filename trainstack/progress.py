@@ -56,7 +56,7 @@ class Progress:
         self._bar: Any = None
         self._lock = threading.Lock()
         if self.enabled:
-            from tqdm import tqdm
+            from tqdm import tqdm  # loads only when a bar is shown (a terminal, not --json, not under pytest)
 
             fmt = "{desc}: {elapsed}" if total is None else "{desc}: {n_fmt}/{total_fmt} [{elapsed}<{remaining}]"
             self._bar = tqdm(total=total, desc=label, file=self.stream, delay=DELAY_S if delay is None else delay,

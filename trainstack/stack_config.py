@@ -39,6 +39,8 @@ from typing import Any, Iterable, Iterator, Mapping, Optional
 from .errors import InputError
 from .plan import Plan
 from .profile import TrainingProfile, parse_profile, read_yaml_document
+from .rules import planned
+from .rules.policy_config import load_allowances
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 STACKS_DIR_NAME = "stacks"
@@ -211,9 +213,6 @@ def stack_plan(config: Mapping[str, Optional[str]], project: str, root: Path = P
     """The stack's inputs and the checked Plan the program builds from them: the resolver runs under the
     exceptions of the stack's ``trainstack:policyConfig`` (``policy_file``, a ``--policy-config FILE``,
     replaces it), the file ``pulumi up --policy-pack-config`` reads too."""
-    from .rules import planned
-    from .rules.policy_config import load_allowances
-
     inputs = stack_inputs(config, project, root, secret_keys)
     allowances = load_allowances(policy_file or inputs.policy_config)
     return inputs, planned(inputs.profile, file=str(inputs.path), allowances=allowances)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from trainstack.errors import Problem
+from trainstack.launchers import check_command
 from trainstack.plan import Plan
 
 from .cloud_config import USER_DATA_LIMIT, cloud_config
@@ -47,8 +48,6 @@ __all__ = ["CHANNEL_FILES", "DEEPSPEED_HOSTFILE", "JOB_SETTINGS_KIND", "JOB_SETT
 def check_job(plan: Plan, options: Optional[BootstrapOptions] = None) -> list[Problem]:
     """What the node bootstrap would refuse about job.command, job.env and job.secrets, found
     without rendering (``trainstack validate`` runs it; the render raises the same problems)."""
-    from trainstack.launchers import check_command
-
     node = Node(plan, 0, _CPFS_PLACEHOLDER if plan.storage.cpfs else None, options or BootstrapOptions())
     problems = check_command(plan.job.command, node.topology)
     return problems + node.job_problems(None if problems else node.render_launch())

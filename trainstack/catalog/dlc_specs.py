@@ -15,7 +15,9 @@ from typing import Any, Iterable, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .loader import DATA_DIR, CatalogError, read_data_yaml
+from ..errors import InputError, Problem, did_you_mean
+from ..profile.yamlfile import read_yaml_document
+from .loader import DATA_DIR, CatalogError, load_catalog, overlay_dir, read_data_yaml
 
 DLC_FILE = "dlc_specs.yaml"
 
@@ -261,10 +263,6 @@ class _StatedFile(_Frozen):
 
 def read_stated_specs(path: Path, facts: DlcFacts) -> tuple[StatedSpec, ...]:
     """``lingjun_specs.yaml``: every problem at once as an InputError naming the file and the entry."""
-    from ..errors import InputError, Problem, did_you_mean
-    from ..profile.yamlfile import read_yaml_document
-    from .loader import load_catalog
-
     doc = read_yaml_document(path, what="Lingjun spec overlay")
     try:
         parsed = _StatedFile.model_validate(doc)
@@ -316,8 +314,6 @@ def _with_overlay(path: str, _mtime_ns: int, _size: int) -> DlcFacts:
 
 def dlc_facts() -> DlcFacts:
     """The packaged DLC facts, with the team's Lingjun statements of the catalog overlay directory."""
-    from .loader import overlay_dir
-
     path = overlay_dir() / LINGJUN_OVERLAY
     try:
         st = path.stat()

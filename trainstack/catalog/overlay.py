@@ -30,6 +30,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from ..errors import InputError
+from ..fsutil import read_json_file
 from .errors import CatalogError
 from .models import GpuModel, InstanceFamily, InstanceType, RegionPrice
 from .overlay_schema import (  # noqa: F401  (the record's names, read here by loader, refresh and tests)
@@ -58,8 +60,6 @@ def read_overlays(directory: Path) -> list[dict[str, Any]]:
     directory = Path(directory)
     if not directory.is_dir():
         return []
-    from ..errors import InputError
-    from ..fsutil import read_json_file
 
     out = []
     try:

@@ -51,12 +51,16 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import os
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from pydantic import ValidationError
 
+from ..clock import today as clock_today
 from ..errors import InputError, Problem, did_you_mean, value_at
+from ..profile.yamlfile import read_yaml_document  # the one reader of user YAML files
+from .dlc_specs import dlc_facts
 from .price_book_models import (  # noqa: F401  (the price book's public names, read from here)
     ANY_REGION, KINDS, MAX_CNY_PER_GIB_MONTH, MAX_CNY_PER_HOUR, MAX_ENTRIES, RESOURCE_ID, UNIT, DiscountEntry, Entry,
     Kind, NetworkEntry, PriceBook, PriceBookEntry, PriceBookFile, StorageEntry,
@@ -95,8 +99,6 @@ def _problems_from(exc: ValidationError, doc: Any, file: str) -> list[Problem]:
 
 @functools.lru_cache(maxsize=16)
 def _parse_cached(path: str, _mtime_ns: int, _size: int) -> tuple[tuple[Entry, ...], tuple[Problem, ...]]:
-    from ..profile.yamlfile import read_yaml_document  # the one reader of user YAML files
-
     doc = read_yaml_document(path, what="price book")
     try:
         parsed = PriceBookFile.model_validate(doc)
@@ -111,8 +113,6 @@ def read_price_book(path: str | Path, catalog, *, display: Optional[str] = None,
 
     ``display`` is how the file is named in messages and labels (default: ``path`` as given).
     """
-    from ..clock import today as clock_today
-
     p = Path(path)
     name = display or str(path)
     try:
@@ -142,8 +142,6 @@ def read_price_book(path: str | Path, catalog, *, display: Optional[str] = None,
 
 def entry_problems(entries: Iterable[Entry], catalog, file: str, today: _dt.date) -> list[Problem]:
     """What the catalog says is wrong with valid-looking entries: unknown names, duplicates, future dates."""
-    from .dlc_specs import dlc_facts
-
     regions = catalog.regions()
     lingjun = [s.name for s in dlc_facts().lingjun_specs]
     types = [r.name for r in catalog.resolved_instances()]
@@ -198,8 +196,6 @@ def entry_problems(entries: Iterable[Entry], catalog, file: str, today: _dt.date
 
 def display_path(path: Path) -> str:
     """``path`` as a user finds it: relative to the working directory when under it."""
-    import os
-
     try:
         rel = os.path.relpath(path)
     except ValueError:  # another drive (Windows)

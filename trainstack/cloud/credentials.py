@@ -8,7 +8,17 @@ ECS/OIDC RAM role. Building a client does no network I/O; credentials are resolv
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CloudApiError
+from ..lazy import LazyModule
+
+if TYPE_CHECKING:
+    from alibabacloud_credentials import client as credentials_client
+    from alibabacloud_tea_openapi import models as openapi_models
+else:  # the SDK core (~2 s) only when a client is built
+    credentials_client = LazyModule("alibabacloud_credentials.client")
+    openapi_models = LazyModule("alibabacloud_tea_openapi.models")
 
 CREDENTIALS_FIX = (
     "configure Alibaba Cloud credentials (the standard chain, first match wins): set "
@@ -21,9 +31,7 @@ CREDENTIALS_FIX = (
 def sdk_config(region: str, **options: Any) -> Any:
     """The tea-openapi ``Config`` every SDK client is built from: the default chain and the region
     (each SDK derives its endpoint from the region)."""
-    from alibabacloud_credentials.client import Client as CredentialClient
-    from alibabacloud_tea_openapi.models import Config
-
+    CredentialClient, Config = credentials_client.Client, openapi_models.Config  # imported first: see below
     # alibabacloud-credentials attaches its own stderr handlers to the "credentials" logger (at
     # import) and logs each provider's failure with a traceback, several times over; the
     # CloudApiError trainstack raises carries the chain's messages once, so those records are muted
@@ -33,8 +41,7 @@ def sdk_config(region: str, **options: Any) -> Any:
 
 def credential_client() -> Any:
     """The default chain's client (no network I/O until credentials are asked for)."""
-    from alibabacloud_credentials.client import Client as CredentialClient
-
+    CredentialClient = credentials_client.Client
     logging.getLogger("credentials").setLevel(logging.CRITICAL)  # see sdk_config
     return CredentialClient()
 
@@ -42,8 +49,6 @@ def credential_client() -> Any:
 def require_credentials(client: Any = None) -> Any:
     """The chain's credentials now, or exit 5 saying how to configure them. Commands that read a live
     run call it first, so a missing configuration is one clear message, not a failed API call."""
-    from ..errors import CloudApiError
-
     try:
         cred = (client or credential_client()).get_credential()
         if not getattr(cred, "access_key_id", None):

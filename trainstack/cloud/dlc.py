@@ -7,19 +7,27 @@ reads the job with :func:`find_job` (ListJobs by display name) and :func:`observ
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import calendar
+import time
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..errors import CloudApiError
+from ..lazy import LazyModule
 from .credentials import sdk_config
-from .errors import ApiErrorInfo, clean_field, fix_for, is_not_found
+from .errors import ApiErrorInfo, clean_field, cloud_error, fix_for, is_not_found
+from .retry import ECS_READS, GaveUp, with_retries
+
+if TYPE_CHECKING:
+    from alibabacloud_pai_dlc20201203 import client as dlc_client, models as dlc_models
+else:  # the SDK (~2 s with its OpenAPI core) only when a DLC call is made
+    dlc_client = LazyModule("alibabacloud_pai_dlc20201203.client")
+    dlc_models = LazyModule("alibabacloud_pai_dlc20201203.models")
 
 
 def default_client(region: str) -> Any:
     """The real PAI-DLC client of ``region``: default credentials chain; endpoint from the SDK's own
     rule (``pai-dlc.<region>.aliyuncs.com``). Building it does no network I/O."""
-    from alibabacloud_pai_dlc20201203.client import Client
-
-    return Client(sdk_config(region, connect_timeout=10_000, read_timeout=30_000))
+    return dlc_client.Client(sdk_config(region, connect_timeout=10_000, read_timeout=30_000))
 
 
 class DlcApiError(CloudApiError):
@@ -64,9 +72,6 @@ def job_status(body: Any) -> str:
 
 def _dlc_time(value: Any) -> Optional[float]:
     """DLC times (``2021-01-12T14:35:00Z``, sometimes with fractions) as epoch seconds."""
-    import calendar
-    import time
-
     text = (clean_field(value) or "").replace(".000", "")
     for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S.%fZ"):
         try:
@@ -77,9 +82,6 @@ def _dlc_time(value: Any) -> Optional[float]:
 
 
 def _call(operation: str, region: str, fn: Any, sleep: Any = None) -> Any:
-    from .errors import cloud_error
-    from .retry import ECS_READS, GaveUp, with_retries
-
     try:
         return with_retries(fn, policy=ECS_READS, sleep=sleep)
     except GaveUp as failed:
@@ -90,8 +92,6 @@ def find_job(client: Any, region: str, display_name: str, workspace_id: Optional
              sleep: Any = None) -> Optional[str]:
     """The newest job named ``display_name`` (the stack's job: components/dlc.py names it after the
     plan), or None."""
-    from alibabacloud_pai_dlc20201203 import models as dlc_models
-
     req = dlc_models.ListJobsRequest(display_name=display_name, workspace_id=workspace_id, page_size=50,
                                      sort_by="GmtCreateTime", order="desc")
     body = _call("ListJobs", region, lambda: client.list_jobs(req), sleep).body
@@ -102,8 +102,7 @@ def find_job(client: Any, region: str, display_name: str, workspace_id: Optional
 
 def observe_job(client: Any, region: str, job_id: str, *, sleep: Any = None) -> Any:
     """The job as a DlcJobObservation (GetJob)."""
-    from alibabacloud_pai_dlc20201203 import models as dlc_models
-
+    # status/ loads only when a run is observed
     from ..status.record import DlcJobObservation
 
     body = _call("GetJob", region, lambda: client.get_job(job_id, dlc_models.GetJobRequest(need_detail=False)),

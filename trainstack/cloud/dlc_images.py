@@ -12,11 +12,18 @@ The answer is stored in the job's state (``image_resolved``), so a newer image n
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from ..catalog import dlc_facts
 from ..errors import CloudApiError
+from ..lazy import LazyModule
 from .credentials import sdk_config
+
+if TYPE_CHECKING:
+    from alibabacloud_aiworkspace20210204 import client as ws_client, models as ws
+else:  # the SDK only when an image is looked up
+    ws_client = LazyModule("alibabacloud_aiworkspace20210204.client")
+    ws = LazyModule("alibabacloud_aiworkspace20210204.models")
 
 #: ListImages pages read at most (100 images each): the official PyTorch set is a few dozen.
 MAX_PAGES = 10
@@ -26,9 +33,7 @@ _RELEASE = re.compile(r"\d+(\.\d+)*")
 
 def default_workspace_client(region: str) -> Any:
     """The real AIWorkspace client of ``region`` (endpoint from the SDK's own rule); no network I/O."""
-    from alibabacloud_aiworkspace20210204.client import Client
-
-    return Client(sdk_config(region, connect_timeout=10_000, read_timeout=30_000))
+    return ws_client.Client(sdk_config(region, connect_timeout=10_000, read_timeout=30_000))
 
 
 def _version(text: Optional[str]) -> tuple[int, ...]:
@@ -68,8 +73,6 @@ def choose_image(images: list[Mapping[str, Any]], lookup: Mapping[str, Any]) -> 
 def list_official_images(client: Any, lookup: Mapping[str, Any], call: Callable[[str, Callable[[], Any]], Any]
                          ) -> list[dict[str, Any]]:
     """Every image ListImages returns for the lookup's labels and name (paged, newest first)."""
-    from alibabacloud_aiworkspace20210204 import models as ws
-
     out: list[dict[str, Any]] = []
     for page in range(1, MAX_PAGES + 1):
         req = ws.ListImagesRequest(labels=",".join(lookup["labels"]), name=lookup["name"], page_number=page,

@@ -10,23 +10,26 @@ GPU, CPU and memory with the job's pods [PAISTUDIO-QUOTA].
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
+from ..lazy import LazyModule
 from .credentials import sdk_config
+
+if TYPE_CHECKING:
+    from alibabacloud_paistudio20220112 import client as ps_client, models as ps
+else:  # the SDK only when a quota is read
+    ps_client = LazyModule("alibabacloud_paistudio20220112.client")
+    ps = LazyModule("alibabacloud_paistudio20220112.models")
 
 _UNITS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2 ** 10, "mi": 2 ** 20, "gi": 2 ** 30, "ti": 2 ** 40}
 
 
 def default_quota_client(region: str) -> Any:
     """The real PAI Studio client of ``region`` (endpoint from the SDK's own rule); no network I/O."""
-    from alibabacloud_paistudio20220112.client import Client
-
-    return Client(sdk_config(region, connect_timeout=10_000, read_timeout=30_000))
+    return ps_client.Client(sdk_config(region, connect_timeout=10_000, read_timeout=30_000))
 
 
 def get_quota(client: Any, quota_id: str, call) -> Any:
-    from alibabacloud_paistudio20220112 import models as ps
-
     return call("GetQuota", lambda: client.get_quota(quota_id, ps.GetQuotaRequest(verbose=False))).body
 
 

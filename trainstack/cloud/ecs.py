@@ -7,15 +7,24 @@
 
 from __future__ import annotations
 
+import calendar
 import time
-from typing import Any, Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 from alibabacloud_ecs20140526 import models as ecs
 
 from ..errors import CloudApiError
+from ..lazy import LazyModule
+from ..tags import NAME, ROLE, ROLE_TRAINING
 from .credentials import CREDENTIALS_FIX, sdk_config
+from .ecs_parse import MalformedResponse, parse_available
 from .errors import ApiErrorInfo, cloud_error
 from .retry import ECS_READS, GaveUp, RetryPolicy, Sleep, with_retries
+
+if TYPE_CHECKING:
+    from alibabacloud_ecs20140526 import client as ecs_client
+else:  # the client and its OpenAPI core (~2 s) only when one is built
+    ecs_client = LazyModule("alibabacloud_ecs20140526.client")
 
 
 class EcsClient(Protocol):
@@ -36,9 +45,7 @@ def make_client(region: str) -> EcsClient:
     """The real SDK client for ``region``. The SDK derives the endpoint from the region
     (``ecs.<region>.aliyuncs.com``; a few regions such as cn-hangzhou use ``ecs-cn-hangzhou``)."""
     try:
-        from alibabacloud_ecs20140526.client import Client
-
-        return Client(sdk_config(region))
+        return ecs_client.Client(sdk_config(region))
     except Exception as exc:  # the credential chain can fail while it is being built
         raise CloudApiError(f"cannot create the ECS API client for {region}: {ApiErrorInfo.from_exception(exc).detail}",
                             hint=CREDENTIALS_FIX) from None
@@ -81,8 +88,6 @@ def describe_stock(client: EcsClient, region: str, *, instance_type: Optional[st
                    spot_duration: Optional[int] = None, sleep: Optional[Sleep] = None
                    ) -> dict[str, dict[str, str]]:
     """``{type: {zone: status}}`` for pay-as-you-go instances (one DescribeAvailableResource call)."""
-    from ..refresh.parse import MalformedResponse, parse_available
-
     req = ecs.DescribeAvailableResourceRequest(
         region_id=region, zone_id=zone, destination_resource="InstanceType", resource_type="instance",
         instance_charge_type="PostPaid", spot_strategy=spot_strategy, instance_type=instance_type,
@@ -103,8 +108,6 @@ INSTANCES_PAGE = 100
 
 def _ecs_time(value: Any) -> Optional[float]:
     """ECS times (``2025-01-02T03:04Z``, sometimes with seconds) as epoch seconds; None when absent."""
-    import calendar
-
     text = str(value or "").strip()
     for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%MZ"):
         try:
@@ -118,8 +121,8 @@ def describe_stack_instances(client: EcsClient, region: str, stack: str, *,
                              sleep: Optional[Sleep] = None) -> list:
     """The training nodes of ``stack`` (tags ``trainstack:name`` and ``trainstack:role=training``,
     which every node carries: trainstack/tags.py), every page, as InstanceObservation."""
+    # status/ loads only when a run is observed
     from ..status.record import InstanceObservation
-    from ..tags import NAME, ROLE, ROLE_TRAINING
 
     out, token = [], None
     while True:

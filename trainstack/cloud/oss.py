@@ -9,11 +9,17 @@ a client (or point it at a local fake OSS server).
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
+from ..lazy import LazyModule
 from .credentials import credential_client
 from .errors import cloud_error
 from .retry import ECS_READS, GaveUp, RetryPolicy, Sleep, with_retries
+
+if TYPE_CHECKING:
+    import alibabacloud_oss_v2 as oss
+else:  # the SDK (~2 s) only when a client is built or a request made
+    oss = LazyModule("alibabacloud_oss_v2")
 
 #: ``<status prefix><node>/heartbeat.json``
 HEARTBEAT_OBJECT = "heartbeat.json"
@@ -32,8 +38,6 @@ def _unwrap(exc: BaseException) -> BaseException:
 
 def make_client(region: str, endpoint: Optional[str] = None) -> Any:
     """The real SDK client: the default credentials chain, read fresh by the SDK when it signs."""
-    import alibabacloud_oss_v2 as oss
-
     chain = credential_client()
 
     def provide() -> Any:
@@ -70,8 +74,6 @@ class OssReader:
             raise cloud_error("oss", api, self.region, failed.cause, what=what, attempts=failed.attempts) from None
 
     def list_keys(self, bucket: str, prefix: str) -> list[str]:
-        import alibabacloud_oss_v2 as oss
-
         def pages() -> list[str]:
             paginator = self.client.list_objects_v2_paginator()
             return [o.key for page in paginator.iter_page(oss.ListObjectsV2Request(bucket=bucket, prefix=prefix))
@@ -79,8 +81,6 @@ class OssReader:
         return self._call("ListObjectsV2", pages, f"oss://{bucket}/{prefix}")
 
     def get_bytes(self, bucket: str, key: str) -> bytes:
-        import alibabacloud_oss_v2 as oss
-
         def get() -> bytes:
             result = self.client.get_object(oss.GetObjectRequest(bucket=bucket, key=key))
             with result.body as body:
@@ -90,8 +90,6 @@ class OssReader:
 
     def get_optional(self, bucket: str, key: str) -> Optional[bytes]:
         """An object's bytes, or None when there is no such object (NoSuchKey)."""
-        import alibabacloud_oss_v2 as oss
-
         def get() -> bytes:
             result = self.client.get_object(oss.GetObjectRequest(bucket=bucket, key=key))
             with result.body as body:
@@ -100,8 +98,6 @@ class OssReader:
 
     def put_bytes(self, bucket: str, key: str, data: bytes, content_type: str = "application/json") -> None:
         """Write one small object (a retried PutObject of the same bytes is idempotent)."""
-        import alibabacloud_oss_v2 as oss
-
         request = oss.PutObjectRequest(bucket=bucket, key=key, body=data, content_type=content_type)
         self._call("PutObject", lambda: self.client.put_object(request), f"oss://{bucket}/{key}")
 

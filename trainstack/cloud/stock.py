@@ -4,7 +4,7 @@
 `trainstack up` asks before each attempt, so an attempt is made only where the type is in stock
 now. DescribeAvailableResource (DestinationResource InstanceType, pay-as-you-go, the row's spot
 strategy) reports a ``StatusCategory`` per type and zone: ``WithStock`` and ``ClosedWithStock`` can
-be bought (trainstack/refresh/parse.py ``IN_STOCK``); ``WithoutStock``, ``ClosedWithoutStock`` or a
+be bought (trainstack/cloud/ecs_parse.py ``IN_STOCK``); ``WithoutStock``, ``ClosedWithoutStock`` or a
 zone not listed cannot. Stock is availability, not a promise of capacity: RunInstances can still
 fail, which is what `trainstack up` answers by moving on.
 """
@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
 from .ecs import EcsClient, describe_stock
+from .ecs_parse import in_stock
 from .retry import Sleep
 
 #: The spot strategy trainstack's spot nodes use (components/cluster.py): a price limit, never SpotAsPriceGo.
@@ -59,14 +60,10 @@ class StockTable:
         return self._by_strategy[strategy].get(instance_type, {})
 
     def zones_with_stock(self, instance_type: str, spot: bool) -> list[str]:
-        from ..refresh.parse import in_stock
-
         return sorted(z for z, s in self.statuses(instance_type, spot).items() if in_stock(s))
 
     def check(self, instance_type: str, zone: Optional[str], spot: bool) -> tuple[bool, str, Optional[str]]:
         """(in stock, status, the zone it is in stock in): a zone of None takes the first zone with stock."""
-        from ..refresh.parse import in_stock
-
         statuses = self.statuses(instance_type, spot)
         if zone is None:
             zones = self.zones_with_stock(instance_type, spot)

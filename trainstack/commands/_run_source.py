@@ -11,18 +11,17 @@ from typing import Optional
 
 from ..errors import InputError
 from ..plan import Plan
-from ..profile import TrainingProfile
+from ..profile import TrainingProfile, load_profile
+from ..rules import planned
+from ..stack_config import check_region, load_profile_with_overrides, profile_path
 
 
 def load_run(profile_arg: Optional[str], stack: Optional[str], command: str) -> tuple[TrainingProfile, Plan, str]:
     """(profile, checked plan, how the user named it)."""
-    from ..profile import load_profile
-    from ..rules import planned
-    from ..stack_config import check_region, load_profile_with_overrides, profile_path
-
     if bool(profile_arg) == bool(stack):
         raise InputError(f"{command} needs a PROFILE path or --stack NAME (one of them)")
     if stack:
+        # preview/ loads only for the commands that plan or read a stack
         from ..preview.sources import find_project, stack_config
 
         project = find_project()

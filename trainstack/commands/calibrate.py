@@ -19,7 +19,15 @@ import json
 import time
 from typing import Any, Optional
 
+from .. import calibration_checks as phys
+from .. import calibration_overlay as cal
+from ..catalog import load_catalog
 from ..errors import InputError, Problem
+from ..fsutil import read_regular_file
+from ..placement.engine import shipped_speed
+from ..sizing import memory_estimate
+from ..textable import render_table
+from .status import CLOUD, Observed, read_heartbeats
 
 #: The least a heartbeat must have measured over (seconds of progress lines): a shorter window is
 #: warm-up, not the run's speed.
@@ -42,7 +50,7 @@ def register(sub) -> None:
 
 
 def _heartbeats_from_files(paths: list[str]) -> list:
-    from ..fsutil import read_regular_file
+    # status/ loads only when a run is read
     from ..status import HeartbeatError, parse_heartbeat
     from ..status.record import MAX_BYTES
 
@@ -61,8 +69,6 @@ def _heartbeats_from_files(paths: list[str]) -> list:
 
 
 def _heartbeats_from_bucket(plan: Any) -> list:
-    from .status import CLOUD, Observed, read_heartbeats
-
     CLOUD.credentials()
     observed = Observed()
     read_heartbeats(plan, CLOUD, observed)
@@ -104,11 +110,6 @@ def measurement(profile: Any, plan: Any, beats: list) -> tuple[Any, dict]:
 
 def calibrate(profile: Any, plan: Any, beats: list, now: Optional[float] = None):
     """The overlay entry for this run (not written), the entry it replaces, and the comparison."""
-    from ..catalog import load_catalog
-    from ..placement.engine import shipped_speed
-    from .. import calibration_overlay as cal
-    from ..sizing import memory_estimate
-
     lead, measured = measurement(profile, plan, beats)
     catalog = load_catalog()
     inst = catalog.instance(lead.instance_type)
@@ -158,8 +159,6 @@ def calibrate(profile: Any, plan: Any, beats: list, now: Optional[float] = None)
 def physical(profile: Any, gpu: Any, mem: Any, measured: dict, beats: list, lead: Any) -> None:
     """Refuse a heartbeat beyond what the GPU can compute or below the weights it must hold
     (trainstack/calibration_checks.py): exit 2 naming the bound, the overlay untouched."""
-    from .. import calibration_checks as phys
-
     hint = ("a heartbeat counts the whole job's tokens per second (docs/status.md); check it is this profile's run "
             "and was not edited")
     why = phys.speed_problem(measured["tokens_per_second_per_gpu"],
@@ -177,7 +176,7 @@ def physical(profile: Any, gpu: Any, mem: Any, measured: dict, beats: list, lead
 
 
 def run(args) -> int:
-    from .. import calibration_overlay as cal
+    # it reads stacks through preview/: loaded only when a run is read
     from ._run_source import load_run
 
     profile, plan, _ = load_run(args.profile, args.stack, "calibrate")
@@ -199,7 +198,6 @@ def run(args) -> int:
     print(f"{entry.model_name} on {entry.setup.nodes} x {entry.setup.instance_type} ({entry.setup.gpus} x {entry.key.gpu}), "
           f"{entry.key.framework}, {entry.key.method}, {entry.key.precision}; heartbeat of {entry.source.node} at "
           f"{entry.source.heartbeat_at}")
-    from ..textable import render_table
 
     def num(v: Optional[float], fmt: str) -> str:
         return "-" if v is None else format(v, fmt)

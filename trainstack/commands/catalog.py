@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..catalog import Catalog, GpuModel, ResolvedInstance, load_catalog
+from ..catalog.price_book import display_path, read_price_book
+from ..clock import today
 from ..errors import InputError, Problem, did_you_mean
 from ..textable import render_table
 
@@ -88,8 +90,6 @@ def _add_show_options(p: argparse.ArgumentParser, *, suppress: bool) -> None:
 def run_show(args) -> int:
     catalog = load_catalog()
     if getattr(args, "price_book", None):
-        from ..catalog.price_book import display_path, read_price_book
-
         catalog = catalog.with_price_book(read_price_book(args.price_book, catalog,
                                                           display=display_path(Path(args.price_book))))
     region = args.region or catalog.settings.get("default_region", "cn-shenzhen")
@@ -280,8 +280,6 @@ def _age_days(date_text: str) -> Optional[int]:
 
 
 def _today() -> _dt.date:  # a seam for tests; the shared clock (TRAINSTACK_TODAY pins it)
-    from ..clock import today
-
     return today()
 
 

@@ -10,7 +10,13 @@ imported only when the command runs, so the CLI stays fast. User docs: docs/cata
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+
+from ..catalog import loader
+from ..catalog.overlay import MAX_USD_TO_CNY
+from ..errors import InputError, Problem
+from ..progress import Progress
 
 
 def register(actions) -> None:
@@ -41,11 +47,6 @@ def register(actions) -> None:
 
 def check_usd_rate(value):
     """``--usd-rate``: a finite CNY-per-USD rate within the overlay's bounds (never nan or inf)."""
-    import math
-
-    from ..catalog.overlay import MAX_USD_TO_CNY
-    from ..errors import InputError, Problem
-
     if value is not None and (not math.isfinite(value) or not 0 < value <= MAX_USD_TO_CNY):
         raise InputError(f"--usd-rate {value} is not a usable rate", problems=[Problem(
             path="--usd-rate", message="must be a positive, finite CNY-per-USD rate",
@@ -55,13 +56,11 @@ def check_usd_rate(value):
 
 def run(args) -> int:
     check_usd_rate(args.usd_rate)
+    # refresh/ and the ECS SDK load only for `catalog refresh`
     from .. import refresh
-    from ..catalog import loader
 
     out_dir = Path(args.out_dir) if args.out_dir else loader.overlay_dir()
     book = Path(args.price_book) if getattr(args, "price_book", None) else None
-    from ..progress import Progress
-
     # one line on a terminal (the API calls of each region, as they go), none with --json or in a pipe
     result = refresh.refresh(args.regions, out_dir=out_dir, dry_run=args.dry_run, usd_rate=args.usd_rate,
                              client_factory=refresh.make_client, price_book=book,

@@ -16,10 +16,12 @@ from typing import Any, Optional
 
 from ..errors import InfeasibleError
 
+from ..outputs import add_out_argument, check_out_argument, emit
+from ..progress import step
+from ..rules.policy_config import load_policy_config
+
 
 def register(sub) -> None:
-    from ..outputs import add_out_argument
-
     p = sub.add_parser("diff", help="compare two plans: resources, replacements, cost and policy verdicts")
     p.add_argument("base", help="profile path, stack name or saved plan JSON")
     p.add_argument("head", help="profile path, stack name or saved plan JSON")
@@ -32,19 +34,14 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..outputs import emit
+    # preview/ loads only for the commands that plan or read a stack
     from ..preview.diff import diff_documents, diff_exit_code
     from ..preview.planner import load_side
     from ..preview.render_diff import render
     from ..preview.sources import find_project
-    from ..rules.policy_config import load_policy_config
-
-    from ..outputs import check_out_argument
 
     check_out_argument(args)
     project = find_project()
-    from ..progress import step
-
     config = load_policy_config(args.policy_config)
     with step("diff", quiet=args.format == "json") as progress:
         sides = {}
@@ -116,7 +113,7 @@ def _side_dict(exc: SideInfeasible) -> dict[str, Any]:
 def _planned_side(which: str, arg: str, project, config: Optional[dict], load_side):
     """The side's plan document, or the :class:`SideInfeasible` naming it (raised by the caller, after
     the other side was tried too, so both sides' reasons are said at once)."""
-    from ..preview.sources import classify
+    from ..preview.sources import classify  # preview/ loads only when a diff runs
 
     try:
         return load_side(arg, project, config)

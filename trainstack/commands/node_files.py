@@ -15,10 +15,14 @@ comes from the functions the program uses, so the files match ``trainstack plan`
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 from ..errors import InputError, Problem
+from ..layout.storage import StackIdentity, with_stack_bucket
+from ..progress import step
+from ..stack_config import stack_plan, trusted_profile
 
 CPFS_PLACEHOLDER = "cpfs-known-after-deploy.invalid:/share"
 
@@ -41,12 +45,9 @@ def _plan(args):
     from the one function the program uses (layout.storage.with_stack_bucket) over the same project,
     stack and trainstack:storageGeneration; the account is the offline preview's stand-in (what `plan`
     shows) unless ``--account-id`` names the real one."""
-    import contextlib
-
-    from ..layout.storage import StackIdentity, with_stack_bucket
+    # preview/ loads only for the commands that plan or read a stack
     from ..preview.cloud import FAKE_ACCOUNT_ID
     from ..preview.sources import find_project, stack_config
-    from ..stack_config import stack_plan, trusted_profile
 
     if bool(args.profile) == bool(args.stack):
         raise InputError("give a PROFILE path or --stack NAME" if not args.profile
@@ -109,10 +110,9 @@ def _write(out: Path, rel: str, text: str, mode: int) -> Path:
 
 
 def run(args) -> int:
+    # launchers/ and bootstrap/ load with the first rule that reads the job, not at the CLI's start
     from ..bootstrap import render_files, render_user_data
     from ..dlc_job import job_inputs
-
-    from ..progress import step
 
     with step("node-files: planning"):
         plan = _plan(args)

@@ -12,12 +12,14 @@ import sys
 from pathlib import Path
 
 from ..errors import EXIT_POLICY, InputError
+from ..fsutil import read_regular_file
+from ..outputs import add_out_argument, check_out_argument, emit
+from ..profile import MAX_PROFILE_BYTES
+from ..progress import step
 from . import _policy
 
 
 def register(sub) -> None:
-    from ..outputs import add_out_argument
-
     p = sub.add_parser("plan", help="offline preview: resources, policy verdicts, cost and topology")
     p.add_argument("profile", nargs="?", help="path to a profile YAML (not needed with --stack)")
     p.add_argument("--stack", help="a stack name: stacks/Pulumi.<NAME>.yaml")
@@ -28,12 +30,10 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..outputs import emit
+    # preview/ loads only for the commands that plan or read a stack
     from ..preview.planner import plan_source
     from ..preview.render import policy_counts, render
     from ..preview.sources import Source, find_project, unknown_stack
-
-    from ..outputs import check_out_argument
 
     check_out_argument(args)
     if bool(args.profile) == bool(args.stack):
@@ -50,13 +50,9 @@ def run(args) -> int:
             raise unknown_stack(project, args.stack) from None
         source = Source("stack", args.stack, path, stack=args.stack)
     else:
-        from ..fsutil import read_regular_file
-        from ..profile import MAX_PROFILE_BYTES
-
         path = Path(args.profile)
         read_regular_file(path, what="profile", limit=MAX_PROFILE_BYTES)  # exists, regular, bounded
         source = Source("profile", args.profile, path)
-    from ..progress import step
 
     with step(f"plan {args.stack or args.profile}", quiet=args.format == "json"):
         doc = plan_source(source, project, policy_config=_policy.policy_config(args))

@@ -22,8 +22,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
 
-from ..errors import InfeasibleError
+from ..errors import InfeasibleError, InputError
+from ..layout.capacity import planned_zones
 from ..profile import load_profile
+from ..rules import planned
 
 #: How many alternative zones / types a failed check suggests.
 MAX_SUGGESTIONS = 3
@@ -42,8 +44,6 @@ def register(sub) -> None:
 
 
 def resolve_plan(profile, file=None):  # a seam: tests hand in a plan
-    from ..rules import planned
-
     return planned(profile, file=file)
 
 
@@ -77,8 +77,9 @@ def _pricing(spot: bool) -> str:
 
 def check(plan, client_factory: Callable[[str], Any], *, sleep=None) -> PreflightResult:
     """The stock check for ``plan``; raises InfeasibleError (exit 3) with suggestions when out of stock."""
+    # the cloud adapters (and their SDKs) load only when this command calls the cloud
     from ..cloud.ecs import describe_stock
-    from ..refresh.parse import in_stock
+    from ..cloud.ecs_parse import in_stock
 
     base = dict(name=plan.name, region=plan.region, zone=plan.zone, instance_type=plan.instance_type,
                 spot=bool(plan.spot), nodes=plan.nodes, catalog_date=plan.catalog_date)
@@ -86,6 +87,7 @@ def check(plan, client_factory: Callable[[str], Any], *, sleep=None) -> Prefligh
         return PreflightResult(**base, checked=False, in_stock=None, notes=[
             "PAI-DLC job: PAI schedules it on its own resources; DescribeAvailableResource describes ECS "
             "stock only, so nothing was checked"])
+    # the cloud adapters (and their SDKs) load only when this command calls the cloud
     from ..cloud.stock import StockTable, fallback_stock
 
     strategy = plan.spot_strategy if plan.spot else "NoSpot"
@@ -98,7 +100,6 @@ def check(plan, client_factory: Callable[[str], Any], *, sleep=None) -> Prefligh
     if plan.nodes > 1:
         notes.append(f"DescribeAvailableResource reports availability, not capacity: {plan.nodes} nodes "
                      "are not reserved until `pulumi up` creates them")
-    from ..layout.capacity import planned_zones
 
     pinned = plan.capacity.zone_pinned if plan.capacity is not None else bool(plan.zone)
     candidates = planned_zones(plan.capacity, plan.instance_type)
@@ -170,17 +171,17 @@ def _out_of_stock(plan, result: PreflightResult, table) -> InfeasibleError:
 
 def _plan(args):
     if args.stack:
+        # it reads stacks through preview/: loaded only when a run is read
         from ._run_source import load_run
 
         return load_run(args.profile, args.stack, "preflight")[1]
     if not args.profile:
-        from ..errors import InputError
-
         raise InputError("preflight needs a PROFILE path or --stack NAME (one of them)")
     return resolve_plan(load_profile(args.profile), args.profile)
 
 
 def run(args) -> int:
+    # the cloud adapters (and their SDKs) load only when this command calls the cloud
     from ..cloud import ecs
 
     plan = _plan(args)
@@ -208,6 +209,7 @@ def run(args) -> int:
 
 
 def _print_fallback(rows: list[dict]) -> None:
+    # the cloud adapters (and their SDKs) load only when this command calls the cloud
     from ..cloud.stock import RowStock, describe_row
 
     if not rows:

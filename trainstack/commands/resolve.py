@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from ..calibration_effect import effect
 from ..catalog import load_catalog
 from ..plan import Candidate, Plan
 from ..profile import load_profile
@@ -100,7 +101,7 @@ def render_text(plan: Plan, candidates: list[Candidate], show_all: bool) -> str:
 def render_markdown(plan: Plan, candidates: list[Candidate], show_all: bool) -> str:
     """The choice as markdown (a PR comment, a wiki page): summary, the cost-against-hours chart of the
     feasible candidates (every one with ``--all``, else the alternatives), the considered table, why."""
-    from ..preview.cost_chart import cost_chart
+    from ..preview.cost_chart import cost_chart  # preview/ (its __init__) loads only for markdown output
 
     def cell(text: str) -> str:
         return str(text).replace("|", "\\|").replace("\n", " ")
@@ -155,8 +156,6 @@ def run(args) -> int:
     plan = res.plan
     assert plan is not None
     verdicts = plan_verdicts(plan, config)
-    from ..calibration_effect import effect
-
     changed = effect(profile, plan)  # the calibration overlay's effect, named first
     if fmt == "markdown":
         text = render_markdown(plan, res.candidates, args.all)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 
+from ..outputs import add_out_argument, emit
 from ..profile import profile_json_schema
 
 
 def register(sub) -> None:
-    from ..outputs import add_out_argument
-
     p = sub.add_parser("schema", help="print the profile JSON Schema")
     add_out_argument(p)
     p.set_defaults(func=run)
@@ -17,7 +16,6 @@ def register(sub) -> None:
 
 def run(args) -> int:
     text = json.dumps(profile_json_schema(), indent=2, sort_keys=True) + "\n"
-    from ..outputs import emit
 
     emit(args, text)
     return 0

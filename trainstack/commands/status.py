@@ -55,24 +55,28 @@ class Cloud:
 
 
 def _require_credentials() -> Any:
+    # the cloud adapters (and their SDKs) load only when this command calls the cloud
     from ..cloud.credentials import require_credentials
 
     return require_credentials()
 
 
 def _ecs_client(region: str) -> Any:
+    # the cloud adapters (and their SDKs) load only when this command calls the cloud
     from ..cloud.ecs import make_client
 
     return make_client(region)
 
 
 def _dlc_client(region: str) -> Any:
+    # the cloud adapters (and their SDKs) load only when this command calls the cloud
     from ..cloud.dlc import default_client
 
     return default_client(region)
 
 
 def _oss_reader(region: str) -> Any:
+    # the cloud adapters (and their SDKs) load only when this command calls the cloud
     from ..cloud.oss import OssReader, make_client
 
     return OssReader(make_client(region), region)
@@ -91,6 +95,7 @@ class Observed:
 
 
 def read_heartbeats(plan, cloud: Cloud, observed: Observed) -> None:
+    # bootstrap/, status/ and the cloud adapters (and their SDKs) load only when heartbeats are read
     from ..bootstrap.heartbeat import has_status, status_prefix
     from ..cloud.oss import read_heartbeats as read_objects
     from ..status import HeartbeatError, parse_heartbeat
@@ -111,11 +116,13 @@ def observe(plan, cloud: Cloud, dlc_job_id: Optional[str] = None) -> Observed:
     cloud.credentials()
     observed = Observed()
     if plan.target == "ecs":
+        # the cloud adapters (and their SDKs) load only when this command calls the cloud
         from ..cloud.ecs import describe_stack_instances
 
         observed.instances = describe_stack_instances(cloud.ecs(plan.region), plan.region, plan.name, sleep=cloud.sleep)
         read_heartbeats(plan, cloud, observed)
     else:
+        # the cloud adapters (and their SDKs) load only when this command calls the cloud
         from ..cloud.dlc import find_job, observe_job
 
         client = cloud.dlc(plan.region)
@@ -127,6 +134,7 @@ def observe(plan, cloud: Cloud, dlc_job_id: Optional[str] = None) -> Observed:
 
 
 def current_view(profile, plan, cloud: Cloud, dlc_job_id: Optional[str] = None, now: Optional[float] = None):
+    # status/ loads only when a run is read
     from ..status import build_view, prediction_for
 
     observed = observe(plan, cloud, dlc_job_id)
@@ -148,6 +156,7 @@ def _interval(value: Optional[float]) -> Optional[float]:
 
 
 def run(args, cloud: Optional[Cloud] = None, sleep: Callable[[float], None] = time.sleep) -> int:
+    # status/ and the run loader (it reads stacks through preview/) load only when a run is read
     from ..status.render import render_text
     from ..status.view import is_terminal
     from ._run_source import load_run

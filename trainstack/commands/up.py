@@ -18,8 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from ..errors import CloudApiError, InputError
+from ..errors import CloudApiError, InfeasibleError, InputError, Problem
 from ..plan import Plan
+from ..rules.policy_config import load_allowances
+from ..stack_config import plan_for_config, policy_config_path
 
 DEFAULT_ATTEMPTS = 3
 
@@ -47,6 +49,7 @@ class CloudWitness:
         self.region = region
 
     def job_started(self, bucket: str, prefix: str) -> Optional[bool]:
+        # the cloud adapters (and their SDKs) load only when this command calls the cloud
         from ..cloud.oss import HEARTBEAT_OBJECT, OssReader, make_client
 
         try:
@@ -56,6 +59,7 @@ class CloudWitness:
         return any(k.endswith("/" + HEARTBEAT_OBJECT) for k in keys)
 
     def running_nodes(self, plan: Plan) -> list[str]:
+        # the cloud adapters (and their SDKs) load only when this command calls the cloud
         from ..cloud import ecs
 
         found = ecs.describe_stack_instances(ecs.make_client(plan.region), plan.region, plan.name)
@@ -63,6 +67,7 @@ class CloudWitness:
 
 
 def _stock(plan: Plan) -> Any:
+    # the cloud adapters (and their SDKs) load only when this command calls the cloud
     from ..cloud import ecs
     from ..cloud.stock import StockTable
 
@@ -85,10 +90,6 @@ def same_exceptions(args, config, project, secret_keys) -> None:
     stack's file, so the pack would judge a plan the flag never allowed (or refuse one it did)."""
     if not args.policy_config:
         return
-    from ..errors import InfeasibleError, Problem
-    from ..rules.policy_config import load_allowances
-    from ..stack_config import plan_for_config, policy_config_path
-
     stack_file = policy_config_path(config, project.name, project.root)
     if load_allowances(args.policy_config).grants() == load_allowances(stack_file).grants():
         return
@@ -121,8 +122,8 @@ def same_exceptions(args, config, project, secret_keys) -> None:
 
 
 def run(args) -> int:
+    # preview/, the deploy loop and Pulumi's Automation API load only for `trainstack up`
     from ..preview.sources import find_project, stack_config
-    from ..stack_config import plan_for_config
     from .up_automation import AutomationDeployer
     from .up_failover import Failover
 

@@ -17,10 +17,17 @@ are never read back (``config`` reads the stack file, as `trainstack plan --stac
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from ..errors import CloudApiError, InputError
+from ..lazy import LazyModule
 from .up_failover import Diagnostic, RunResult, StateResource, Verdict
+
+#: the Automation API: only `trainstack up` deploys, and every command module is imported at start
+if TYPE_CHECKING:
+    from pulumi import automation
+else:
+    automation = LazyModule("pulumi.automation")
 
 #: the Pulumi CLI the pinned SDK speaks (requirements.txt pins pulumi 3.272.x)
 CLI_HINT = ("install the Pulumi CLI (https://www.pulumi.com/docs/install/) and log in to the stack's backend "
@@ -161,8 +168,6 @@ class AutomationDeployer:
 
 
 def _automation() -> Any:
-    from pulumi import automation
-
     return automation
 
 

@@ -179,6 +179,7 @@ def job_has_run(plan: Plan, deployer: Deployer, resources: Sequence[StateResourc
     bucket = next((r.outputs.get("bucket") for r in resources if r.type == "alicloud:oss/bucket:Bucket"), None)
     if not bucket or plan.storage.oss is None:
         return False
+    # bootstrap/ (the node files) loads only when a deployed job is checked
     from ..bootstrap.heartbeat import status_prefix
 
     started = witness.job_started(str(bucket), status_prefix(plan))

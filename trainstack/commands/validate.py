@@ -69,6 +69,7 @@ def _state(verdicts) -> str:
 
 
 def _validate_stack(args) -> int:
+    # preview/ loads only for the commands that plan or read a stack
     from ..preview.sources import find_project, stack_config
 
     project = find_project()

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Optional
 
 from ..errors import Problem
-from . import accelerate, deepspeed, env_forms, environment, intent, torchrun
+from . import accelerate, deepspeed, env_forms, environment, intent, parallel, torchrun
 from .base import DISTRIBUTED_ENV, FIELD, TOPOLOGY_ENV, Command, Context, Launch, LaunchError, problem
 from .command import parse
 from .topology import Degrees, Topology, topology_from_plan
@@ -80,16 +80,12 @@ def check_command(command: str, topology: Optional[Topology]) -> list[Problem]:
 def command_degrees(command: str) -> frozenset[str]:
     """The parallel degrees (tensor, pipeline, context, expert) ``command``'s program takes from its
     command line (launchers/parallel.py); none for a command that cannot be launched."""
-    from . import parallel
-
     parsed, problems = _parsed(command)
     return parallel.degrees_taken(parsed) if parsed is not None and not problems else frozenset()
 
 
 def check_degrees(command: str, degrees: Degrees) -> list[Problem]:
     """What refuses ``degrees`` (the profile's own, before a plan) for ``command``."""
-    from . import parallel
-
     parsed, problems = _parsed(command)
     if parsed is None or problems:
         return []  # check_command reports it

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import Problem
+from . import parallel
 from .base import Command, problem
 from .options import data, facts, scan
 from .topology import Batch
@@ -77,8 +78,6 @@ def _pairs(args: tuple[str, ...], keys: bool) -> tuple[tuple[str, Optional[str]]
 
 
 def _program_site(program: tuple[str, ...], cmd: Command) -> Site:
-    from . import parallel
-
     k = parallel.kind(cmd) if cmd.tool in ("torchrun", "python") else None
     if k is None and cmd.tool == "deepspeed" and program:
         k = "megatron" if program[0].rsplit("/", 1)[-1] in parallel._facts()["megatron"]["scripts"] else None
@@ -87,8 +86,6 @@ def _program_site(program: tuple[str, ...], cmd: Command) -> Site:
 
 def sites(cmd: Command) -> list[Site]:
     """The programs ``cmd`` runs, with what it gives each."""
-    from . import parallel
-
     if cmd.tool in ("torchrun", "python"):
         return [_program_site(parallel._torchrun_program(cmd), cmd)]
     if cmd.tool == "tune":

@@ -134,6 +134,7 @@ def kms_policy_document(plan: Plan) -> Optional[dict]:
 def status_policy_document(plan: Plan) -> Optional[dict]:
     """Write and read the nodes' own heartbeats (the heartbeat program is a node program under
     ``job/``, read-only in the OSS policy); None without a status place."""
+    # bootstrap/ (the node files' code) loads only for a plan that reports status, not at the CLI's start
     from ..bootstrap.heartbeat import has_status, status_prefix
 
     if not has_status(plan):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..catalog.limits import service_limits
 from ..plan import Plan
 
 
@@ -90,6 +91,4 @@ def data_disk_lifecycle(plan: Plan) -> Lifecycle:
 #: Every RAM policy trainstack writes rotates its versions (a custom policy keeps at most five:
 #: ram.policy.max_versions; rotate_strategy deletes the oldest non-default one: ram.policy.rotate_strategy).
 def ram_policy_rotate_strategy() -> str:
-    from ..catalog.limits import service_limits
-
     return str(service_limits().value("ram.policy.rotate_strategy"))

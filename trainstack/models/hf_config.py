@@ -21,6 +21,9 @@ from typing import Any, Callable, Optional, Union
 
 from pydantic import ValidationError
 
+from ..errors import InputError
+from ..fsutil import parse_json, read_regular_file
+
 from .architecture import Architecture, VisionTower
 from .hf_types import type_problem
 
@@ -236,9 +239,6 @@ def supported_model_types() -> list[str]:
 def load_hf_config(path: Union[str, Path]) -> Architecture:
     """Read a config.json file into an Architecture: a regular file (never a FIFO or a device) of at
     most 1 MiB, UTF-8, standard JSON at most 64 deep with no key given twice (trainstack.fsutil)."""
-    from ..errors import InputError
-    from ..fsutil import parse_json, read_regular_file
-
     try:
         raw = read_regular_file(path, what="config.json", limit=MAX_CONFIG_BYTES)
         doc = parse_json(raw, name=str(path), what="config.json")

@@ -32,7 +32,6 @@ from ..errors import InfeasibleError
 from ..plan import Candidate
 from ..profile import TrainingProfile
 from ..reasons import ReasonCode, reason
-from ..rules.dlc_profile import wants_dlc  # noqa: F401  (the strategy choice is the rule book's)
 from .allowances import NO_ALLOWANCES, PolicyAllowances
 from .assemble import Choice, assemble
 from .dlc_pods import QuotaNode, pod_view, quota_node
@@ -49,6 +48,14 @@ ALTERNATIVES_SHOWN = 5
 
 
 # ---- candidates ----------------------------------------------------------------------------------
+
+def wants_dlc(profile: TrainingProfile) -> bool:
+    """`target: dlc`, or `auto` with a PAI workspace or resource quota named in the profile."""
+    r = profile.resources
+    if r.target == "dlc":
+        return True
+    return r.target == "auto" and bool(profile.dlc.workspace_id or profile.dlc.resource_id)
+
 
 def within_public_limits(profile: TrainingProfile, inst: ResolvedInstance, pods: int) -> bool:
     if profile.dlc.public_limits_raised:

@@ -1,7 +1,8 @@
 """What a PAI-DLC job's pods run: their image, the quota's node, and each pod's share of it.
 
 The DLC strategy (``dlc.py``) sizes and ranks pods on these; a profile's image and ``dlc.quota_spec``
-are the rule book's rules (trainstack.rules.dlc_profile), read here and nowhere else in placement. The image is ``job.image``, else
+are checked here (``image_problem``, ``quota_spec_problems``), and the rule book reports the same
+problems (trainstack.rules.dlc_profile), a layer above. The image is ``job.image``, else
 ``dlc.image_tag`` on PAI's repository, else PAI's official image looked up at deploy time
 (``ImageLookup``). A quota's node is the ECS type ``dlc.quota_spec`` names, a Lingjun spec whose GPU
 the team states in the catalog overlay, or one assumed for ``resources.gpu_models`` (labelled).
@@ -14,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..catalog import Catalog, GpuModel, InstanceFamily, InstanceType, ResolvedInstance, dlc_facts
-from ..errors import InputError
+from ..catalog.dlc_specs import LINGJUN_OVERLAY
+from ..catalog.loader import overlay_dir
+from ..errors import InputError, Problem, did_you_mean
 from ..plan import ImageLookup
 from ..profile import TrainingProfile
-from ..rules.dlc_profile import image_problem, quota_spec_problems
 from .engine import can_span_nodes
 
 #: The GPU a quota of unstated spec is sized for when resources.gpu_models names none.
@@ -27,6 +29,38 @@ ASSUMED_GPUS_PER_NODE = 8
 
 
 # ---- the image -----------------------------------------------------------------------------------
+
+def image_problem(profile: TrainingProfile) -> Optional[Problem]:
+    """A DLC job that pins no image and whose job type has no official image to look up."""
+    if profile.job.image or profile.dlc.image_tag:
+        return None
+    if profile.dlc.job_type in dlc_facts().official_images.frameworks:
+        return None
+    return Problem(path="dlc.job_type", given=profile.dlc.job_type, has_given=True,
+                   message=f"no official image is looked up for {profile.dlc.job_type} jobs (only "
+                           f"{', '.join(dlc_facts().official_images.frameworks)}); set job.image, or dlc.image_tag")
+
+
+def quota_spec_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem]:
+    """``dlc.quota_spec`` must be a catalog ECS type or a Lingjun spec whose GPU the team stated."""
+    spec = profile.dlc.quota_spec
+    if spec is None:
+        return []
+    if catalog.knows(spec):
+        return []
+    facts = dlc_facts()
+    lingjun = {s.name: s for s in facts.lingjun_specs}
+    if spec not in lingjun:
+        pool = list(lingjun) + [r.name for r in catalog.resolved_instances()]
+        return [Problem(path="dlc.quota_spec", given=spec, has_given=True, suggestions=did_you_mean(spec, pool),
+                        message="not an ECS type of the catalog or a Lingjun spec PAI documents")]
+    if lingjun[spec].stated is None:
+        return [Problem(path="dlc.quota_spec", given=spec, has_given=True,
+                        message=f"Alibaba documents no GPU model, GPU count or interconnect for Lingjun spec {spec} "
+                                f"[PAI-RDMA]: state them (from ListEcsSpecs or the console) in "
+                                f"{overlay_dir() / LINGJUN_OVERLAY} (docs/dlc.md, \"Lingjun\")")]
+    return []
+
 
 def dlc_image(profile: TrainingProfile, gpu: GpuModel) -> tuple[Optional[str], Optional[ImageLookup], bool, list[str]]:
     """(image, lookup, is PAI's official image, labels): the profile's image, a pinned tag of PAI's

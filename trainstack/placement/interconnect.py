@@ -16,12 +16,11 @@ from ..catalog import ResolvedInstance
 from ..catalog.citations import gpu_stem
 from ..profile import TrainingProfile
 from ..reasons import Reason, ReasonCode, reason
+from ..sizing.param_bytes import param_bytes, trainable_params
 
 
 def gradient_gb(profile: TrainingProfile, gpus: int) -> float:
     """GB of gradients one data-parallel all-reduce moves per optimizer step (trainable x bytes each)."""
-    from ..sizing.param_bytes import param_bytes, trainable_params
-
     arch, t = profile.architecture, profile.training
     return trainable_params(arch, t) * param_bytes(arch, t, gpus).grad_per_param / 1e9
 

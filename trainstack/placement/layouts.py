@@ -34,6 +34,7 @@ CP_MIN_TOKENS_PER_RANK = 4096
 
 @functools.lru_cache(maxsize=256)
 def _command_degrees(command: str) -> frozenset[str]:
+    # launchers/ loads only when a layout search reads the command, not at the CLI's start
     from ..launchers import command_degrees
 
     return command_degrees(command)

@@ -18,10 +18,12 @@ import math
 from typing import Any, Callable, Optional
 
 from ..catalog import Catalog
+from ..errors import InfeasibleError, InputError
 from ..plan import Candidate
 from ..profile import TrainingProfile
 from ..reasons import ReasonCode
 from .allowances import NO_ALLOWANCES, PolicyAllowances
+from .dlc import resolve_dlc
 from .ecs import considered
 from .engine import Resolution, best as best_of
 
@@ -198,9 +200,6 @@ QUOTA_PLACEHOLDER = "your-quota-id"
 def _dlc_plan_text(profile: TrainingProfile, catalog: Catalog, allowances: PolicyAllowances = NO_ALLOWANCES
                    ) -> Optional[str]:
     """The DLC plan of ``profile`` in a few words, or None when it is infeasible too."""
-    from ..errors import InfeasibleError, InputError
-    from .dlc import resolve_dlc
-
     try:
         plan = resolve_dlc(profile, catalog, allowances=allowances).plan
     except (InfeasibleError, InputError):

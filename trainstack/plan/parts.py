@@ -8,6 +8,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
+from ..errors import InputError
 from .base import _Frozen
 
 
@@ -136,8 +137,6 @@ class NetworkPlan(_Frozen):
 def _node_ips(vswitch_cidr: str, nodes: int) -> tuple[str, ...]:
     net = ipaddress.ip_network(vswitch_cidr)
     if nodes + 10 > net.num_addresses - 4:
-        from ..errors import InputError
-
         raise InputError(f"network: vSwitch {vswitch_cidr} is too small for {nodes} node(s): nodes take fixed "
                          f"addresses from host .10 on and Alibaba reserves 4 per vSwitch, so it needs at least "
                          f"{nodes + 14} addresses", hint="use a larger network.vswitch_cidr / vpc_cidr (a /24 holds "

@@ -27,7 +27,11 @@ from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 from ..errors import TrainstackError
-from .sources import Project, find_project, stack_config
+from ..fsutil import MIB, read_text_file
+from ..outputs import atomic_write_text
+from ..rules.policy_config import load_policy_config
+from ..stack_config import policy_config_path
+from .sources import Project, Source, find_project, load_saved_plan, stack_config
 
 MARKER = "<!-- trainstack-diff -->"
 #: A change under one of these can change every stack's plan.
@@ -72,9 +76,6 @@ def changed_stacks(paths: Iterable[str], project: Project, warn=None) -> list[st
 def stack_policy_config(stack: str, project: Project) -> str:
     """The stack's ``trainstack:policyConfig``, checked (confined to stacks/, a valid config) and relative to
     the project root, for ``pulumi preview/up --policy-pack-config``; "" when the stack sets none."""
-    from ..rules.policy_config import load_policy_config
-    from ..stack_config import policy_config_path
-
     config, _ = stack_config(project, stack)
     path = policy_config_path(config, project.name, project.root)
     if path is None:
@@ -97,10 +98,10 @@ def _profile_file(value: str, project: Project) -> Optional[Path]:
 def comment(stacks: Sequence[str], base_plans: Path, project: Project,
             policy_config: Optional[dict] = None) -> tuple[str, int]:
     """``(markdown, exit code)`` for the PR comment covering ``stacks``."""
+    # each CI step loads only what it runs (the planner brings Pulumi's engine)
     from .diff import diff_documents, diff_exit_code, empty_plan
     from .planner import plan_source
     from .render_diff import render_markdown
-    from .sources import Source, load_saved_plan
 
     parts = [MARKER, "## trainstack plan diff", ""]
     code = 0
@@ -132,6 +133,7 @@ def comment(stacks: Sequence[str], base_plans: Path, project: Project,
 
 def deploy(args: argparse.Namespace, project: Project, plans=None) -> int:
     """The deploy workflow's gate and record steps (trainstack.preview.deploy_gate)."""
+    # each CI step loads only what it runs (the planner brings Pulumi's engine)
     from .deploy_gate import PlanStore, gate, record, store_from_environment
 
     plans = plans or PlanStore(store_from_environment())
@@ -139,7 +141,6 @@ def deploy(args: argparse.Namespace, project: Project, plans=None) -> int:
         where = record(args.stack, project, plans, args.plan)
         print(f"trainstack: recorded the deployed plan of {args.stack} at {where}")
         return 0
-    from .sources import load_policy_config
 
     text, code = gate(args.stack, project, plans, args.plan_out, load_policy_config(args.policy_config))
     if args.summary:
@@ -179,8 +180,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     project = find_project()
     try:
         if args.cmd == "changed-stacks":
-            from ..fsutil import MIB, read_text_file
-
             text = sys.stdin.read() if args.file == "-" else read_text_file(args.file, what="list of changed paths",
                                                                             limit=16 * MIB)
             lines = text.splitlines()
@@ -193,10 +192,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.cmd == "policy-config":
             print(stack_policy_config(args.stack, project))
             return 0
-        from ..outputs import atomic_write_text
-
-        from .sources import load_policy_config
-
         text, code = comment(args.stacks, args.base_plans, project, load_policy_config(args.policy_config))
         atomic_write_text(args.out, text)
         return code

@@ -29,7 +29,9 @@ from typing import Any, Optional
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import InputError
-from .sources import MAX_SAVED_PLAN_BYTES, Project
+from ..fsutil import read_json_file
+from ..outputs import atomic_write_text
+from .sources import MAX_SAVED_PLAN_BYTES, Project, Source, load_saved_plan
 
 PREFIX = "trainstack/deployed"
 BACKEND_ENV = "PULUMI_BACKEND_URL"
@@ -67,6 +69,7 @@ class PlanStore:
     """Read and write the deployed plan of a stack with Alibaba's OSS SDK (trainstack.cloud.oss)."""
 
     def __init__(self, store: Store, client: Any = None, sleep: Any = None):
+        # each CI step loads only what it runs (the planner brings Pulumi's engine)
         from ..cloud.oss import OssReader, make_client
 
         self.store = store
@@ -83,8 +86,6 @@ class PlanStore:
 
 def _saved(data: bytes, label: str) -> dict[str, Any]:
     """A recorded plan, checked like any saved plan (schema version, shape, size)."""
-    from .sources import load_saved_plan
-
     if len(data) > MAX_SAVED_PLAN_BYTES:
         raise InputError(f"{label}: the recorded plan is over {MAX_SAVED_PLAN_BYTES // (1024 * 1024)} MiB")
     with tempfile.TemporaryDirectory() as tmp:
@@ -101,11 +102,10 @@ def gate(stack: str, project: Project, plans: PlanStore, plan_out: Path,
          policy_config: Optional[dict] = None) -> tuple[str, int]:
     """``(markdown for the job summary, exit code)``: plan ``stack`` now (written to ``plan_out`` for
     :func:`record`), diff the recorded plan against it; 2 on an impossible update."""
-    from ..outputs import atomic_write_text
+    # each CI step loads only what it runs (the planner brings Pulumi's engine)
     from .diff import diff_documents, diff_exit_code
     from .planner import plan_source
     from .render_diff import render_markdown
-    from .sources import Source
 
     head = plan_source(Source("stack", stack, project.stack_file(stack), stack=stack), project,
                        policy_config=policy_config)
@@ -121,8 +121,6 @@ def gate(stack: str, project: Project, plans: PlanStore, plan_out: Path,
 
 def record(stack: str, project: Project, plans: PlanStore, plan_path: Path) -> str:
     """Record the plan the gate wrote (call it only after `pulumi up` succeeded)."""
-    from ..fsutil import read_json_file
-
     doc = read_json_file(plan_path, what="deployed plan", limit=MAX_SAVED_PLAN_BYTES)
     if not isinstance(doc, dict) or doc.get("kind") != "trainstack-plan" or doc.get("stack") != stack:
         raise InputError(f"{plan_path}: not the trainstack plan of stack {stack!r}",

@@ -16,6 +16,7 @@ scheduled is cancelled with its loop.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import runpy
 import sys
@@ -24,10 +25,23 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
+from ..lazy import LazyModule
 from .cloud import OfflineCloud
 from .values import Secret, UNKNOWN_TEXT, clean_value
+
+#: imported at the first program run, under its warning filters: `trainstack diff` and `node-files`
+#: import this module and never run a program (pulumi takes ~1.4 s, asyncio ~0.1 s)
+if TYPE_CHECKING:
+    import asyncio
+
+    import pulumi
+    from google.protobuf import empty_pb2
+else:
+    asyncio = LazyModule("asyncio")
+    pulumi = LazyModule("pulumi")
+    empty_pb2 = LazyModule("google.protobuf.empty_pb2")
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 
@@ -86,10 +100,7 @@ def _norm(urn: str) -> str:
 
 def _monitor_class():
     """A MockMonitor that also keeps registration options (built lazily: importing pulumi is slow)."""
-    from pulumi.runtime import rpc
-    from pulumi.runtime.mocks import MockMonitor
-
-    class RecordingMonitor(MockMonitor):
+    class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
         def __init__(self, mocks, recording: Recording):
             super().__init__(mocks)
             self.recording = recording
@@ -113,7 +124,7 @@ def _monitor_class():
                 self.local.request, self.local.read = None, False
 
         def RegisterResourceOutputs(self, request):
-            outputs = clean_value(rpc.deserialize_properties(request.outputs, keep_unknowns=True))
+            outputs = clean_value(pulumi.runtime.rpc.deserialize_properties(request.outputs, keep_unknowns=True))
             with self.lock:
                 if request.urn.split("::")[2] == STACK_TYPE:
                     self.recording.exports = outputs
@@ -125,9 +136,7 @@ def _monitor_class():
 
 
 def _mocks_class():
-    from pulumi.runtime.mocks import Mocks
-
-    class RecordingMocks(Mocks):
+    class RecordingMocks(pulumi.runtime.mocks.Mocks):
         """Answers from the offline cloud; writes every registration and invoke to the recording."""
 
         def __init__(self, cloud: OfflineCloud, recording: Recording):
@@ -179,13 +188,11 @@ def _mocks_class():
 
 
 def _engine_class():
-    from pulumi.runtime.mocks import MockEngine
-    from pulumi.runtime.proto import engine_pb2
-
+    engine_pb2 = pulumi.runtime.proto.engine_pb2
     names = {engine_pb2.DEBUG: "debug", engine_pb2.INFO: "info", engine_pb2.WARNING: "warning",
              engine_pb2.ERROR: "error"}
 
-    class RecordingEngine(MockEngine):
+    class RecordingEngine(pulumi.runtime.mocks.MockEngine):
         """Keeps the program's `pulumi.log.*` messages (warnings belong in the plan output)."""
 
         def __init__(self, recording: Recording, lock: threading.Lock):
@@ -236,8 +243,6 @@ def record_program(program_path: Path, project: str, stack: str, config: dict[st
 
 def _run_isolated(program: Path, workdir: Path, recording: Recording, cloud: OfflineCloud,
                   config: dict[str, str], secret_keys: tuple[str, ...], preview: bool) -> None:
-    import asyncio
-
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     executor = _Executor()
@@ -247,11 +252,9 @@ def _run_isolated(program: Path, workdir: Path, recording: Recording, cloud: Off
             warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"pulumi_alicloud(\..*)?$")
             warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"pulumi(\..*)?$")
             _configure_runtime(recording, cloud, config, secret_keys, preview, workdir)
-            from pulumi.runtime.stack import run_in_stack
-            from pulumi.runtime.sync_await import _sync_await
-
             target = str(program / "__main__.py" if program.is_dir() else program)
-            _sync_await(run_in_stack(lambda: _run_program_file(target)))
+            runtime = pulumi.runtime
+            runtime.sync_await._sync_await(runtime.stack.run_in_stack(lambda: _run_program_file(target)))
     finally:
         _drain(loop)
         executor.close()
@@ -268,10 +271,7 @@ async def _run_program_file(target: str) -> None:
     all of them at once first is the same wait, linear; failed outputs stay tracked, so
     ``wait_for_rpcs`` still raises their errors exactly as before.
     """
-    import asyncio
-
-    from pulumi.runtime.settings import SETTINGS
-
+    SETTINGS = pulumi.runtime.settings.SETTINGS
     runpy.run_path(target, run_name="__main__")
     while True:
         with SETTINGS.lock:
@@ -292,8 +292,6 @@ class _Executor(ThreadPoolExecutor):
                          initializer=self._give_loop)
 
     def _give_loop(self) -> None:
-        import asyncio
-
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         with self._loops_lock:
@@ -308,10 +306,7 @@ class _Executor(ThreadPoolExecutor):
 def _configure_runtime(recording: Recording, cloud: OfflineCloud, config: dict[str, str],
                        secret_keys: tuple[str, ...], preview: bool, workdir: Path) -> None:
     """Fresh runtime settings, root resource and config for this thread (never the caller's)."""
-    from google.protobuf import empty_pb2
-    from pulumi.runtime import config as pulumi_config
-    from pulumi.runtime import settings
-
+    settings, pulumi_config = pulumi.runtime.settings, pulumi.runtime.config
     mocks = _mocks_class()(cloud, recording)
     monitor = _monitor_class()(mocks, recording)
     mocks.monitor = monitor
@@ -327,8 +322,6 @@ def _configure_runtime(recording: Recording, cloud: OfflineCloud, config: dict[s
 
 def _drain(loop) -> None:
     """Cancel whatever a failed program left scheduled, so nothing outlives its run."""
-    import asyncio
-
     pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
     for task in pending:
         task.cancel()
@@ -346,8 +339,6 @@ GC_THRESHOLDS = (100_000, 50, 100)
 
 @contextlib.contextmanager
 def _fewer_gc_passes():
-    import gc
-
     before = gc.get_threshold()
     gc.set_threshold(*(max(a, b) for a, b in zip(before, GC_THRESHOLDS)))
     try:

@@ -13,18 +13,32 @@ import contextlib
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from ..calibration_effect import effect
+from ..catalog import load_catalog
 from ..dlc_job import KIND as DLC_KIND
 from ..errors import InputError, TrainstackError
+from ..launchers import launch_notes, topology_from_plan
+from ..lazy import LazyModule
+from ..placement import SPOT_RESTART_ALLOWANCE
 from ..plan import Plan
+from ..plan.schema import COST_BASIS_ALL_IN
 from ..rules import reusing_plans
 from ..rules.policy_config import load_policy_config
-from ..stack_config import plan_for_config, policy_config_path, trusted_profile
+from ..stack_config import (
+    load_profile_with_overrides, plan_for_config, policy_config_path, profile_path, trusted_profile,
+)
 from .cloud import FAKE_IMAGE_ID, OfflineCloud
 from .engine import RecordedResource, Recording, record_program
-from .sources import PLAN_SCHEMA_VERSION, Project, Source, stack_config
+from .sources import PLAN_SCHEMA_VERSION, Project, Source, classify, load_saved_plan, stack_config
 from .values import public, reveal, shorten
+
+#: a failed program run has imported pulumi; `trainstack diff` of saved plans never does
+if TYPE_CHECKING:
+    import pulumi
+else:
+    pulumi = LazyModule("pulumi")
 
 #: ``run_policies(resources, config) -> verdicts`` (policies/runner.py)
 PolicyRunner = Callable[[list, Optional[dict]], list]
@@ -82,8 +96,6 @@ def resolve_config(config: dict[str, str], project: Project, secret_keys: tuple[
 def config_profile(config: dict[str, str], project: Project):
     """The profile the program reads for this config (stack overrides applied). Call it after
     :func:`resolve_config`, which reports a bad config or profile first."""
-    from trainstack.stack_config import load_profile_with_overrides, profile_path
-
     path = profile_path(config[f"{project.name}:profile"], project.root)
     return load_profile_with_overrides(path, zone=config.get(f"{project.name}:zone"),
                                        price_book=config.get(f"{project.name}:priceBook"), root=project.root,
@@ -100,9 +112,7 @@ def run_program(project: Project, stack: str, config: dict[str, str], secret_key
         original = _trainstack_error(exc)
         if original is not None:
             raise original from None
-        from pulumi.errors import RunError
-
-        if isinstance(exc, RunError):  # e.g. a required config key is missing
+        if isinstance(exc, pulumi.errors.RunError):  # e.g. a required config key is missing
             raise InputError(f"the Pulumi program stopped: {exc}") from None
         raise
 
@@ -124,6 +134,7 @@ def _trainstack_error(exc: BaseException) -> Optional[TrainstackError]:
 
 
 def default_policy_runner() -> PolicyRunner:
+    # the policy pack (pulumi-policy) loads only when a plan is judged
     from policies.runner import run_policies
 
     return run_policies
@@ -188,8 +199,6 @@ def build_document(source: Source, project: Project, stack: str, plan: Plan, rec
     if any(i.token.endswith("getImages:getImages") for i in recording.invokes):
         notes.append(f"image {FAKE_IMAGE_ID} is a placeholder: the real image is looked up by family at deploy time")
     notes += [f"invoke {i.token} has no offline answer (empty result)" for i in recording.invokes if not i.answered]
-    from ..launchers import launch_notes, topology_from_plan
-
     notes += launch_notes(plan.dlc.command if plan.dlc is not None else plan.job.command, topology_from_plan(plan))
     doc = {
         "schema_version": PLAN_SCHEMA_VERSION,
@@ -218,8 +227,6 @@ def build_document(source: Source, project: Project, stack: str, plan: Plan, rec
 def with_calibration(doc: dict[str, Any], profile: Any, plan: Plan) -> dict[str, Any]:
     """``doc`` with ``calibration`` after ``prices`` when the calibration overlay changed the plan
     (trainstack/calibration_effect.py); unchanged otherwise."""
-    from ..calibration_effect import effect
-
     found = effect(profile, plan) if profile is not None else None
     if found is None:
         return doc
@@ -256,9 +263,6 @@ def cost_block(plan: Plan) -> dict[str, Any]:
     """The document's ``cost``: the all-in figures and the breakdown of ``Plan.cost`` (the cost model the
     resolver ranked with), the GPU-only ones as ``compute_*``, and the other pricing's figures (on-demand
     vs spot: the plan's other lines are the same, spot hours carry the resolver's restart allowance)."""
-    from trainstack.placement import SPOT_RESTART_ALLOWANCE
-    from trainstack.plan.schema import COST_BASIS_ALL_IN
-
     est, cost = plan.estimate, plan.cost
     hours = plan.estimated_hours
     base_hours = None if hours is None else (hours / SPOT_RESTART_ALLOWANCE if plan.spot else hours)
@@ -300,6 +304,7 @@ def dlc_request(resources: list[RecordedResource], plan: Plan, stack: str) -> Op
     job = next((r for r in resources if isinstance(r.inputs, dict) and r.inputs.get("kind") == DLC_KIND), None)
     if job is None:
         return None
+    # the DLC SDK's request models load only for a DLC plan
     from trainstack.cloud import dlc_request as dlc
 
     try:
@@ -311,8 +316,6 @@ def dlc_request(resources: list[RecordedResource], plan: Plan, stack: str) -> Op
 
 
 def _catalog_date() -> Optional[str]:
-    from trainstack.catalog import load_catalog
-
     return load_catalog().newest_price_date
 
 
@@ -330,8 +333,6 @@ def _on_path(root: Path) -> None:
 
 def load_side(arg: str, project: Project, policy_config: Optional[dict] = None) -> dict[str, Any]:
     """A diff side as a plan document: a saved JSON as is, a profile or stack planned now."""
-    from .sources import classify, load_saved_plan
-
     source = classify(arg, project)
     if source.kind == "saved":
         return load_saved_plan(source.path)

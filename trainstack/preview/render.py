@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from ..calibration_effect import CalibrationEffect
 from ..redaction import redact_string
 from ..textable import render_table
 from . import topology
@@ -135,8 +136,6 @@ def calibration_lines(doc: dict) -> list[str]:
     found = doc.get("calibration")
     if not isinstance(found, dict):
         return []
-    from ..calibration_effect import CalibrationEffect
-
     try:
         return CalibrationEffect.model_validate(found).lines(str((doc.get("plan") or {}).get("region") or "the region"))
     except ValueError:

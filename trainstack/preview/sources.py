@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 from ..errors import InputError, Problem, did_you_mean
-from ..fsutil import KIB, MIB, read_json_file, read_regular_file
+from ..fsutil import KIB, MIB, decode_text, read_json_file, read_regular_file
 from ..profile.yamlfile import parse_yaml_text
 from ..secrets import scan, secret_texts
 
@@ -275,7 +275,5 @@ def _config_string(value: Any) -> str:
 
 def _yaml(path: Path, what: str = "project file") -> Any:
     """A project or stack file, bounded like a profile (size, depth, aliases, plain types)."""
-    from ..fsutil import decode_text
-
     raw = read_regular_file(path, what=what, limit=MAX_STACK_FILE_BYTES)
     return parse_yaml_text(decode_text(raw, str(path), what), str(path), what)

@@ -7,10 +7,17 @@ rendering (text, markdown, JSON, diff) shows it redacted; nothing relies on key 
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ..fsutil import json_or_none
+from ..lazy import LazyModule
 from ..secrets import REDACTED, redact
+
+#: only a program run records values, and it has imported pulumi by then
+if TYPE_CHECKING:
+    import pulumi
+else:
+    pulumi = LazyModule("pulumi")
 
 #: What an output not known at preview time is shown as (only with ``preview=True``).
 UNKNOWN_TEXT = "(known after apply)"
@@ -37,16 +44,13 @@ class Secret:
 def clean_value(value: Any) -> Any:
     """Deserialised Pulumi properties -> plain data (``__``-prefixed internals such as a dynamic
     provider's pickled ``__provider`` are dropped: they are code, not configuration)."""
-    from pulumi.output import Unknown
-    from pulumi.runtime.rpc import is_rpc_secret
-
     if isinstance(value, dict):
-        if is_rpc_secret(value):
+        if pulumi.runtime.rpc.is_rpc_secret(value):
             return Secret(clean_value(value.get("value")))
         return {k: clean_value(v) for k, v in value.items() if not str(k).startswith("__")}
     if isinstance(value, (list, tuple)):
         return [clean_value(v) for v in value]
-    if isinstance(value, Unknown):
+    if isinstance(value, pulumi.output.Unknown):
         return UNKNOWN_TEXT
     if value is None or isinstance(value, (str, bool, int, float)):
         return value

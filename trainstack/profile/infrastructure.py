@@ -9,6 +9,8 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
+from ..cidrs import ssh_source_problem
+from ..ossuri import OssUriError, parse_oss_uri
 from .base import _Strict
 
 
@@ -26,8 +28,6 @@ class StorageSpec(_Strict):
             raise ValueError("dataset_uri must start with oss://, cpfs:// or nas:// (one URI, no spaces or "
                              "control characters)")
         if v and v.startswith("oss://"):
-            from ..ossuri import OssUriError, parse_oss_uri
-
             try:
                 parse_oss_uri(v)
             except OssUriError as exc:
@@ -78,8 +78,6 @@ class AccessSpec(_Strict):
     @field_validator("ssh_cidrs")
     @classmethod
     def _cidrs(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        from ..cidrs import ssh_source_problem
-
         for c in v:
             problem = ssh_source_problem(c)
             if problem:

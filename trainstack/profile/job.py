@@ -10,6 +10,7 @@ from typing import Optional
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from ..ossuri import OssUriError, parse_oss_uri
 from .base import _no_control, _Strict
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -67,8 +68,6 @@ class JobSpec(_Strict):
         if v is not None and (not v.strip() or any(c.isspace() for c in v)):
             raise ValueError("must be one URI or image reference without spaces")
         if v is not None and v.startswith("oss://"):
-            from ..ossuri import OssUriError, parse_oss_uri
-
             try:
                 parse_oss_uri(v)
             except OssUriError as exc:

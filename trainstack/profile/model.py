@@ -15,6 +15,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from ..models import Architecture
+from ..parallel_degrees import Layout, layout_problems, unsupported_degrees
 from .base import CONTROL, _Strict
 from .infrastructure import AccessSpec, NetworkSpec, StorageSpec
 from .job import JobSecret, JobSpec  # noqa: F401 - importable from here as before
@@ -182,8 +183,6 @@ def _check_layout(arch: Architecture, t: TrainingSpec, gpus: Optional[int]) -> N
     """The parallel degrees the profile gives: ones its framework can run, dividing the heads, the layers,
     the sequence and the world size (trainstack.sizing.parallel.layout_problems). One error per field,
     located at ``training.<field>`` with the value given."""
-    from ..parallel_degrees import Layout, layout_problems, unsupported_degrees
-
     errors: list[tuple[str, str]] = [(f, why) for f, why in unsupported_degrees(t)]
     if t.virtual_pipeline_stages > 1 and (t.pipeline_parallel or 1) == 1:
         errors.append(("virtual_pipeline_stages", "virtual_pipeline_stages > 1 (interleaved 1F1B) needs "

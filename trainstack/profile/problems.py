@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from ..models import preset_names
 from ..errors import Problem, did_you_mean, value_at
+from ..secrets import looks_secret_value
 from .model import TrainingProfile
 
 
@@ -88,8 +89,6 @@ CLOSED_VOCABULARY = {"region", "zone"}
 
 def echoable_key(key: Any) -> bool:
     """Whether a key the user wrote may be repeated in a message: it reads like a field name."""
-    from ..secrets import looks_secret_value
-
     return not isinstance(key, str) or (bool(_NAME_LIKE.fullmatch(key)) and not looks_secret_value(key))
 
 

@@ -6,12 +6,14 @@ Field and cross-field rules that need only these sections; the profile as a whol
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 from typing import Literal, Optional, Union
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from ..models import Architecture, HfConfigError, derive_architecture, find_preset, load_hf_config
+from ..secrets import looks_secret_value
 from .base import _Strict
 from .kernels import Attention, Fp8Recipe, Sharding, kernel_problems
 
@@ -92,10 +94,6 @@ def read_hf_config(path: str, base: Optional[Path]) -> Architecture:
 
 def _given(exc: HfConfigError) -> str:
     """``, given true``: the config value as JSON writes it (never one that looks like a credential)."""
-    import json
-
-    from ..secrets import looks_secret_value
-
     if not exc.has_given or isinstance(exc.given, (dict, list)) and len(str(exc.given)) > 60:
         return ""
     text = json.dumps(exc.given) if not isinstance(exc.given, str) or exc.given.isprintable() else repr(exc.given)

@@ -28,13 +28,14 @@ from typing import Any, Callable, Iterable, Optional
 
 from ..catalog import overlay as ov
 from ..catalog.loader import Catalog, CatalogError, build_catalog, clear_cache
+from ..catalog.price_book import read_price_book
 from ..cloud.ecs import EcsClient, make_client
+from ..cloud.ecs_parse import MalformedResponse
 from ..cloud.retry import Sleep
 from ..errors import CloudApiError, InputError, Problem, did_you_mean
 from ..outputs import atomic_write_text
 from .fetch import Progress, RegionFetch, fetch_region
 from .price_book import dumps as dumps_book, merged_entries, trade_entries
-from .parse import MalformedResponse
 from .summary import Summary, diff, render_summary
 
 __all__ = ["RefreshResult", "check_regions", "make_client", "refresh", "render_summary"]
@@ -169,6 +170,5 @@ def _existing_book(path: Optional[Path], catalog: Catalog) -> list:
     """The entries of the price book ``--price-book`` names (none when it does not exist yet)."""
     if path is None or not Path(path).exists():
         return []
-    from ..catalog.price_book import read_price_book
 
     return list(read_price_book(path, catalog).entries)

@@ -11,9 +11,9 @@ from alibabacloud_ecs20140526 import models as ecs
 from ..catalog import overlay as ov
 from ..catalog.loader import Catalog
 from ..cloud.ecs import NO_PRICE_CODES, EcsClient, Tolerated, call_api
+from ..cloud.ecs_parse import MalformedResponse, in_stock, parse_available, parse_instance_types, parse_price, parse_spot_history
 from ..cloud.retry import Sleep
 from ..progress import Progress  # the one progress meter (trainstack/progress.py); refresh.fetch.Progress
-from .parse import MalformedResponse, in_stock, parse_available, parse_instance_types, parse_price, parse_spot_history
 
 
 @dataclass

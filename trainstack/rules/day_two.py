@@ -9,6 +9,8 @@ from typing import Optional
 
 from ..catalog import load_catalog
 from ..errors import Problem
+from ..layout.lifecycle import fixed_ips, node_lifecycle
+from ..layout.network import MAX_ERIS_PER_NODE, mtu_for, queue_pairs_per_eri
 from ..plan import Plan
 
 
@@ -17,8 +19,6 @@ def day_two_problems(plan: Plan) -> list[Optional[Problem]]:
     that could take the type's every queue pair, vSwitches that let random allocations near fixed IPs."""
     if plan.target != "ecs":
         return []
-    from ..layout.lifecycle import fixed_ips, node_lifecycle
-    from ..layout.network import MAX_ERIS_PER_NODE, mtu_for, queue_pairs_per_eri
 
     net, out = plan.network, []
     family = load_catalog().instance(plan.instance_type or "").family if plan.instance_type else None

@@ -1,59 +1,19 @@
-"""A PAI-DLC profile's rules that need the catalog or the DLC facts, and which profiles want DLC.
+"""A PAI-DLC profile's rules that need the catalog or the DLC facts.
 
-The rule book owns these; the DLC strategy (trainstack.placement.dlc / dlc_pods) reads the same
-functions, so a profile the rule book accepts is never refused later for its image or quota spec.
+Which profiles want DLC, a DLC job's image and its quota spec are decided once, in the DLC strategy
+(trainstack.placement.dlc / dlc_pods, a layer below the rule book); the rule book reports the same
+functions' problems, so a profile it accepts is never refused later for its image or quota spec.
 """
 
 from __future__ import annotations
 
-from typing import Optional
-
 from ..catalog import Catalog, dlc_facts
-from ..errors import Problem, did_you_mean
+from ..errors import Problem
+from ..placement.dlc import wants_dlc
+from ..placement.dlc_pods import image_problem, quota_spec_problems
 from ..profile import TrainingProfile
 
-
-def wants_dlc(profile: TrainingProfile) -> bool:
-    """`target: dlc`, or `auto` with a PAI workspace or resource quota named in the profile."""
-    r = profile.resources
-    if r.target == "dlc":
-        return True
-    return r.target == "auto" and bool(profile.dlc.workspace_id or profile.dlc.resource_id)
-
-
-def image_problem(profile: TrainingProfile) -> Optional[Problem]:
-    """A DLC job that pins no image and whose job type has no official image to look up."""
-    if profile.job.image or profile.dlc.image_tag:
-        return None
-    if profile.dlc.job_type in dlc_facts().official_images.frameworks:
-        return None
-    return Problem(path="dlc.job_type", given=profile.dlc.job_type, has_given=True,
-                   message=f"no official image is looked up for {profile.dlc.job_type} jobs (only "
-                           f"{', '.join(dlc_facts().official_images.frameworks)}); set job.image, or dlc.image_tag")
-
-
-def quota_spec_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem]:
-    """``dlc.quota_spec`` must be a catalog ECS type or a Lingjun spec whose GPU the team stated."""
-    spec = profile.dlc.quota_spec
-    if spec is None:
-        return []
-    if catalog.knows(spec):
-        return []
-    facts = dlc_facts()
-    lingjun = {s.name: s for s in facts.lingjun_specs}
-    if spec not in lingjun:
-        pool = list(lingjun) + [r.name for r in catalog.resolved_instances()]
-        return [Problem(path="dlc.quota_spec", given=spec, has_given=True, suggestions=did_you_mean(spec, pool),
-                        message="not an ECS type of the catalog or a Lingjun spec PAI documents")]
-    if lingjun[spec].stated is None:
-        from ..catalog.dlc_specs import LINGJUN_OVERLAY
-        from ..catalog.loader import overlay_dir
-
-        return [Problem(path="dlc.quota_spec", given=spec, has_given=True,
-                        message=f"Alibaba documents no GPU model, GPU count or interconnect for Lingjun spec {spec} "
-                                f"[PAI-RDMA]: state them (from ListEcsSpecs or the console) in "
-                                f"{overlay_dir() / LINGJUN_OVERLAY} (docs/dlc.md, \"Lingjun\")")]
-    return []
+__all__ = ["dlc_profile_problems", "image_problem", "quota_spec_problems", "wants_dlc"]
 
 
 def dlc_profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem]:

@@ -8,17 +8,16 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import replace
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import Iterator, Optional
 
+from .. import placement  # the engine a layer below; placement.resolve is read at call time (tests replace it)
 from ..catalog import Catalog, load_catalog
 from ..errors import InputError
+from ..placement.allowances import PolicyAllowances
 from ..plan import Plan
 from ..profile import TrainingProfile
 from .plan_rules import plan_problems
 from .profile_rules import check_profile
-
-if TYPE_CHECKING:
-    from ..placement.allowances import PolicyAllowances
 
 _reuse_lock = threading.Lock()
 _reused: Optional[dict[tuple, tuple[Optional[Catalog], Plan]]] = None
@@ -64,8 +63,6 @@ def reusing_plans() -> Iterator[None]:
 def resolution(profile: TrainingProfile, catalog: Optional[Catalog] = None, file: Optional[str] = None,
                allowances: Optional["PolicyAllowances"] = None):
     """What ``resolve`` shows: the checked Plan and every candidate considered (``placement.Resolution``)."""
-    from .. import placement
-
     catalog = catalog or load_catalog()
     check_profile(profile, catalog, file)
     try:
@@ -78,11 +75,9 @@ def resolution(profile: TrainingProfile, catalog: Optional[Catalog] = None, file
 
 
 def planned(profile: TrainingProfile, catalog: Optional[Catalog] = None, file: Optional[str] = None,
-            allowances: Optional["PolicyAllowances"] = None) -> Plan:
+            allowances: Optional[PolicyAllowances] = None) -> Plan:
     """The checked Plan: profile rules, resolution (InfeasibleError, exit 3), plan rules. ``allowances``:
     the policy config's exceptions to the engine's rules (``policy_config.policy_allowances``)."""
-    from .. import placement  # the placement engine sits below; read at call time (tests replace resolve)
-
     catalog = catalog or load_catalog()
     memo = _reused
     key = (profile.model_dump_json(), id(catalog), file, allowances) if memo is not None else None

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from ..catalog import load_catalog
+from ..catalog import dlc_facts, load_catalog
 from ..errors import InputError, Problem
+from ..layout import deployment_set_layout
 from ..plan import ESSD_MAX_GIB, ESSD_MIN_GIB, Plan
 from ..tags import MAX_BUCKET_TAGS, MAX_TAGS, ROLE_CHECKPOINT, base_tags, node_tags, within_limit
 from .day_two import day_two_problems
@@ -111,8 +112,6 @@ def _tags(plan: Plan) -> list[Optional[Problem]]:
 
 
 def _deployment_sets(plan: Plan) -> list[Optional[Problem]]:
-    from ..layout import deployment_set_layout
-
     try:
         deployment_set_layout(plan)
     except InputError as exc:
@@ -123,6 +122,7 @@ def _deployment_sets(plan: Plan) -> list[Optional[Problem]]:
 def _launch(plan: Plan) -> list[Optional[Problem]]:
     """job.command on the plan's topology, and job.env / job.secrets names trainstack reserves
     (trainstack.launchers; the node bootstrap and the DLC request raise the same problems)."""
+    # launchers/ and bootstrap/ load with the first rule that reads the job, not at the CLI's start
     from ..bootstrap import check_job
     from ..launchers.dlc import dlc_job_problems
 
@@ -137,6 +137,7 @@ def _launch(plan: Plan) -> list[Optional[Problem]]:
 def _dlc(plan: Plan) -> list[Optional[Problem]]:
     if plan.target != "dlc" or plan.dlc is None:
         return []
+    # launchers/ and bootstrap/ load with the first rule that reads the job, not at the CLI's start
     from ..dlc_job import job_inputs, planned_datasets, validate_inputs
     from ..launchers import LaunchError
 
@@ -162,8 +163,6 @@ def _dlc(plan: Plan) -> list[Optional[Problem]]:
 
 def _pod_fits_node(plan: Plan) -> list[Problem]:
     """A quota pod asks for no more vCPU or memory than one node of ``dlc.quota_spec`` has."""
-    from ..catalog import dlc_facts
-
     d = plan.dlc
     if d is None or not d.resource_id or not d.quota_spec:
         return []
@@ -187,6 +186,7 @@ def _pod_fits_node(plan: Plan) -> list[Problem]:
 
 def bootstrap_problem(plan: Plan, rank: int) -> Optional[Problem]:
     """What the node bootstrap of ``rank`` refuses (user-data size, a command the launcher cannot run)."""
+    # launchers/ and bootstrap/ load with the first rule that reads the job, not at the CLI's start
     from ..bootstrap import render_user_data
     from ..launchers import LaunchError
 

@@ -14,13 +14,13 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
+from typing import Any, Iterable, Optional, Union
 
 from ..errors import InputError, Problem
+from ..fsutil import read_json_file
+from ..placement.allowances import NO_ALLOWANCES, PolicyAllowances
+from ..secrets import scan, secret_texts
 from .policy_book import NO_PCIE_MULTI_GPU_TRAINING, POLICY_SPECS
-
-if TYPE_CHECKING:
-    from ..placement.allowances import PolicyAllowances
 
 LEVELS = ("advisory", "mandatory", "remediate", "disabled")
 MAX_POLICY_CONFIG_BYTES = 1 << 20
@@ -119,14 +119,11 @@ def load_policy_config(path: Union[str, Path, None]) -> Optional[dict[str, Any]]
     document remembers its file (:class:`PolicyConfigDocument`)."""
     if not path:
         return None
-    from ..fsutil import read_json_file
 
     doc = read_json_file(path, what="policy config", limit=MAX_POLICY_CONFIG_BYTES, max_depth=16)
     if not isinstance(doc, dict):
         raise InputError(f"{path}: a policy config is a JSON object of policy name -> level or settings",
                          hint="policy config format: docs/policies.md")
-    from ..secrets import scan, secret_texts
-
     if findings := scan(doc):  # its settings reach policy messages, which plan and diff print (issue 34)
         raise InputError(f"{path}: the policy config holds what looks like a credential", secrets=secret_texts(findings),
                          problems=[Problem(path=f.path, message=f.message, file=str(path)) for f in findings])
@@ -140,13 +137,11 @@ def load_policy_config(path: Union[str, Path, None]) -> Optional[dict[str, Any]]
 
 
 def policy_allowances(config: Optional[Mapping[str, Any]], source: Union[str, Path, None] = None
-                      ) -> "PolicyAllowances":
+                      ) -> PolicyAllowances:
     """What ``config`` lets the resolver plan beyond the engine's own rules, so it plans exactly what the
     pack lets through: ``no-pcie-multi-gpu-training.allowed_types`` (any level), or every PCIe type when
     that policy is disabled (itself or through ``all``). ``advisory`` lifts nothing: a warning level names
     no type, and the engine's PCIe rule is the product's promise. ``source``: the file, for the labels."""
-    from ..placement.allowances import NO_ALLOWANCES, PolicyAllowances
-
     if not config:
         return NO_ALLOWANCES
     level, settings = resolve_policy_config(config)[NO_PCIE_MULTI_GPU_TRAINING]
@@ -169,6 +164,6 @@ def display_path(path: Union[str, Path, None]) -> str:
         return str(resolved)
 
 
-def load_allowances(path: Union[str, Path, None]) -> "PolicyAllowances":
+def load_allowances(path: Union[str, Path, None]) -> PolicyAllowances:
     """The allowances of the policy config in ``path`` (checked as :func:`load_policy_config` checks it)."""
     return policy_allowances(load_policy_config(path), path)

@@ -11,6 +11,7 @@ from typing import Optional
 
 from ..catalog import Catalog
 from ..catalog.limits import service_limits
+from ..catalog.price_book import catalog_for
 from ..errors import InputError, Problem, did_you_mean
 from ..profile import TrainingProfile
 from .dlc_profile import dlc_profile_problems
@@ -21,6 +22,7 @@ def profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem
     unknown region; a GPU model no sold type carries, unknown or known only for estimates, e.g. H800:
     "not sold on Alibaba ECS"; an instance type the catalog lacks) and what no plan could launch
     (``job.command``; ``job.secrets`` on a DLC job)."""
+    # launchers/ and bootstrap/ load with the first rule that reads the job, not at the CLI's start
     from ..bootstrap.locations import classify_code_uri
     from ..launchers import check_command
     from ..launchers.dlc import secrets_problems
@@ -56,8 +58,6 @@ def profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem
             problems.extend(exc.problems)
     problems += dlc_profile_problems(profile, catalog)
     if profile.price_book is not None:
-        from ..catalog.price_book import catalog_for
-
         try:
             catalog_for(profile, catalog)
         except InputError as exc:  # each problem names the price book file and its entry
@@ -103,6 +103,7 @@ def layout_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem]
     NVLink/NVSwitch node it may use (TP runs inside one node), and a degree its job.command cannot be given
     (trainstack.launchers.check_degrees). The degrees' divisibility (heads, layers, sequence, world size)
     is checked with the profile itself (trainstack.profile.model)."""
+    # launchers/ and bootstrap/ load with the first rule that reads the job, not at the CLI's start
     from ..launchers import Degrees, check_degrees
 
     t, r = profile.training, profile.resources

@@ -132,6 +132,7 @@ def _only_resource(view: StackView) -> Optional[str]:
 
 def plan_verdicts(plan: Plan, config: Optional[Mapping[str, Any]] = None) -> list[Verdict]:
     """The verdicts ``plan`` and ``pulumi up`` give this Plan under ``config`` (validate, resolve)."""
+    # the plan view brings dlc_job and launchers/: loaded only when verdicts are asked
     from .plan_view import plan_view
 
     return policy_verdicts(plan_view(plan), config)

@@ -19,6 +19,9 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..errors import InputError
+from ..fsutil import parse_json
+
 SCHEMA = "trainstack.heartbeat/1"
 #: A heartbeat is a few KB; anything far larger is not one.
 MAX_BYTES = 1 << 20
@@ -124,9 +127,6 @@ class HeartbeatError(ValueError):
 def parse_heartbeat(data: bytes | str, where: str = "heartbeat", now: Optional[float] = None) -> Heartbeat:
     """The record in ``data`` (JSON text), or :class:`HeartbeatError` naming every problem; ``now``
     (epoch seconds, default this machine's clock) is what "in the future" is measured from."""
-    from ..errors import InputError
-    from ..fsutil import parse_json
-
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if len(raw) > MAX_BYTES:
         raise HeartbeatError(where, [f"{len(raw):,} bytes; a heartbeat is at most {MAX_BYTES:,}"])

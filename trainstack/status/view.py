@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..plan import Plan
 from ..profile import TrainingProfile
+from ..sizing import memory_estimate
 from .record import DlcJobObservation, Heartbeat, InstanceObservation, StopReason
 
 STATUS_SCHEMA_VERSION = 1
@@ -151,8 +152,6 @@ class Prediction(_View):
 
 def prediction_for(profile: TrainingProfile, plan: Plan) -> Prediction:
     """The plan's speed and memory per GPU (reserved from the memory model for the plan's GPU count)."""
-    from ..sizing import memory_estimate
-
     reserved = memory_estimate(profile.architecture, profile.training, plan.total_gpus).reserved_gib_per_gpu
     return Prediction(tokens_per_second_per_gpu=plan.estimate.tokens_per_second_per_gpu,
                       peak_allocated_gib=plan.estimate.peak_gib_per_gpu, peak_reserved_gib=round(reserved, 2))
