@@ -22,10 +22,16 @@ from trainstack.launchers.command import parse as parse_launcher
 from trainstack.plan import Plan
 
 from .heartbeat import nproc_per_node, status_uri
+from ..tags import SCALE_RULE_TAG
 from .locations import classify_code_uri, cpfs_source, shown_uri
 from .options import BootstrapOptions
 from .programs import program_set, programs_uri
 from .reserved import reserved_problems
+
+
+#: node 0's run record under its status prefix; the settings generations under job/ (trainstack_pool.py)
+RUN_RECORD = "run.json"
+GENERATIONS_DIR = "settings/"
 
 ERDMA_INSTALLER_URL = "http://mirrors.cloud.aliyuncs.com/erdma/erdma_installer-{version}.tar.gz"
 OSS_VENV = "/opt/trainstack/oss-venv"
@@ -159,7 +165,26 @@ class Node:
                   ("SETUP_STEPS", " ".join(function for function, _ in self.setup_steps()))]
         if p.elastic and self.rank > 0:  # pool nodes share these files: each instance reports under its own id
             pairs.append(("STATUS_PER_INSTANCE", 1))
-        return pairs + self.status_env_pairs()
+        return pairs + self.pool_env_pairs() + self.status_env_pairs()
+
+    def pool_env_pairs(self) -> list[tuple[str, object]]:
+        """A self-healing node's part in the cluster's state machine (trainstack_pool.py): its role
+        (``single``: a 1-node pool; ``anchor``: node 0; ``pool``), the scale-to-0 rule's tag, and on a
+        multi-node plan the run record, node 0's and the pool's status places and the generations."""
+        p = self.plan
+        if p.spot_pool is None:
+            return []
+        role = "single" if not p.elastic else "anchor" if self.rank == 0 else "pool"
+        pairs: list[tuple[str, object]] = [("POOL_ROLE", role), ("SCALE_RULE_TAG", SCALE_RULE_TAG)]
+        if p.elastic:
+            oss = p.storage.oss
+            assert oss is not None
+            node0 = status_uri(p, p.node_names()[0])
+            pairs += [("RUN_URI", f"{node0}{RUN_RECORD}"), ("NODE0_STATUS_URI", node0),
+                      ("POOL_STATUS_URI", status_uri(p, p.pool_node_name())),
+                      ("GENERATIONS_URI", f"oss://{oss.bucket}/{oss.job_prefix}{GENERATIONS_DIR}"),
+                      ("NODE0_LOSS_SECONDS", p.spot_pool.join_timeout_seconds), ("POOL_SEATS", p.nodes - 1)]
+        return pairs
 
     def status_env_pairs(self) -> list[tuple[str, object]]:
         """What the heartbeat needs for the node's life (docs/status.md): its name and type, where its

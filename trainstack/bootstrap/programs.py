@@ -45,7 +45,7 @@ BOOT_FRAGMENTS = ("head-boot.sh", "00-common.sh", "58-python.sh", "65-oss.sh", "
 PROGRAMS = (SETUP, "trainstack-launch.sh", "trainstack_agent.py", "trainstack_metadata.py", "trainstack_cloud.py",
             "trainstack_store.py", "trainstack_programs.py", "trainstack_settings.py", "trainstack_sync.py",
             "trainstack_launch.py", "trainstack_spot.py", "trainstack_heartbeat.py", "trainstack_guard.py",
-            "nccl_check.py")
+            "trainstack_events.py", "trainstack_pool.py", "nccl_check.py")
 #: What the user data carries as well: what installs the others (trainstack_programs.py) and stops
 #: billing when that fails (trainstack_cloud.py), with what they import and nothing else.
 BOOT_PROGRAMS = ("trainstack_metadata.py", "trainstack_cloud.py", "trainstack_store.py", "trainstack_programs.py")
