@@ -17,11 +17,15 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from conftest import FakeCloud, publish_programs, publish_settings, wait_for, write_rendered
@@ -29,7 +33,8 @@ from fake_oss import DirStore, oss_python_wrapper
 from plan_factory import hand_edited, multi_node_erdma_plan
 
 from trainstack.bootstrap import BootstrapOptions
-from trainstack.bootstrap.render import CHANNEL_FILES
+from trainstack.bootstrap.render import CHANNEL_FILES, JOB_SETTINGS_TAG
+from trainstack.tags import SCALE_RULE_TAG
 
 FAST = BootstrapOptions(checkpoint_grace_seconds=1, kill_after_seconds=1, poweroff_fallback=False)
 STEPS = 80
@@ -42,7 +47,7 @@ def opt(name, default=None):
     return argv[argv.index(name) + 1] if name in argv else default
 def record(event, **data):
     with open(os.environ["FAKE_LOG"], "a") as fh:
-        fh.write(json.dumps(dict(event=event, node=os.environ["FAKE_NODE"], **data)) + "\n")
+        fh.write(json.dumps(dict(event=event, node=os.environ["FAKE_NODE"], t=time.time(), **data)) + "\n")
 if any(a.endswith("nccl_check.py") for a in argv):
     record("nccl_check", argv=argv)
     sys.exit(0)
@@ -63,6 +68,21 @@ def beat():
             os.replace(os.path.join(store, addr + ".tmp"), os.path.join(store, addr))
         time.sleep(0.05)
 threading.Thread(target=beat, daemon=True).start()
+host_addr = opt("--rdzv-endpoint").rsplit(":", 1)[0]
+host = conf.get("is_host") == "true"
+lost_after = float(os.environ.get("FAKE_STORE_TIMEOUT", "3"))
+def host_alive():  # the c10d store lives in node 0's agent: without it the others' calls fail
+    try:
+        return time.time() - float(open(os.path.join(store, host_addr)).read() or 0) < 0.5
+    except (OSError, ValueError):
+        return False
+def store_lost(since):
+    if host or host_alive():
+        return False
+    if time.time() - since > lost_after:
+        record("store_lost")
+        sys.exit(1)
+    return False
 def live():
     now = time.time()
     out = []
@@ -79,7 +99,9 @@ def latest():
     steps = [int(n.split("-")[1]) for n in os.listdir(ckpt) if n.startswith("step-")]
     return max(steps, default=0)
 while True:
+    since = time.time()
     while len(live()) != nnodes:  # the rendezvous: wait for a full group
+        store_lost(since)
         time.sleep(0.02)
     members = live()
     step = latest() + 1
@@ -88,6 +110,9 @@ while True:
     failed = False
     while step <= int(os.environ["FAKE_STEPS"]):
         time.sleep(0.03)
+        if os.path.exists(os.environ["FAKE_FAIL"]):  # the trainer fails on every node: restarts run out
+            record("gave_up")
+            sys.exit(1)
         if live() != members:  # a member stopped beating: this worker group fails
             failed = True
             break
@@ -114,14 +139,24 @@ class Instance:
     cloud: FakeCloud
     root: Path
     processes: list[subprocess.Popen] = field(default_factory=list)
+    billed_from: float = 0.0
+    billed_until: Optional[float] = None  # released (pool) or stopped (StopInstance) at
 
     @property
     def launch(self) -> subprocess.Popen:
         return self.processes[0]
 
+    def log(self) -> str:
+        return "".join(p.read_text() for p in sorted(self.root.glob("launch-*.log")))[-4000:]
+
+
+RULE = "ari:acs:ess:cn-shenzhen:1234567890:scalingrule/asr-scale-to-zero"
+
 
 class FakeEss:
-    """Node 0 as a plain instance; the pool an ESS group of ``size`` that replaces a reclaimed node."""
+    """Node 0 as a plain instance; the pool an ESS group of ``size`` that replaces a reclaimed node and
+    honours its one scale-to-0 rule (ExecuteScalingRule: desired 0, every pool node released). It
+    counts billed node-seconds: from launch to release (pool) or StopInstance (node 0)."""
 
     def __init__(self, plan, tmp: Path, bin_dir: Path, oss_python: Path) -> None:
         self.plan, self.tmp, self.bin, self.oss_python = plan, tmp, bin_dir, oss_python
@@ -129,51 +164,108 @@ class FakeEss:
         self.pool_ips = (str(ip) for ip in list(ipaddress.ip_network(plan.network.pool_vswitch_cidr).hosts())[3:])
         self.instances: dict[str, Instance] = {}
         self.released: list[Instance] = []
+        self.stopped: list[Instance] = []
         self.launched = 0
         self.logs: list = []
+        self.rule_calls: list[dict] = []
+        self.extra_env: dict[str, str] = {}
+        self.lock = threading.RLock()
+        self.done = threading.Event()
+        self.watcher = threading.Thread(target=self._watch, daemon=True)
 
     def start(self) -> None:
         self._boot("anchor", self.plan.node_private_ips()[0])
         while sum(i.kind == "pool" for i in self.instances.values()) < self.size:
             self._boot("pool", next(self.pool_ips))
+        self.watcher.start()
 
-    def _boot(self, kind: str, ip: str) -> Instance:
+    def _watch(self) -> None:
+        """ESS and ECS answering the nodes' calls: the scale-to-0 rule and node 0's StopInstance."""
+        while not self.done.wait(0.05):
+            with self.lock:
+                for inst in list(self.instances.values()):
+                    calls = [c for c in inst.cloud.ecs_calls if c["Action"] == "ExecuteScalingRule"]
+                    if calls and inst.kind == "pool":
+                        self.rule_calls += calls
+                        inst.cloud.ecs_calls[:] = [c for c in inst.cloud.ecs_calls if c not in calls]
+                        self.size = 0  # TotalCapacity 0: ESS releases every pool node
+                        for node in [i for i in self.instances.values() if i.kind == "pool"]:
+                            self.release(node)
+                    elif inst.kind == "anchor" and inst.billed_until is None and any(
+                            c["Action"] == "StopInstance" for c in inst.cloud.ecs_calls):
+                        inst.billed_until = time.time()
+                        self.stopped.append(inst)
+
+    def _boot(self, kind: str, ip: str, *, iid: Optional[str] = None, root: Optional[Path] = None) -> Instance:
         self.launched += 1
-        iid = f"i-{kind}-{self.launched}"
+        iid = iid or f"i-{kind}-{self.launched}"
         cloud = FakeCloud()
         cloud.routes["meta-data/instance-id"] = [(200, iid)]
         cloud.routes["meta-data/private-ipv4"] = [(200, ip)]
         cloud.thread.start()
-        root = self.tmp / iid
+        root = root or self.tmp / iid
         node = root / "etc"
         rank = 0 if kind == "anchor" else 1  # every pool node boots the scaling configuration's files
         files = write_rendered(self.plan, node, rank, options=FAST, cpfs_mount_address=CPFS)
         for name in CHANNEL_FILES:  # these come from the job settings channel at job start
             (node / name).unlink(missing_ok=True)
-        publish_settings(self.plan, cloud, self.tmp / "oss", options=FAST, cpfs_mount_address=CPFS)
+        # what the deployer tags (ESS copies the configuration's tags onto a node at launch)
+        cloud.tags[JOB_SETTINGS_TAG] = self.digest
+        cloud.tags[SCALE_RULE_TAG] = RULE
         env = dict(os.environ, PATH=f"{self.bin}:{os.environ['PATH']}", FAKE_NODE=iid, FAKE_LOG=str(self.tmp / "log"),
                    FAKE_STEPS=str(STEPS), FAKE_RDZV_ROOT=str(self.tmp / "rendezvous"),
-                   FAKE_CPFS_MOUNT=self.plan.storage.cpfs.mount_path,
+                   FAKE_CPFS_MOUNT=self.plan.storage.cpfs.mount_path, FAKE_FAIL=str(self.tmp / "fail"),
                    TRAINSTACK_ETC=str(node), TRAINSTACK_LIB=str(node), TRAINSTACK_STATE=str(root / "state"),
                    TRAINSTACK_RUN=str(root / "run"), TRAINSTACK_WORKDIR=str(root / "work"),
                    TRAINSTACK_METADATA_URL=cloud.url, TRAINSTACK_ECS_ENDPOINT=cloud.url,
-                   TRAINSTACK_KMS_ENDPOINT=cloud.url, TRAINSTACK_RETRY_SECONDS="0",
+                   TRAINSTACK_KMS_ENDPOINT=cloud.url, TRAINSTACK_ESS_ENDPOINT=cloud.url, TRAINSTACK_RETRY_SECONDS="0",
                    TRAINSTACK_SETTINGS_ATTEMPTS="2", TRAINSTACK_RAM_ROLE_WAIT_SECONDS="0",
                    TRAINSTACK_OSS_PYTHON=str(self.oss_python), FAKE_OSS_ROOT=str(self.tmp / "oss"),
                    FAKE_OSS_LOG=str(self.tmp / "oss.log"), TRAINSTACK_SPOT_POLL_SECONDS="0.05",
+                   TRAINSTACK_POOL_POLL_SECONDS="0.2", TRAINSTACK_POOL_GRACE_SECONDS="2",
                    TRAINSTACK_SPOT_MARKER=str(root / "run" / "spot-termination-time"),
-                   TRAINSTACK_TRAINER_PIDFILE=str(root / "run" / "trainer.pid"), TRAINSTACK_CHECKPOINT_SIGNAL="USR1")
-        (root / "run").mkdir(parents=True)
-        out = open(root / "launch.log", "w")
+                   TRAINSTACK_TRAINER_PIDFILE=str(root / "run" / "trainer.pid"), TRAINSTACK_CHECKPOINT_SIGNAL="USR1",
+                   **self.extra_env)
+        (root / "run").mkdir(parents=True, exist_ok=True)
+        out = open(root / f"launch-{self.launched}.log", "w")
         self.logs.append(out)
-        inst = Instance(iid, ip, kind, cloud, root)
+        inst = Instance(iid, ip, kind, cloud, root, billed_from=time.time())
         # what the node's systemd starts: trainstack-job.service and the spot watcher
         inst.processes.append(subprocess.Popen(["bash", str(files["trainstack-launch.sh"])], env=env, stdout=out,
                                                stderr=subprocess.STDOUT, start_new_session=True))
         inst.processes.append(subprocess.Popen([sys.executable, str(files["trainstack_spot.py"])], env=env, stdout=out,
                                                stderr=subprocess.STDOUT, start_new_session=True))
-        self.instances[iid] = inst
+        with self.lock:
+            self.instances[iid] = inst
         return inst
+
+    @property
+    def digest(self) -> str:
+        return self.store_digest
+
+    def _kill(self, inst: Instance, sig: int = signal.SIGKILL) -> None:
+        for p in inst.processes:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    pass
+        for p in inst.processes:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        inst.cloud.server.shutdown()
+        inst.cloud.server.server_close()
+
+    def release(self, inst: Instance) -> None:
+        """ESS (or Alibaba, on a reclaim) releases a pool node: everything on it ends, billing too."""
+        with self.lock:
+            self.instances.pop(inst.id, None)
+        self._kill(inst)
+        inst.billed_until = time.time()
+        self.released.append(inst)
 
     def interrupt(self, inst: Instance, notice_seconds: float = 0.5) -> Instance:
         """Alibaba's notice (metadata termination-time), the release after the notice window (SIGKILL of
@@ -183,26 +275,35 @@ class FakeEss:
         wait_for(lambda: (inst.root / "run" / "spot-termination-time").exists(), 10, "the spot watcher's marker")
         wait_for(lambda: any(e["event"] == "checkpoint_signal" and e["node"] == inst.id for e in events(self.tmp)),
                  10, "the checkpoint signal reaching the trainer")
-        import time
-
         time.sleep(notice_seconds)
-        for p in inst.processes:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-        inst.cloud.server.shutdown()
-        inst.cloud.server.server_close()
-        del self.instances[inst.id]
-        self.released.append(inst)
+        self.release(inst)
         return self._boot("pool", next(self.pool_ips))
 
+    def reboot_anchor(self, anchor: Instance, *, replaced: bool) -> Instance:
+        """Node 0 goes away and comes back at its fixed IP: a reboot (systemd's SIGTERM, the same disk and
+        instance: also what ECS auto-recovery on a host failure does) or a replacement (`pulumi up
+        --replace`: a new instance and system disk; delete-before-replace frees the IP first)."""
+        with self.lock:
+            self.instances.pop(anchor.id, None)
+        self._kill(anchor, signal.SIGKILL if replaced else signal.SIGTERM)
+        if replaced:
+            anchor.billed_until = time.time()
+            self.released.append(anchor)
+            return self._boot("anchor", anchor.ip)
+        shutil.rmtree(anchor.root / "run")  # /run is a tmpfs: a reboot empties it
+        return self._boot("anchor", anchor.ip, iid=anchor.id, root=anchor.root)
+
+    def billed_after(self, moment: float) -> float:
+        """Node-seconds billed after ``moment`` by every instance this test launched (running ones till now)."""
+        now = time.time()
+        every = list(self.instances.values()) + self.released + self.stopped
+        return sum(max(0.0, (i.billed_until or now) - moment) for i in {id(i): i for i in every}.values())
+
     def close(self) -> None:
-        for inst in self.instances.values():
-            for p in inst.processes:
-                if p.poll() is None:
-                    os.killpg(p.pid, signal.SIGKILL)
-                    p.wait()
-            inst.cloud.server.shutdown()
-            inst.cloud.server.server_close()
+        self.done.set()
+        for inst in list(self.instances.values()):
+            if inst.cloud.server.socket.fileno() != -1:
+                self._kill(inst)
         for out in self.logs:
             out.close()
 
@@ -210,6 +311,13 @@ class FakeEss:
 def events(tmp: Path) -> list[dict]:
     log = tmp / "log"
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def publish_generation(plan, root: Path) -> str:
+    """What `pulumi up` writes for the job settings: settings.json and the generation (publish_settings)."""
+    cloud = FakeCloud()  # its tags only: the server is never started
+    cloud.server.server_close()
+    return publish_settings(plan, cloud, root, options=FAST, cpfs_mount_address=CPFS)
 
 
 PROFILE_CHANGES = {"resources": {"spot": "allow", "self_healing": True, "max_hourly_cost": 600},
@@ -242,6 +350,7 @@ def ess(tmp_path):
     publish_programs(plan, tmp_path / "oss")  # what `pulumi up` uploads (components/job_settings.py)
     cloud = FakeEss(plan, tmp_path, bin_dir, oss_python_wrapper(bin_dir / "oss-python"))
     cloud.store = store
+    cloud.store_digest = publish_generation(plan, tmp_path / "oss")
     try:
         yield cloud
     finally:
@@ -257,13 +366,15 @@ def test_a_reclaimed_pool_node_is_replaced_and_the_others_are_never_touched(ess,
 
     replacement = ess.interrupt(node_1)
 
-    for inst in (anchor, node_2, replacement):
-        assert inst.launch.wait(timeout=90) == 0, (inst.root / "launch.log").read_text()[-3000:]
+    assert anchor.launch.wait(timeout=90) == 0, anchor.log()
+    for inst in (node_2, replacement):  # they finish, scale the pool to 0, and ESS releases them
+        wait_for(lambda: inst in ess.released, 60, f"{inst.id} released by the scale-to-0 rule")
+        assert "scaling the self-healing pool to 0" in inst.log()
     log = events(tmp_path)
     by_node = {i: [e for e in log if e["node"] == i] for i in (anchor.id, node_1.id, node_2.id, replacement.id)}
 
     # nodes 0 and 2: the same instances, one launch each (their agents restarted the workers themselves)
-    assert set(ess.instances) == {anchor.id, node_2.id, replacement.id} and ess.released == [node_1]
+    assert ess.released[0] == node_1 and {i.id for i in ess.released[1:]} == {node_2.id, replacement.id}
     for inst in (anchor, node_2):
         kinds = [e["event"] for e in by_node[inst.id]]
         assert kinds.count("start") == 1 and kinds.count("restart") == 1 and kinds[-1] == "done", kinds
@@ -291,9 +402,14 @@ def test_a_reclaimed_pool_node_is_replaced_and_the_others_are_never_touched(ess,
     assert first_resume == 1 and last["resume_step"] > 10
     assert len(os.listdir(tmp_path / "cpfs" / "checkpoints")) == STEPS  # each step checkpointed once, none lost
 
-    # node 0 stops billing at the end; a pool node never does (ESS would replace it)
+    # at the end node 0 stops itself and the pool goes to 0 through its one rule: nothing bills after the job
+    ended = job_end(tmp_path)
+    wait_for(lambda: not ess.instances or all(i.kind == "anchor" for i in ess.instances.values()), 30,
+             "ESS releasing the pool")
+    wait_for(lambda: anchor in ess.stopped, 30, "node 0's StopInstance")
     assert [c["Action"] for c in anchor.cloud.ecs_calls] == ["StopInstance"]
-    assert not node_2.cloud.ecs_calls and not replacement.cloud.ecs_calls
+    assert {c["ScalingRuleAri"] for c in ess.rule_calls} == {RULE} and ess.size == 0
+    assert_nothing_bills_after(ess, ended)
     # each pool instance reports under its own id; node 0 under its name
     keys = ess.store.keys(ess.plan.storage.oss.bucket)
     pool = ess.plan.pool_node_name()
@@ -305,6 +421,28 @@ def test_a_reclaimed_pool_node_is_replaced_and_the_others_are_never_touched(ess,
     assert [n.name for n in view.nodes] == [ess.plan.node_names()[0]] + sorted(
         f"{pool}/{i.id}" for i in (node_2, replacement))
     assert all(n.heartbeat_at for n in view.nodes) and view.job.state == "finished"
+
+
+#: what the agents' end calls may take after the job's last step (the fake's polling included): what
+#: "0 CNY after the job" allows, per node; everything bills nothing once its call is answered
+END_CALL_SECONDS = 8.0
+
+
+def job_end(tmp: Path) -> float:
+    """When node 0's agent finished (its last "done"/"gave_up"/exit record)."""
+    ends = [e for e in events(tmp) if e["event"] in ("done", "gave_up", "store_lost")]
+    assert ends, "the job never ended"
+    return max(float(e["t"]) for e in ends)
+
+
+def assert_nothing_bills_after(ess, ended: float) -> None:
+    """No instance bills on after the job: each stopped or was released, within the end calls' time."""
+    every = list(ess.instances.values()) + ess.released + ess.stopped
+    assert all(i.billed_until is not None for i in every), [(i.id, i.kind) for i in every if i.billed_until is None]
+    after = ess.billed_after(ended)
+    assert after <= END_CALL_SECONDS * len({i.id for i in every}), after
+    time.sleep(0.5)
+    assert ess.billed_after(ended) == after  # and it stays so
 
 
 class StoreReader:

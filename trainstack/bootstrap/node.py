@@ -71,10 +71,11 @@ class Node:
         self.pool_node = plan.spot_pool is not None and not (plan.elastic and rank == 0)
         if self.pool_node:
             # a self-healing pool node is replaced by ESS with a new private IP, and ESS health checks
-            # replace a stopped node: it is never stopped at job end (it runs until `pulumi destroy`;
-            # docs/self-healing.md). A 1-node job rendezvous on loopback; a multi-node one through
-            # torchrun elastic on node 0 (the anchor, a plain node outside the pool).
-            opts = replace(opts, stop_on="never", poweroff_fallback=False)
+            # replace a stopped node: it never stops or powers off itself; where stop_on says the job's end
+            # stops billing, it executes the pool's scale-to-0 rule instead (trainstack-launch stop_cluster;
+            # docs/self-healing.md). A 1-node job rendezvous on loopback; a multi-node one through torchrun
+            # elastic on node 0 (the anchor, a plain node outside the pool).
+            opts = replace(opts, poweroff_fallback=False)
         self.plan, self.rank, self.opts = plan, rank, opts
         self.code = classify_code_uri(plan.job.code_uri)
         self.cpfs = cpfs_source(cpfs_address) if storage.cpfs and cpfs_address else None

@@ -96,7 +96,7 @@ choose_settings() {
       event job_started generation="$GENERATION"
       ;;
     pool)
-      GENERATION=$(pool generation "$RUN_URI" --wait "$NODE0_LOSS_SECONDS" --idle "${TRAINSTACK_POOL_IDLE_SECONDS:-900}") || return 2
+      GENERATION=$(pool generation "$RUN_URI" --wait "${TRAINSTACK_NODE0_LOSS_SECONDS:-$NODE0_LOSS_SECONDS}" --idle "${TRAINSTACK_POOL_IDLE_SECONDS:-900}") || return 2
       pool settings "$GENERATIONS_URI" "$ETC" --rank "$NODE_RANK" --generation "$GENERATION" || return 1
       event replacement_joined generation="$GENERATION"
       ;;
@@ -288,15 +288,15 @@ finish() {
   fi
   if [ "${POOL_ROLE:-}" = pool ] && [ -n "$GENERATION" ]; then
     case $(pool after-exit "$RUN_URI" "$NODE0_STATUS_URI" --grace "${TRAINSTACK_POOL_GRACE_SECONDS:-60}" \
-      --loss "$NODE0_LOSS_SECONDS") in
+      --loss "${TRAINSTACK_NODE0_LOSS_SECONDS:-$NODE0_LOSS_SECONDS}") in
       rejoin)
         log "exit $rc while the run goes on (node 0 rebooting or replaced): launching into it again"
         sleep "${TRAINSTACK_POOL_POLL_SECONDS:-10}"
         exec bash "$LIB/trainstack-launch.sh"
         ;;
       node0_lost)
-        log "no heartbeat from node 0 for ${NODE0_LOSS_SECONDS}s: the job is lost, the pool goes to 0"
-        event node0_lost seconds="$NODE0_LOSS_SECONDS"
+        log "no heartbeat from node 0 for ${TRAINSTACK_NODE0_LOSS_SECONDS:-$NODE0_LOSS_SECONDS}s: the job is lost, the pool goes to 0"
+        event node0_lost seconds="${TRAINSTACK_NODE0_LOSS_SECONDS:-$NODE0_LOSS_SECONDS}"
         pool run-end "$RUN_URI" --reason node0_lost --rc "$rc" || true
         END_REASON=node0_lost
         ;;
