@@ -21,6 +21,7 @@ from trainstack.launchers import Launch, LaunchError, render_launch, topology_fr
 from trainstack.launchers.command import parse as parse_launcher
 from trainstack.plan import Plan
 
+from .alerts import alerts_env_pairs
 from .heartbeat import nproc_per_node, status_uri
 from ..tags import SCALE_RULE_TAG
 from .locations import classify_code_uri, cpfs_source, shown_uri
@@ -233,7 +234,7 @@ class Node:
              math.ceil(p.job.max_runtime_hours * 3600) if p.job.max_runtime_hours else ""),
             ("CPFS_SOURCE", self.cpfs or ""), ("CPFS_MOUNT", s.cpfs.mount_path if s.cpfs else ""),
             ("PROGRAMS_SHA256", program_set().digest),
-        ] + self.guard_env_pairs()
+        ] + self.guard_env_pairs() + alerts_env_pairs(p)
 
     def plan_launcher(self) -> str:
         parsed = parse_launcher(self.plan.job.command)

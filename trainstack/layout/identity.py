@@ -123,14 +123,15 @@ def oss_policy_document(plan: Plan) -> Optional[dict]:
 
 
 def kms_policy_document(plan: Plan) -> Optional[dict]:
-    """GetSecretValue on exactly the job's secrets (Decrypt on their own keys); None without any."""
-    secrets = plan.job.secrets
+    """GetSecretValue on exactly the job's secrets and the alerts webhook's secret (Decrypt on their own
+    keys); None without any."""
+    secrets = list(plan.job.secrets.values()) + ([plan.job.alerts] if plan.job.alerts else [])
     if not secrets:
         return None
-    names = sorted({s.kms_secret for s in secrets.values()})
+    names = sorted({s.kms_secret for s in secrets})
     statements = [{"Effect": "Allow", "Action": SECRET_ACTIONS,
                    "Resource": [f"acs:kms:{plan.region}:*:secret/{n}" for n in names]}]
-    keys = sorted({s.kms_key_id for s in secrets.values() if s.kms_key_id})
+    keys = sorted({s.kms_key_id for s in secrets if s.kms_key_id})
     if keys:
         statements.append({"Effect": "Allow", "Action": DECRYPT_ACTIONS,
                            "Resource": [f"acs:kms:{plan.region}:*:key/{k}" for k in keys]})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional, Union
 
-from pydantic import Field
+from pydantic import Field, model_serializer
 
 from .base import _Frozen
 
@@ -15,6 +15,18 @@ class JobSecretPlan(_Frozen):
 
     kms_secret: str
     kms_key_id: Optional[str] = None
+
+
+class AlertsPlan(_Frozen):
+    """Where the node agent posts the job's events (profile ``alerts``): the webhook by its KMS secret's
+    name only (its value, the URL, is read on the node), the body format, the events, the way out."""
+
+    kms_secret: str
+    kms_key_id: Optional[str] = None
+    format: Literal["dingtalk", "slack", "json"]
+    events: tuple[str, ...]
+    relay: Optional[str] = Field(None, description="IPv4:port of an HTTP(S) forward proxy inside the VPC")
+    via: Literal["nat", "relay"] = Field(description="How a post leaves the VPC: the NAT gateway or the relay")
 
 
 class ParallelLayout(_Frozen):
@@ -91,3 +103,12 @@ class JobPlan(_Frozen):
     gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per optimizer step (per rank)")
     parallel: ParallelLayout = Field(default_factory=ParallelLayout,
                                      description="The degrees the launcher passes (tensor, pipeline, context, ...)")
+    alerts: Optional[AlertsPlan] = Field(None, description="Profile alerts: the node agent's webhook posts")
+
+    @model_serializer(mode="wrap")
+    def _without_unset_alerts(self, handler):  # type: ignore[no-untyped-def]
+        # a plan without alerts keeps the document it had before alerts existed (saved plans, goldens)
+        out = handler(self)
+        if isinstance(out, dict) and out.get("alerts", 0) is None:
+            out.pop("alerts")
+        return out

@@ -15,6 +15,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from ..models import Architecture
+from .alerts import AlertsSpec
 from .base import CONTROL, _no_control, _Strict
 from .training import (  # noqa: F401 - the profile's sections, importable from here as before
     Checkpointing, Framework, LoraSpec, Loss, Method, ModelSpec, Precision, TrainingSpec, _base_dir, read_hf_config,
@@ -297,6 +298,9 @@ class TrainingProfile(_Strict):
     storage: StorageSpec = Field(default_factory=StorageSpec)
     network: NetworkSpec = Field(default_factory=NetworkSpec)
     access: AccessSpec = Field(default_factory=AccessSpec)
+    alerts: Optional[AlertsSpec] = Field(
+        None, description="Post job start, preemption, replacement, job end and guard stops to a webhook from KMS "
+                          "(ECS; needs network.internet_egress or alerts.relay: docs/alerts.md)")
     image_id: Optional[str] = Field(None, max_length=128)
     tags: dict[str, str] = Field(default_factory=dict)
     price_book: Optional[str] = Field(

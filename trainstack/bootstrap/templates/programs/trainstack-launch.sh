@@ -259,7 +259,24 @@ heartbeat_service() {
     sleep 1
     waited=$((waited + 1))
   done
+  (alerts follow) & # in the heartbeat's service: restarted with it at each job start (new settings)
   exec_heartbeat
+}
+# alerts COMMAND (trainstack_alerts.py): node.env and, of the job settings, only what the alerts need
+alerts() {
+  (
+    set -a
+    # shellcheck source=/dev/null
+    . "$ETC/node.env"
+    set +a
+    [ -f "$ETC/settings.env" ] || exit 0
+    # shellcheck source=/dev/null
+    . "$ETC/settings.env"
+    [ -n "${ALERTS_SECRET:-}" ] || exit 0
+    export NNODES ALERTS_SECRET ALERTS_FORMAT ALERTS_EVENTS ALERTS_RELAY PLAN_TOKENS_PER_SECOND PLAN_HOURLY_CNY \
+      TRAINSTACK_STATE=$STATE TRAINSTACK_RUN=$RUN
+    exec python3 "$LIB/trainstack_alerts.py" "$@"
+  )
 }
 
 # why the job stopped, for the heartbeat and `trainstack status` (kept until the job runs again)
@@ -307,8 +324,12 @@ finish() {
   if [ "${POOL_ROLE:-}" = anchor ]; then
     pool run-end "$RUN_URI" --reason "$(end_reason "$rc")" --rc "$rc" || log "WARNING: the run's end was not recorded"
     event job_ended reason="$(end_reason "$rc")" rc="$rc" generation="$GENERATION"
+  elif [ "$NODE_RANK" = 0 ] && [ "${POOL_ROLE:-}" != pool ]; then
+    event job_ended reason="$(end_reason "$rc")" rc="$rc" generation="$(head -n 1 "$ETC/.job-settings.sha256" 2>/dev/null)"
   fi
+  rm -f "$STATE/job-started"
   if [ -n "${STATUS_URI:-}" ]; then last_heartbeat || log "WARNING: the last heartbeat was not written"; fi
+  alerts wait --timeout "${TRAINSTACK_ALERTS_DRAIN_SECONDS:-60}" # bounded: the end reaches the webhook first
   case "$STOP_ON:$rc" in
     always:* | success:0 | success:"$EXIT_GUARD") stop_cluster ;;
     *) log "exit $rc with stop_on=$STOP_ON: leaving the instance running" ;;
@@ -517,6 +538,13 @@ main() {
   if [ -e "$GUARD_MARKER" ]; then
     log "budget guard: $(cat "$GUARD_MARKER"): not starting the trainer"
     finish "$EXIT_GUARD"
+  fi
+  if [ "$NODE_RANK" = 0 ] && [ "${POOL_ROLE:-}" != anchor ]; then # node 0 of a plain cluster (or a 1-node pool)
+    if [ -f "$STATE/job-started" ]; then
+      event job_resumed generation="$(head -n 1 "$ETC/.job-settings.sha256")" why="the node started again"
+    else
+      event job_started generation="$(head -n 1 "$ETC/.job-settings.sha256")" && touch "$STATE/job-started"
+    fi
   fi
   run_trainer
   rc=$?
