@@ -27,7 +27,7 @@ from ..tags import SCALE_RULE_TAG
 from .locations import classify_code_uri, cpfs_source, shown_uri
 from .options import BootstrapOptions
 from .programs import program_set, programs_uri
-from .reserved import reserved_problems
+from .reserved import LAUNCH_ARRAY, SECRETS_ARRAY, reserved_problems  # noqa: F401 (files.py)
 
 
 #: node 0's run record under its status prefix; the settings generations under job/ (trainstack_pool.py)
@@ -40,8 +40,6 @@ OSS_VENV = "/opt/trainstack/oss-venv"
 POOL_NODE_ADDRESS = "127.0.0.1"
 ETC = "/etc/trainstack"
 DEEPSPEED_HOSTFILE = f"{ETC}/deepspeed-hostfile"
-#: the arrays job.env defines for the launch script
-LAUNCH_ARRAY, SECRETS_ARRAY = "LAUNCH_ARGV", "JOB_SECRETS"
 #: The instance tag that carries the SHA-256 of the job settings document (the node trusts it: only
 #: the deployer can tag instances; the node role may read tags, never write them).
 JOB_SETTINGS_TAG = "trainstack:job-settings"
@@ -105,16 +103,12 @@ class Node:
         return launch
 
     def job_problems(self, launch: Optional[Launch] = None) -> list[Problem]:
-        """job.env, job.secrets and the command's NAME=value words that would override a
-        variable of trainstack's own node files, its launchers or the shell."""
+        """job.env, job.secrets and the command's NAME=value words that would override what trainstack
+        exports to the trainer (launcher topology, TRAINSTACK_*, the launch arrays) or the shell's."""
         names = {"job.env": list(self.plan.job.env), "job.secrets": list(self.plan.job.secrets)}
         if launch is not None:
             names["job.command"] = [k for k, _ in launch.user_env]
-        return reserved_problems(names, self.node_env_names())
-
-    def node_env_names(self) -> set[str]:
-        pairs = self.node_env_pairs() + self.settings_env_pairs(check=False)
-        return {name for name, _ in pairs} | {LAUNCH_ARRAY, SECRETS_ARRAY}
+        return reserved_problems(names)
 
     def setup_steps(self) -> list[tuple[str, str]]:
         """(function, what) of each step of the setup at every boot (``SETUP_STEPS``), after the node

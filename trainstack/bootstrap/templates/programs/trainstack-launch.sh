@@ -21,7 +21,9 @@
 # generation; pool nodes launch into that generation, launch again while the run goes on (node 0 rebooting
 # or replaced), and scale the pool to 0 when it ends; node 0 stops itself. Nothing bills after the job.
 # job.env (the job's environment, launch command and secret names) is sourced only in the
-# subshells that start the NCCL check and the trainer: nothing in it can change this script.
+# subshells that start the NCCL check and the trainer, after they took what they run into TRAINSTACK_*
+# names: nothing in it can change this script, so the job may use any name but TRAINSTACK_*, the
+# topology the launchers export and the shell's (trainstack/bootstrap/reserved.py).
 set -uo pipefail # not -e: every way out must pass through finish (checkpoint upload, stop)
 
 ETC=${TRAINSTACK_ETC:-/etc/trainstack}
@@ -329,7 +331,7 @@ finish() {
   fi
   rm -f "$STATE/job-started"
   if [ -n "${STATUS_URI:-}" ]; then last_heartbeat || log "WARNING: the last heartbeat was not written"; fi
-  alerts wait --timeout "${TRAINSTACK_ALERTS_DRAIN_SECONDS:-60}" # bounded: the end reaches the webhook first
+  alerts wait --timeout "${TRAINSTACK_ALERTS_DRAIN_SECONDS:-30}" # bounded: the end reaches the webhook first
   case "$STOP_ON:$rc" in
     always:* | success:0 | success:"$EXIT_GUARD") stop_cluster ;;
     *) log "exit $rc with stop_on=$STOP_ON: leaving the instance running" ;;
@@ -394,10 +396,15 @@ nccl_check() {
   fi
   log "NCCL all-reduce check across $world GPUs on $nodes node(s)"
   (
+    # what the check runs, taken before job.env: the job's variables (any name but trainstack's TRAINSTACK_*,
+    # the topology and the shell's) reach the check and the trainer and cannot change what this script runs
+    TRAINSTACK_NCCL_CHECK=("${TORCHRUN[@]}" "$LIB/nccl_check.py")
+    TRAINSTACK_NCCL_CHECK_TIMEOUT=$NCCL_CHECK_TIMEOUT_SECONDS
+    TRAINSTACK_NCCL_CHECK_DEADLINE=$((RDZV_TIMEOUT_SECONDS + NCCL_CHECK_TIMEOUT_SECONDS))
+    unset TORCHRUN # an array cannot be exported: job.env's TORCHRUN would not reach the check
     load_job_env # the job's NCCL settings apply to the check too
-    NCCL_DEBUG=INFO TRAINSTACK_NCCL_CHECK_TIMEOUT=$NCCL_CHECK_TIMEOUT_SECONDS \
-      exec timeout "$((RDZV_TIMEOUT_SECONDS + NCCL_CHECK_TIMEOUT_SECONDS))" \
-      "${TORCHRUN[@]}" "$LIB/nccl_check.py"
+    NCCL_DEBUG=INFO TRAINSTACK_NCCL_CHECK_TIMEOUT=$TRAINSTACK_NCCL_CHECK_TIMEOUT \
+      exec timeout "$TRAINSTACK_NCCL_CHECK_DEADLINE" "${TRAINSTACK_NCCL_CHECK[@]}"
   ) 2>&1 | tee "$out"
   st=${PIPESTATUS[0]}
   if [ "$st" -ne 0 ]; then
@@ -453,10 +460,12 @@ run_trainer() {
   # handler. Every process of the job carries TRAINSTACK_TRAINER_PID, so the agent finds them all.
   (
     trap '' "$CHECKPOINT_SIGNAL"
+    TRAINSTACK_AGENT=$LIB/trainstack_agent.py TRAINSTACK_REGION=$REGION # before job.env (nccl_check says why)
+    unset TORCHRUN
     load_job_env
     export TRAINSTACK_TRAINER_PID=$BASHPID TRAINSTACK_LOCAL_ADDR
     if [ "${#JOB_SECRETS[@]}" -gt 0 ]; then
-      exec python3 "$LIB/trainstack_agent.py" exec --region "$REGION" "${JOB_SECRETS[@]/#/--secret=}" -- "${LAUNCH_ARGV[@]}"
+      exec python3 "$TRAINSTACK_AGENT" exec --region "$TRAINSTACK_REGION" "${JOB_SECRETS[@]/#/--secret=}" -- "${LAUNCH_ARGV[@]}"
     fi
     exec "${LAUNCH_ARGV[@]}"
   ) &

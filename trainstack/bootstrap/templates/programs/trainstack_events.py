@@ -25,14 +25,16 @@ EVENTS = {
 }
 
 
-def emit(name, **data):
+def emit(name, events_file=None, **data):
+    """Record event ``name``; ``events_file``: where, when the caller knows its RUN directory (else the
+    environment's)."""
     if name not in EVENTS:
         raise ValueError("unknown event %r" % name)
     unknown = sorted(set(data) - set(EVENTS[name]))
     if unknown:
         raise ValueError("event %s has no field(s) %s" % (name, ", ".join(unknown)))
     record = dict(data, event=name, at=int(time.time()))
-    path = os.environ.get("TRAINSTACK_EVENTS_FILE") or os.path.join(
+    path = events_file or os.environ.get("TRAINSTACK_EVENTS_FILE") or os.path.join(
         os.environ.get("TRAINSTACK_RUN") or "/run/trainstack", "events.jsonl")
     try:
         directory = os.path.dirname(path)

@@ -42,5 +42,5 @@ def check(rec, run_dir):
         verdict["at"] = rec["written_at"]
         atomic_write(marker, json.dumps(verdict, sort_keys=True) + "\n")
         log("budget guard: %s: asking the job to checkpoint and stop" % verdict["message"])
-        emit("guard_stop", message=verdict["message"])  # alerts (trainstack_alerts) post it
+        emit("guard_stop", os.path.join(run_dir, "events.jsonl"), message=verdict["message"])  # alerts post it
     return verdict or None
