@@ -129,3 +129,14 @@ def test_the_profile_model_keeps_the_default_events_in_a_jobs_order():
     p = parse_profile(dict(BASE, alerts=HOOK))
     assert p.alerts is not None and p.alerts.events == ("job_start", "preemption", "replacement", "job_end",
                                                         "guard_stop")
+
+
+def test_the_plan_text_and_pr_comment_name_the_alerts_and_never_a_url(tmp_path):
+    doc = dict(BASE, network={"internet_egress": True}, alerts=HOOK)
+    path = write(tmp_path, doc)
+    for fmt in ("text", "markdown"):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            assert main(["plan", path, "--format", fmt]) == 0
+        assert "dingtalk to the webhook in KMS secret team/train-alerts on job_start, preemption" in out.getvalue()
+        assert "via NAT gateway" in out.getvalue() and "://" not in out.getvalue().split("alerts", 1)[1][:200]

@@ -41,6 +41,7 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
     od, spot = cost.get("on_demand") or {}, cost.get("spot") or {}
     est = " est." if spot.get("estimate", True) else ""  # the quote's flag (cost.spot.estimate); old plans: est.
     gpu = f" ({s['gpu_model']})" if s.get("gpu_model") else ""
+    alerts = ((doc.get("plan") or {}).get("job") or {}).get("alerts")
     return [
         ("target", str(s.get("target") or "unknown")),
         ("instance type", f"{s.get('instance_type') or 'quota (no ECS type)'}{gpu}"),
@@ -54,7 +55,14 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
                         f"spot {money(spot.get('hourly_cny'))}{est if spot.get('hourly_cny') is not None else ''})"),
         ("total cost", f"{money(s.get('total_cost_cny'))} (on-demand {money(od.get('total_cny'))}, "
                        f"spot {money(spot.get('total_cny'))}{est if spot.get('total_cny') is not None else ''})"),
-    ]
+    ] + ([("alerts", alerts_text(alerts))] if isinstance(alerts, dict) else [])
+
+
+def alerts_text(a: dict) -> str:
+    """The plan's alerts in words: by the secret's name (the URL is never in a plan)."""
+    via = f"relay {a.get('relay')}" if a.get("via") == "relay" else "NAT gateway"
+    return (f"{a.get('format')} to the webhook in KMS secret {a.get('kms_secret')} on "
+            f"{', '.join(a.get('events') or [])}, via {via}")
 
 
 def prices_line(prices: Optional[dict]) -> str:
