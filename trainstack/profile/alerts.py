@@ -14,7 +14,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import _Strict
+from .base import KMS_KEY_ID, KMS_SECRET_NAME, _Strict
 
 #: the events a profile may ask for, in the order a job meets them
 ALERT_EVENTS = ("job_start", "preemption", "replacement", "job_end", "guard_stop")
@@ -37,8 +37,6 @@ class WebhookSecret(_Strict):
     @field_validator("kms_secret")
     @classmethod
     def _name(cls, v: str) -> str:
-        from .model import KMS_SECRET_NAME
-
         if not KMS_SECRET_NAME.fullmatch(v):
             raise ValueError("a KMS secret name is 1-192 letters, digits and _ / + = . @ -")
         return v
@@ -46,8 +44,6 @@ class WebhookSecret(_Strict):
     @field_validator("kms_key_id")
     @classmethod
     def _key(cls, v: Optional[str]) -> Optional[str]:
-        from .model import KMS_KEY_ID
-
         if v is not None and not KMS_KEY_ID.fullmatch(v):
             raise ValueError("a KMS key id looks like key-xxxxxxxx (an alias cannot name a RAM policy resource)")
         return v

@@ -9,6 +9,10 @@ from pydantic import BaseModel, ConfigDict
 
 #: characters that never belong in an id, a tag or a URI: C0/C1 controls, DEL, line separators
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: KMS secret names: letters, digits and _ / + = . @ -, at most 192 (KMS CreateSecret, SecretName:
+#: https://www.alibabacloud.com/help/en/kms/support/api-kms-createsecret)
+KMS_SECRET_NAME = re.compile(r"[A-Za-z0-9_/+=.@-]{1,192}")
+KMS_KEY_ID = re.compile(r"key-[A-Za-z0-9]{1,64}")
 
 
 def _no_control(v: Optional[str], what: str = "value") -> Optional[str]:

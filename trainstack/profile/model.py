@@ -16,7 +16,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from ..models import Architecture
 from .alerts import AlertsSpec
-from .base import CONTROL, _no_control, _Strict
+from .base import CONTROL, KMS_KEY_ID, KMS_SECRET_NAME, _no_control, _Strict  # noqa: F401 (as before)
 from .training import (  # noqa: F401 - the profile's sections, importable from here as before
     Checkpointing, Framework, LoraSpec, Loss, Method, ModelSpec, Precision, TrainingSpec, _base_dir, read_hf_config,
 )
@@ -26,10 +26,6 @@ SCHEMA_URL_COMMENT = "# yaml-language-server: $schema=../../profile.schema.json"
 #: a zone id is its region's id and one letter: cn-shenzhen-a, ap-southeast-1a (catalog zone lists)
 ZONE_SUFFIX = re.compile(r"-?[a-z]")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: KMS secret names: letters, digits and _ / + = . @ -, at most 192 (KMS CreateSecret, SecretName:
-#: https://www.alibabacloud.com/help/en/kms/support/api-kms-createsecret)
-KMS_SECRET_NAME = re.compile(r"[A-Za-z0-9_/+=.@-]{1,192}")
-KMS_KEY_ID = re.compile(r"key-[A-Za-z0-9]{1,64}")
 
 
 def _no_nul(value: str, what: str) -> None:
