@@ -39,11 +39,12 @@ test: $(STAMP)
 LAUNCH_VENV  := .venv-launch
 LAUNCH_STAMP := $(LAUNCH_VENV)/.installed-stamp
 
-$(LAUNCH_STAMP): requirements-launch.txt
+$(LAUNCH_STAMP): requirements-launch.txt requirements-launch-nodeps.txt
 	@test -n "$(PYTHON)" || { echo "error: Python 3.11 or newer is required (set PYTHON=...)"; exit 2; }
 	@test -x $(LAUNCH_VENV)/bin/python || $(PYTHON) -m venv $(LAUNCH_VENV)
 	$(LAUNCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check $$(grep -E '^torch==' requirements-launch.txt)
 	DS_BUILD_OPS=0 $(LAUNCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-build-isolation -r requirements-launch.txt
+	$(LAUNCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-launch-nodeps.txt
 	@touch $(LAUNCH_STAMP)
 
 test-launch: $(LAUNCH_STAMP)

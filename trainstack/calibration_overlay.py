@@ -14,17 +14,25 @@ what the shipped model predicts for that run's exact layout:
 The sizing functions themselves never read the overlay; the resolver's engine and ``estimate``
 apply it with :func:`adjust` and label every use ("calibration overlay: ..."), so a plan says
 when it rests on a local measurement. The file is JSON (``schema_version`` 1) at
-``stacks/calibration.json`` of the project, or ``$TRAINSTACK_CALIBRATION`` (``off`` disables it);
-a malformed file is an error naming the file (exit 2), never ignored.
+``stacks/calibration.json`` of the checkout (beside the stack files: commit it, so CI, reviewers and
+``pulumi up`` plan with the same measurements and a pull request shows a calibration change), or
+``$TRAINSTACK_CALIBRATION`` (``off`` disables it). Only a missing file means "no calibration": a
+malformed file, a directory, a FIFO, a device or a broken symlink there is an error naming the file
+(exit 2), never ignored. Older trainstack wrote the file one directory above the checkout
+(:data:`OLD_PATH`); one found there is not read, and every command that plans says so on stderr.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import os
+import stat
+import sys
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Iterator, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -36,7 +44,13 @@ from .sizing.throughput import ThroughputEstimate
 
 SCHEMA_VERSION = 1
 ENV = "TRAINSTACK_CALIBRATION"
-DEFAULT_PATH = Path(__file__).resolve().parents[2] / "stacks" / "calibration.json"
+#: the checkout's stacks/ (trainstack/calibration_overlay.py -> the checkout is parents[1], the
+#: stack_config.PROJECT_ROOT the Pulumi program reads its stacks from)
+DEFAULT_PATH = Path(__file__).resolve().parents[1] / "stacks" / "calibration.json"
+#: where trainstack before this change wrote it by mistake: one directory above the checkout
+OLD_PATH = Path(__file__).resolve().parents[2] / "stacks" / "calibration.json"
+MAX_OVERLAY_BYTES = 4 << 20
+MAX_OVERLAY_DEPTH = 16
 #: A measurement further than this factor from the model is refused: it is a mismatch (another
 #: model, tokens counted per rank instead of for the job), not a calibration.
 FACTOR_RANGE = (0.25, 4.0)
@@ -146,35 +160,82 @@ def overlay_path() -> Optional[Path]:
 _cache: dict[tuple[str, int, int], CalibrationOverlay] = {}
 
 
+_warned: set[Path] = set()
+
+
+def _warn_old_place(path: Path) -> None:
+    """Say once per process that an overlay sits where older trainstack wrote it (and is not read)."""
+    if path != DEFAULT_PATH or OLD_PATH in _warned or not os.path.lexists(OLD_PATH):
+        return
+    _warned.add(OLD_PATH)
+    print(f"trainstack: warning: {OLD_PATH} is a calibration overlay where older trainstack wrote it (one "
+          f"directory above the checkout); it is not read: move it to {DEFAULT_PATH} to use it, or delete it",
+          file=sys.stderr)
+
+
 def load_overlay(path: Optional[Path] = None) -> CalibrationOverlay:
-    """The overlay at ``path`` (default :func:`overlay_path`); empty when there is none."""
-    path = path if path is not None else overlay_path()
-    if path is None or not path.is_file():
+    """The overlay at ``path`` (default :func:`overlay_path`); empty when there is none (or while
+    :func:`suspended`)."""
+    if _SUSPENDED.get():
         return CalibrationOverlay()
-    st = path.stat()
-    key = (str(path), st.st_mtime_ns, st.st_size)
-    if key not in _cache:
+    path = path if path is not None else overlay_path()
+    if path is None:
+        return CalibrationOverlay()
+    _warn_old_place(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if not os.path.lexists(path):
+            return CalibrationOverlay()  # no file: no calibration (a broken symlink is read, and refused)
+        st = None
+    except OSError:
+        st = None
+    key = (str(path), st.st_mtime_ns, st.st_size) if st is not None and stat.S_ISREG(st.st_mode) else None
+    if key is None or key not in _cache:
+        from .fsutil import read_regular_file
+
+        overlay = parse_overlay(read_regular_file(path, what="calibration overlay", limit=MAX_OVERLAY_BYTES),
+                                str(path))
+        if key is None:
+            return overlay
         _cache.clear()
-        _cache[key] = parse_overlay(path.read_bytes(), str(path))
+        _cache[key] = overlay
     return _cache[key]
 
 
-def parse_overlay(data: bytes, where: str) -> CalibrationOverlay:
+_SUSPENDED: contextvars.ContextVar[bool] = contextvars.ContextVar("calibration_suspended", default=False)
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """Within the block no overlay applies: the shipped model's plan, to show what a calibration changed."""
+    token = _SUSPENDED.set(True)
     try:
-        json.loads(data.decode("utf-8"), parse_constant=_refuse)  # NaN and Infinity are not numbers here
+        yield
+    finally:
+        _SUSPENDED.reset(token)
+
+
+def parse_overlay(data: bytes, where: str) -> CalibrationOverlay:
+    from .fsutil import parse_json
+
+    from .secrets import scan, secret_texts
+
+    try:
+        doc = parse_json(data, name=where, what="calibration overlay", max_depth=MAX_OVERLAY_DEPTH,
+                         limit=MAX_OVERLAY_BYTES)  # NaN, duplicate keys, nesting: refused before pydantic reads it
+        if findings := scan(doc):  # its names reach every plan's labels
+            raise InputError(f"{where}: the calibration overlay holds what looks like a credential",
+                             secrets=secret_texts(findings), problems=[
+                                 Problem(path=f.path, message=f.message, file=where) for f in findings])
         return CalibrationOverlay.model_validate_json(data)
     except ValidationError as exc:
         problems = [Problem(path=".".join(str(p) for p in e["loc"]), message=f"calibration overlay is invalid: {e['msg']}",
                             file=where) for e in exc.errors()]
         raise InputError(f"{where}: the calibration overlay is invalid", problems=problems,
                          hint=f"fix or delete it (`trainstack calibrate` rewrites it), or set {ENV}=off") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{where}: the calibration overlay is not JSON: {exc}",
-                         hint=f"fix or delete it, or set {ENV}=off") from None
-
-
-def _refuse(name: str) -> float:
-    raise ValueError(f"{name} is not a number")
+    except InputError as exc:
+        raise InputError(exc.message, problems=exc.problems, hint=f"fix or delete it, or set {ENV}=off") from None
 
 
 def write_overlay(overlay: CalibrationOverlay, path: Path) -> None:
@@ -193,7 +254,10 @@ def calibrated_speed(thr: ThroughputEstimate, factor: float) -> ThroughputEstima
     return thr.model_copy(update={
         "tokens_per_second_per_gpu": times(thr.tokens_per_second_per_gpu), "tokens_per_second": times(thr.tokens_per_second),
         "step_seconds": None if thr.step_seconds is None else thr.step_seconds / factor,
-        "mfu": times(thr.mfu), "hfu": times(thr.hfu)})
+        "mfu": times(thr.mfu), "hfu": times(thr.hfu),
+        # the interval follows the measurement: the model's relative error band about the calibrated figure
+        "tokens_per_second_per_gpu_interval": None if thr.tokens_per_second_per_gpu_interval is None else
+        tuple(round(v * factor, 1) for v in thr.tokens_per_second_per_gpu_interval)})
 
 
 def calibrated_memory(mem: MemoryEstimate, factor: float) -> MemoryEstimate:
@@ -206,7 +270,14 @@ def calibrated_memory(mem: MemoryEstimate, factor: float) -> MemoryEstimate:
         "peak_gib_per_gpu": round(mem.peak_gib_per_gpu * factor, 3), "reserved_gib_per_gpu": round(reserved, 3),
         "required_gib_per_gpu": round(mem.required_gib_per_gpu + reserved - mem.reserved_gib_per_gpu, 3),
         "breakdown_gib": {k: round(v * factor, 3) for k, v in mem.breakdown_gib.items()},
-        "phases_gib": {k: round(v * factor, 3) for k, v in mem.phases_gib.items()}})
+        "phases_gib": {k: round(v * factor, 3) for k, v in mem.phases_gib.items()},
+        "peak_gib_interval": _scaled(mem.peak_gib_interval, factor),
+        "required_gib_interval": _scaled(mem.required_gib_interval, reserved / mem.reserved_gib_per_gpu
+                                         if mem.reserved_gib_per_gpu else factor)})
+
+
+def _scaled(iv: Optional[tuple[float, float]], factor: float) -> Optional[tuple[float, float]]:
+    return None if iv is None else (round(iv[0] * factor, 2), round(iv[1] * factor, 2))
 
 
 def adjust(arch: Architecture, training: TrainingSpec, gpu: str, mem: MemoryEstimate, thr: ThroughputEstimate,

@@ -4,17 +4,22 @@ Every file trainstack reads from the user (profiles, stack files, overlays, save
 configs) comes through :func:`read_regular_file`: it refuses FIFOs, devices, sockets and
 directories *before* opening them (so ``/dev/zero`` is never read and a FIFO never blocks), opens
 with ``O_NONBLOCK`` and re-checks the opened file (a swap between check and open is caught), and
-reads at most ``limit`` bytes. :func:`parse_json` refuses NaN/Infinity and nesting beyond a depth
-before ``json`` recurses. Every failure is an :class:`InputError` naming the file (exit 2).
+reads at most ``limit`` bytes. :func:`parse_json` is the one JSON reader for what a user hands
+trainstack (saved plans, overlays, policy configs, Hugging Face configs, heartbeats, the calibration
+overlay): at most ``limit`` bytes, nesting at most ``max_depth`` deep (checked before ``json``
+recurses), no NaN/Infinity, no duplicate keys (``json`` would keep the last one silently). Every
+failure is an :class:`InputError` naming the file (exit 2).
 
 Writing lives in :mod:`trainstack.outputs`.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -91,29 +96,16 @@ def read_text_file(path: Union[str, Path], *, what: str, limit: int, missing_hin
     return decode_text(read_regular_file(path, what=what, limit=limit, missing_hint=missing_hint), str(path), what)
 
 
+_JSON_STRING = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
 def json_depth(text: str, limit: int = MAX_JSON_DEPTH) -> int:
-    """Bracket nesting of a JSON text, outside strings; stops counting past ``limit``."""
-    depth = deepest = 0
-    in_str = esc = False
-    for ch in text:
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > limit:
-                    return deepest
-        elif ch in "]}":
-            depth -= 1
-    return deepest
+    """Bracket nesting of a JSON text, outside strings (regular expressions, then one pass over the
+    brackets alone: a 6 MB plan document takes milliseconds, not a character loop's half second)."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
 def _not_finite(token: str) -> Any:
@@ -127,12 +119,41 @@ def _finite_float(token: str) -> float:
     return value
 
 
-def parse_json(text: str, *, name: str, what: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """Standard JSON only: no NaN/Infinity, no numbers that overflow, at most ``max_depth`` deep."""
+class DuplicateKey(ValueError):
+    """A JSON object names the same key twice."""
+
+    def __init__(self, key: str):
+        from .secrets import looks_secret_value
+
+        shown = repr(key) if len(key) <= 64 and key.isprintable() and not looks_secret_value(key) else "a key"
+        super().__init__(f"{'duplicate key ' + shown if shown != 'a key' else 'a key given twice'} (JSON keeps only "
+                         "the last one; give each key once)")
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def parse_json(text: Union[str, bytes], *, name: str, what: str, max_depth: int = MAX_JSON_DEPTH,
+               limit: Optional[int] = None) -> Any:
+    """Standard JSON only: at most ``limit`` bytes (when given) and ``max_depth`` deep, no
+    NaN/Infinity, no numbers that overflow, no key given twice in one object."""
+    if isinstance(text, bytes):
+        if limit is not None and len(text) > limit:
+            raise _fail(name, f"{len(text):,} bytes is too large for a {what} (limit {limit:,})")
+        text = decode_text(text, name, what)
+    elif limit is not None and len(text) > limit:  # characters: at least as many bytes
+        raise _fail(name, f"{len(text):,} characters is too large for a {what} (limit {limit:,} bytes)")
     if json_depth(text, max_depth) > max_depth:
         raise _fail(name, f"is nested more than {max_depth} levels deep; not a {what}")
     try:
-        return json.loads(text, parse_constant=_not_finite, parse_float=_finite_float)
+        return json.loads(text, parse_constant=_not_finite, parse_float=_finite_float,
+                          object_pairs_hook=_unique_pairs)
     except json.JSONDecodeError as exc:
         raise _fail(name, f"is not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except (ValueError, RecursionError) as exc:
@@ -141,3 +162,12 @@ def parse_json(text: str, *, name: str, what: str, max_depth: int = MAX_JSON_DEP
 
 def read_json_file(path: Union[str, Path], *, what: str, limit: int, max_depth: int = MAX_JSON_DEPTH) -> Any:
     return parse_json(read_text_file(path, what=what, limit=limit), name=str(path), what=what, max_depth=max_depth)
+
+
+def json_or_none(text: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """``text`` parsed if it is bounded, standard JSON, else None: for strings inside a document
+    that may hold JSON (a RAM policy in a saved plan), which stay plain text when they do not."""
+    try:
+        return parse_json(text, name="", what="JSON value", max_depth=max_depth)
+    except InputError:
+        return None

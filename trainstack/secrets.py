@@ -6,9 +6,12 @@ key and value of a document:
 
 * **Secret-named keys** in any case style (``DB_PWD``, ``authToken``, ``my-api-key``,
   ``GITLAB_PAT``): the key is split into words and its last word (or an unmistakable pair such as
-  *access key*, *api key*, *client secret*) names a secret. Counts and references stay ordinary
-  names: ``MAX_TOKENS``, ``TOKEN_LIMIT``, ``NUM_PASSES``, ``TOKENIZERS_PARALLELISM``, ``tokens``,
-  ``PASSWORD_FILE``, ``SECRET_NAME``.
+  *access key*, *api key*, *client secret*) names a secret; so does *key* after a service's name
+  (``wandb_key``, ``OPENAI_KEY``, ``HF_KEY``) or a word that makes it a credential (``license_key``,
+  ``ssh_key``). Counts and references stay ordinary names: ``MAX_TOKENS``, ``TOKEN_LIMIT``,
+  ``NUM_PASSES``, ``TOKENIZERS_PARALLELISM``, ``tokens``, ``PASSWORD_FILE``, ``SECRET_NAME``,
+  ``--tokenizer-model``, ``--max_new_tokens``, ``sort_key``. Any other ``*_key`` name counts when
+  its value is a generated token (24+ letters and digits, high entropy: ``--foo_key <40 hex>``).
 * **Credential-shaped values**, by the published formats (prefixes and lengths as in gitleaks'
   default rules, gitleaks/gitleaks config/gitleaks.toml @ 009e025a, and the vendors' token docs):
   Alibaba Cloud AccessKey IDs (``LTAI...``), 30-character AccessKey secrets, STS tokens
@@ -30,6 +33,7 @@ from text that is about to be printed (error messages included).
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional
@@ -49,6 +53,28 @@ _SECRET_ANY_WORDS = {"password", "passwd", "passphrase", "credentials", "private
 #: word pairs that make a key secret wherever they stand (``ACCESS_KEY_ID``, ``x-api-key-header``)
 _SECRET_PAIRS = {("access", "key"), ("api", "key"), ("private", "key"), ("secret", "key"), ("client", "secret"),
                  ("session", "token"), ("secret", "access"), ("security", "token"), ("auth", "token")}
+#: "<service> key" holds that service's credential (WANDB_KEY, --openai_key, HF_KEY): the ML and cloud
+#: services a training job talks to (trackers, model hubs, model APIs, clouds, notifications)
+_SERVICE_WORDS = {
+    "wandb", "comet", "neptune", "clearml", "mlflow", "aim", "openai", "anthropic", "claude", "cohere", "mistral",
+    "groq", "together", "replicate", "deepseek", "moonshot", "zhipu", "qwen", "dashscope", "qianfan", "baidu",
+    "ernie", "gemini", "google", "gcp", "azure", "aws", "s3", "oss", "aliyun", "alibaba", "alicloud", "hf",
+    "huggingface", "modelscope", "github", "gitlab", "kaggle", "pinecone", "weaviate", "slack", "discord",
+    "telegram", "feishu", "lark", "dingtalk", "wechat", "sentry", "datadog", "ngrok", "stripe", "sendgrid",
+    "twilio", "langsmith", "langchain", "serpapi", "tavily", "jina", "voyage", "nvidia", "ngc", "docker",
+}
+#: words that make "<word> key" a credential whatever service it is for (LICENSE_KEY, SIGNING_KEY)
+_KEY_QUALIFIERS = {"license", "licence", "signing", "encryption", "master", "ssh", "deploy", "service", "account",
+                   "user", "admin", "client", "session", "auth", "app", "upload", "write", "root", "secret",
+                   "private", "access", "api"}
+#: "<word> key" names that are data, not credentials (a dataset column, a cache or sort key): never
+#: counted by the token-shaped value rule either
+_DATA_KEY_WORDS = {"sort", "cache", "primary", "partition", "foreign", "hash", "input", "output", "label", "text",
+                   "prompt", "response", "chosen", "rejected", "image", "images", "message", "messages", "column",
+                   "field", "metric", "lookup", "group", "join", "index", "map", "routing", "shard", "dataset",
+                   "data", "audio", "video", "query", "answer", "context", "question", "instruction", "system",
+                   "conversation", "target", "source", "feature", "model", "json", "config", "layer", "state",
+                   "dict", "seed", "random", "rng", "content", "role", "id", "name"}
 #: words that make a key a count or a limit, never a secret (``MAX_TOKENS``, ``NUM_PASSES``)
 _QUANTITY_WORDS = {"max", "min", "num", "number", "count", "total", "limit", "limits", "per", "size", "len",
                    "length", "budget", "rate", "parallelism", "http", "inherit"}
@@ -76,7 +102,34 @@ def is_secret_name(key: str) -> bool:
         return False
     if words[-1] in _SECRET_LAST_WORDS or any(w in _SECRET_ANY_WORDS for w in words):
         return True
+    if words[-1] == "key" and len(words) > 1 and (
+            words[-2] in _KEY_QUALIFIERS or any(w in _SERVICE_WORDS for w in words[:-1])):
+        return True
     return any(pair in _SECRET_PAIRS for pair in zip(words, words[1:]))
+
+
+def is_key_name(key: str) -> bool:
+    """A ``*_key`` name that is neither a known credential nor a known data key (``foo_key``): its
+    value counts as a secret when it is a generated token (:func:`token_like`)."""
+    words = key_words(key)
+    return (len(words) > 1 and words[-1] == "key" and words[-2] not in _DATA_KEY_WORDS
+            and not any(w in _QUANTITY_WORDS for w in words))
+
+
+_TOKEN = re.compile(r"[A-Za-z0-9_+/=-]{24,512}")
+
+
+def token_like(value: str) -> bool:
+    """A generated secret by its look: 24+ characters of letters and digits (and ``_+/=-``), both
+    letters and digits, at least 3.5 bits of entropy per character (hex is 4; a word or a run
+    name such as ``llama3-8b-lora-20250101`` is lower), not a path."""
+    v = value.strip("\"'")
+    if not _TOKEN.fullmatch(v) or v.count("/") > 1 or ("/" in v and "-" in v) or not any(c.isdigit() for c in v) \
+            or not any(c.isalpha() for c in v):  # org/model-name is a hub id, not a token
+        return False
+    counts = [v.count(c) for c in set(v)]
+    entropy = -sum(n / len(v) * math.log2(n / len(v)) for n in counts)
+    return entropy >= 3.5
 
 
 # ---- value shapes ------------------------------------------------------------------------------
@@ -160,12 +213,19 @@ def _is_reference(value: str) -> bool:
     return bool(re.fullmatch(r"[\"']?\$\{?[A-Za-z_][A-Za-z0-9_]*\}?[\"']?", value))
 
 
+#: the kinds a command-line hit is reported as (Finding.in_command tells them apart, not the words)
+OPTION_KIND, ASSIGNMENT_KIND = "a secret-named command-line option", "a secret-named assignment"
+
+
 def _command_hits(text: str) -> Iterator[tuple[str, str]]:
-    for rx, kind in ((_FLAG, "a secret-named command-line option"), (_ASSIGN, "a secret-named assignment")):
+    for rx, kind in ((_FLAG, OPTION_KIND), (_ASSIGN, ASSIGNMENT_KIND)):
         for m in rx.finditer(text):
             name, value = m.group(1), m.group(2)
-            if is_secret_name(name) and value.strip("\"'") and not _is_reference(value):
-                yield f"{kind} ({name})", value.strip("\"'")
+            literal = value.strip("\"'")
+            if not literal or _is_reference(value):
+                continue
+            if is_secret_name(name) or (is_key_name(name) and token_like(literal)):
+                yield f"{kind} ({name})", literal
 
 
 def value_kind(value: str) -> Optional[str]:
@@ -191,9 +251,16 @@ class Finding:
     kind: str
     by_name: bool
     values: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    #: a secret-named option or assignment with a literal value inside a command line
+    in_command: bool = False
 
     @property
     def message(self) -> str:
+        if self.in_command:
+            return (f"holds {self.kind} with its value written out; a credential never goes in a command line "
+                    "(it would land in the node files and in Pulumi state): keep it in a KMS secret named in "
+                    "job.secrets (job.secrets: {WANDB_API_KEY: {kms_secret: team-wandb-key}}) and pass it as a "
+                    "reference, --wandb_key $WANDB_API_KEY")
         if self.by_name:
             return ("looks like a credential (secret-named key); profiles and stack config must not hold "
                     "secrets (use the credentials chain, a KMS secret or `pulumi config set --secret`)")
@@ -224,13 +291,17 @@ def scan(doc: Any, path: str = "", *, max_nodes: int = 200_000) -> list[Finding]
                             and str(v).strip():
                         found.append(Finding(sub, "a secret-named key", True, (str(v),)))
                         continue
+                    if is_key_name(k) and isinstance(v, str) and token_like(v):
+                        found.append(Finding(sub, "a key-named value that is a generated token", True, (v,)))
+                        continue
                 todo.append((sub, v))
         elif isinstance(node, (list, tuple)):
             todo.extend((f"{where}[{i}]", v) for i, v in reversed(list(enumerate(node))))
         elif isinstance(node, str):
-            hits = list(_shape_hits(node)) + list(_command_hits(node))
+            shapes, commands = list(_shape_hits(node)), list(_command_hits(node))
+            hits = shapes + commands
             if hits:
-                found.append(Finding(where, hits[0][0], False, tuple(h for _, h in hits)))
+                found.append(Finding(where, hits[0][0], False, tuple(h for _, h in hits), in_command=not shapes))
     found.sort(key=lambda f: f.path)
     return found
 

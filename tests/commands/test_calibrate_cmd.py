@@ -70,7 +70,7 @@ def test_calibrate_changes_the_next_estimate_and_the_estimate_says_so(overlay, c
 
 def test_a_run_that_needed_less_memory_never_shrinks_the_prediction(overlay, capsys, tmp_path):
     beat = json.loads(Path(LORA_BEAT).read_text())
-    beat["memory"].update(peak_allocated_gib=10.0, peak_reserved_gib=11.0)
+    beat["memory"].update(peak_allocated_gib=15.4, peak_reserved_gib=16.1)  # above the 14.96 GiB of weights
     saved = tmp_path / "less.json"
     saved.write_text(json.dumps(beat))
     before = estimate(capsys)
@@ -98,8 +98,12 @@ def test_a_second_calibration_replaces_the_first_and_dry_run_writes_nothing(over
     (lambda b: b["progress"].update(tokens_per_second=None), "has no measured speed yet"),
     (lambda b: b["progress"].update(window_seconds=20.0), "has no measured speed yet"),
     (lambda b: b.update(stack="someone-else"), "is a heartbeat of stack 'someone-else'"),
-    (lambda b: b["progress"].update(tokens_per_second=b["progress"]["tokens_per_second"] * 8),
+    (lambda b: b["progress"].update(tokens_per_second=b["progress"]["tokens_per_second"] / 8),
      "outside 0.25..4: not the same workload"),
+    # physics: the issue-34 poisoning (5,340 tok/s for an 8B LoRA on one A10 wrote a 3.95x factor)
+    (lambda b: b["progress"].update(tokens_per_second=5340.0), "above 80% of its 125 TFLOPS dense peak"),
+    (lambda b: b["memory"].update(peak_allocated_gib=9.0), "below the 14.96 GiB of weights"),
+    (lambda b: b.update(written_at=4102444800.0), "written_at: 2100-01-01T00:00:00Z is in the future"),
     (lambda b: b.update(gpus=8), "reports 8 GPUs, but 1 x ecs.gn7i-c8g1.2xlarge have 1"),
 ])
 def test_a_malformed_or_mismatched_heartbeat_is_refused_and_the_overlay_untouched(overlay, capsys, tmp_path,
@@ -120,7 +124,7 @@ def test_not_json_and_missing_files_are_refused(overlay, capsys, tmp_path):
     rc, _, err = run(capsys, "calibrate", LORA, "--heartbeat", str(junk))
     assert rc == 2 and "not JSON" in err
     rc, _, err = run(capsys, "calibrate", LORA, "--heartbeat", str(tmp_path / "missing.json"))
-    assert rc == 2 and "no such heartbeat file" in err
+    assert rc == 2 and "heartbeat file not found" in err
     assert not overlay.exists()
 
 
@@ -130,4 +134,46 @@ def test_a_broken_overlay_file_is_an_error_naming_it_never_ignored(overlay, caps
     assert rc == 2 and str(overlay) in err and "calibration overlay is invalid" in err
     overlay.write_text('{"schema_version": 1, "entries": [], "x": NaN}')
     rc, _, err = run(capsys, "resolve", LORA)
-    assert rc == 2 and "not JSON" in err
+    assert rc == 2 and "NaN is not a number" in err
+    overlay.write_text('{"schema_version": 1, "entries": [], "entries": []}')
+    rc, _, err = run(capsys, "resolve", LORA)
+    assert rc == 2 and "duplicate key 'entries'" in err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "devzero", "directory", "dangling", "deep"])
+def test_an_overlay_that_is_not_a_regular_json_file_is_an_error_never_ignored(overlay, capsys, kind):
+    """Issue 34: a symlink to /dev/zero or a FIFO was silently ignored (no calibration, no word)."""
+    import os
+
+    if kind == "fifo":
+        os.mkfifo(overlay)
+    elif kind == "devzero":
+        overlay.symlink_to("/dev/zero")
+    elif kind == "directory":
+        overlay.mkdir()
+    elif kind == "dangling":
+        overlay.symlink_to(overlay.parent / "nowhere.json")
+    else:
+        overlay.write_text('{"schema_version": 1, "entries": [], "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    for cmd in (["estimate", LORA, "--gpu", "A10"], ["resolve", LORA], ["calibrate", LORA, "--heartbeat", LORA_BEAT]):
+        rc, _, err = run(capsys, *cmd)
+        assert rc == 2 and str(overlay) in err and "Traceback" not in err, (cmd, err)
+
+
+def test_the_overlay_lives_in_the_checkouts_stacks_and_the_old_place_is_named(monkeypatch, capsys, tmp_path):
+    from trainstack.stack_config import PROJECT_ROOT
+
+    assert cal.DEFAULT_PATH == PROJECT_ROOT / "stacks" / "calibration.json"
+    assert cal.OLD_PATH == PROJECT_ROOT.parent / "stacks" / "calibration.json"
+    monkeypatch.delenv(cal.ENV, raising=False)
+    monkeypatch.setattr(cal, "DEFAULT_PATH", tmp_path / "checkout" / "stacks" / "calibration.json")
+    monkeypatch.setattr(cal, "OLD_PATH", tmp_path / "stacks" / "calibration.json")
+    monkeypatch.setattr(cal, "_warned", set())
+    cal.OLD_PATH.parent.mkdir()
+    cal.OLD_PATH.write_text(json.dumps({"schema_version": 1, "entries": []}))
+    assert cal.overlay_path() == cal.DEFAULT_PATH and cal.load_overlay().entries == ()
+    err = capsys.readouterr().err
+    assert f"{cal.OLD_PATH} is a calibration overlay where older trainstack wrote it" in err
+    assert f"move it to {cal.DEFAULT_PATH}" in err
+    cal.load_overlay()
+    assert "older trainstack" not in capsys.readouterr().err, "said once per process"

@@ -56,7 +56,9 @@ def test_accelerate_gets_machines_total_processes_and_rank_and_never_pdsh():
     assert (opts["--num_machines"], opts["--num_processes"], opts["--machine_rank"]) == ("2", "16", "1")
     assert (opts["--main_process_ip"], opts["--main_process_port"]) == ("10.0.0.10", "29500")
     assert opts["--deepspeed_multinode_launcher"] == "standard" and "--multi_gpu" not in opts
-    assert opts["--gradient_accumulation_steps"] == "4" and opts["--mixed_precision"] == "bf16"
+    # never --gradient_accumulation_steps: Accelerate turns it into ACCELERATE_GRADIENT_ACCUMULATION_STEPS,
+    # which overrode the script's own Accelerator(gradient_accumulation_steps=4) (issue 34: it ran with 16)
+    assert "--gradient_accumulation_steps" not in opts and opts["--mixed_precision"] == "bf16"
     assert program == ["train.py", "--x", "1"]
     plain, _ = parse(argv("accelerate launch train.py")[2:], "accelerate")
     assert plain["--multi_gpu"] == "true", "without a mode Accelerate would start one process on this node"
@@ -76,8 +78,9 @@ def test_deepspeed_runs_per_node_without_ssh_from_a_hostfile_of_the_plans_nodes(
 
 
 @pytest.mark.parametrize("command, extra", [
-    ("llamafactory-cli train examples/llama3_lora_sft.yaml", {"FORCE_TORCHRUN": "1"}),
-    ("swift sft --model Qwen/Qwen2.5-7B --dataset d", {}),
+    # PET_RDZV_CONF: their own torchrun call takes no --rdzv-conf; torchrun reads it from the environment
+    ("llamafactory-cli train examples/llama3_lora_sft.yaml", {"FORCE_TORCHRUN": "1", "PET_RDZV_CONF": "timeout=1800"}),
+    ("swift sft --model Qwen/Qwen2.5-7B --dataset d", {"PET_RDZV_CONF": "timeout=1800"}),
     ("bash run.sh --fast", {}),
 ])
 def test_environment_launchers_read_the_names_their_source_reads(command, extra):

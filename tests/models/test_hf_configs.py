@@ -85,7 +85,7 @@ def test_vision_language_configs_count_the_vision_tower():
     ({"n_shared_experts": 2}, "n_shared_experts"),
     ({"moe_layer_freq": 2}, "moe_layer_freq"),
     ({"num_experts_per_tok": 16}, "num_experts_per_token"),
-    ({"num_hidden_layers": "many"}, "num_layers"),
+    ({"num_hidden_layers": "many"}, "num_hidden_layers"),  # the config key, with its JSON type
 ])
 def test_what_is_not_understood_is_an_error_naming_the_field(change, key):
     doc = {**load("mixtral-8x7b.json"), **change}
@@ -120,7 +120,7 @@ def test_unreadable_files_are_clear_errors(tmp_path):
         f.write_bytes(content)
         with pytest.raises(HfConfigError, match=needle):
             load_hf_config(f)
-    with pytest.raises(HfConfigError, match="no such file"):
+    with pytest.raises(HfConfigError, match="file not found"):
         load_hf_config(tmp_path / "missing.json")
 
 

@@ -78,3 +78,36 @@ def test_infinite_numbers_are_refused_and_unknown_keys_ignored():
     doc["billing"]["spent_cny"] = 1e400  # json.dumps writes Infinity
     with pytest.raises(HeartbeatError, match="Infinity is not a number"):
         parse_heartbeat(json.dumps(doc))
+
+
+# ---- issue 34: times, nesting, duplicates ----------------------------------------------------------------
+NOW = 1_750_000_600.0  # ten minutes after the fixtures were written
+
+
+@pytest.mark.parametrize("path, value, why", [
+    ("written_at", 4102444800.0, "written_at: 2100-01-01T00:00:00Z is in the future"),
+    ("written_at", NOW + 301, "is in the future (301 s after"),
+    ("started_at", 1750000000.0 + 3600, "started_at: 2025-06-15T16:06:40Z is after the record was written"),
+    ("progress.updated_at", 1750000000.0 + 86400, "progress.updated_at"),
+    ("checkpoint.last_at", 4102444800.0, "checkpoint.last_at"),
+])
+def test_a_heartbeat_from_the_future_is_refused(path, value, why):
+    with pytest.raises(HeartbeatError) as err:
+        parse_heartbeat(json.dumps(_with(path, value)), "hb.json", now=NOW)
+    assert why in str(err.value)
+
+
+def test_clock_skew_within_five_minutes_is_accepted():
+    assert parse_heartbeat(json.dumps(_with("written_at", NOW + 299)), now=NOW).written_at == NOW + 299
+    doc = good()
+    doc["progress"]["updated_at"] = doc["written_at"] + 250  # the trainer's clock a little ahead of the node's
+    assert parse_heartbeat(json.dumps(doc), now=NOW)
+
+
+@pytest.mark.parametrize("text, why", [
+    (json.dumps(good())[:-1] + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested more than 16 levels"),
+    (json.dumps(good()).replace('"gpus": 1,', '"gpus": 1, "gpus": 8,'), "duplicate key 'gpus'"),
+])
+def test_a_deep_or_duplicated_heartbeat_is_refused_without_recursing(text, why):
+    with pytest.raises(HeartbeatError, match=why):
+        parse_heartbeat(text, now=NOW)

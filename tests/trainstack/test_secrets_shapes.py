@@ -31,7 +31,9 @@ SHAPES = [
 
 SECRET_NAMES = ["DB_PWD", "DB_PASS", "MY_SECRETS", "AUTH_TOKENS", "authToken", "HF_TOKEN", "GITLAB_PAT",
                 "OSS_ACCESS_KEY_ID", "access_key_secret", "api-key", "ApiKey", "x_api_key_header", "password",
-                "clientSecret", "PRIVATE_KEY", "aws_session_token", "OPENAI_SK", "passphrase"]
+                "clientSecret", "PRIVATE_KEY", "aws_session_token", "OPENAI_SK", "passphrase",
+                # issue 34: "key" after a service's name, or a word that makes it a credential
+                "wandb_key", "WANDB_KEY", "OPENAI_KEY", "hf-key", "cometKey", "license_key", "SSH_KEY", "signing_key"]
 
 #: ordinary names and values that must keep validating (issue 13: no false alarms)
 ORDINARY_ENV = {
@@ -48,7 +50,32 @@ ORDINARY_COMMANDS = [
     "python train.py --password-file /run/secrets/db --output_dir /mnt/data/out",
     "python train.py --hf-token $HF_TOKEN --wandb-key ${WANDB_KEY}",
     "TOKENIZERS_PARALLELISM=false python train.py",
+    # issue 34: the options of Megatron, torchtitan and HF scripts that only sound like tokens or keys
+    "torchrun pretrain_gpt.py --tokenizer-model /mnt/data/tokenizer.model --tokenizer-type HuggingFaceTokenizer",
+    "python generate.py --max_new_tokens 512 --model.tokenizer_path /mnt/data/tokenizer",
+    "torchrun train.py --dataset_text_field text --input_key prompt --output_key completion --label_key label",
+    "python train.py --sort_key length --cache_key llama3-8b-lora-20250101-run --run-name llama3-8b-lora-20250101",
+    "python train.py --model_name_or_path meta-llama/Meta-Llama-3-8B-Instruct --hub_model_id team/llama3-ft-key",
+    "python train.py --git-sha 3f2a9c1d0b4e5f6a7b8c9d0e1f2a3b4c5d6e7f80",
 ]
+
+#: issue 34: a literal value for a key-named option is a credential in the command, whatever its shape
+HEX40 = "0123456789abcdef0123456789abcdef01234567"
+INLINE_KEYS = [(f"python train.py --wandb_key {HEX40}", HEX40), (f"python train.py --wandb-key={HEX40}", HEX40),
+               (f"WANDB_KEY={HEX40} python train.py", HEX40), ("python train.py --openai_key plainvalue", "plainvalue"),
+               ("python train.py --my_service_key 9f8e7d6c5b4a39281706f5e4d3c2b1a0ffeeddcc",
+                "9f8e7d6c5b4a39281706f5e4d3c2b1a0ffeeddcc")]
+
+
+@pytest.mark.parametrize("command, secret", INLINE_KEYS)
+def test_an_inline_key_in_the_command_is_refused_pointing_to_job_secrets(tmp_path, capsys, command, secret):
+    f = tmp_path / "p.yaml"
+    f.write_text(yaml.safe_dump({**BASE, "job": {"command": command}}))
+    for cmd in (["validate", str(f)], ["plan", "--format", "json", str(f)]):
+        assert main(cmd) == 2
+        out = capsys.readouterr()
+        assert "job.command" in out.err and "job.secrets" in out.err and "kms_secret" in out.err
+        assert secret not in out.out + out.err
 
 
 @pytest.mark.parametrize("value", SHAPES)

@@ -8,14 +8,15 @@ GPU, method and precision use, each use labelled. The heartbeats come from the s
 nodes' latest, credentials needed) or from saved files (``--heartbeat``, e.g. a node's
 /var/lib/trainstack/heartbeat.json). A heartbeat that is malformed, of another stack, without a
 measured speed, or too far from the model to be the same workload is refused (exit 2), and the
-overlay is left as it was. Prints the estimate beside the measurement.
+overlay is left as it was; so is one beyond physics: a speed above what the GPU can compute, a memory
+peak below the weights it holds (trainstack/calibration_checks.py), or a record dated in the future.
+Prints the estimate beside the measurement.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import InputError, Problem
@@ -41,15 +42,17 @@ def register(sub) -> None:
 
 
 def _heartbeats_from_files(paths: list[str]) -> list:
+    from ..fsutil import read_regular_file
     from ..status import HeartbeatError, parse_heartbeat
+    from ..status.record import MAX_BYTES
 
     out = []
     for name in paths:
-        path = Path(name)
-        if not path.is_file():
-            raise InputError(f"{name}: no such heartbeat file")
+        # a regular file only (never a FIFO that blocks or /dev/zero), within the heartbeat's size
+        raw = read_regular_file(name, what="heartbeat", limit=MAX_BYTES,
+                                missing_hint="give a heartbeat.json a trainstack node wrote (docs/status.md)")
         try:
-            out.append(parse_heartbeat(path.read_bytes(), name))
+            out.append(parse_heartbeat(raw, name))
         except HeartbeatError as exc:
             raise InputError(f"{name}: not a valid trainstack heartbeat", problems=[
                 Problem(path="", message=p, file=name) for p in exc.problems],
@@ -120,6 +123,7 @@ def calibrate(profile: Any, plan: Any, beats: list, now: Optional[float] = None)
     mem = memory_estimate(profile.architecture, profile.training, lead.gpus)
     if not thr.tokens_per_second_per_gpu:
         raise _refuse(f"the model has no speed for {inst.gpu.name} (its TFLOPS are unknown)", lead.node)
+    physical(profile, inst.gpu, mem, measured, beats, lead)
     speed = measured["tokens_per_second_per_gpu"] / thr.tokens_per_second_per_gpu
     memory: Optional[float] = None
     if measured["memory_source"] == "trainer" and measured["peak_reserved_gib"]:
@@ -149,6 +153,27 @@ def calibrate(profile: Any, plan: Any, beats: list, now: Optional[float] = None)
                           heartbeat_at=stamp(lead.written_at)),
         calibrated_at=stamp(time.time() if now is None else now))
     return entry, cal.load_overlay().find(entry.key)
+
+
+def physical(profile: Any, gpu: Any, mem: Any, measured: dict, beats: list, lead: Any) -> None:
+    """Refuse a heartbeat beyond what the GPU can compute or below the weights it must hold
+    (trainstack/calibration_checks.py): exit 2 naming the bound, the overlay untouched."""
+    from .. import calibration_checks as phys
+
+    hint = ("a heartbeat counts the whole job's tokens per second (docs/status.md); check it is this profile's run "
+            "and was not edited")
+    why = phys.speed_problem(measured["tokens_per_second_per_gpu"],
+                             phys.speed_bound(profile.architecture, profile.training, gpu))
+    if why:
+        raise _refuse(why, lead.node, hint=hint)
+    floor = phys.memory_floor_gib(mem)
+    for b in beats:
+        for what, value in (("peak allocated", b.memory.peak_allocated_gib),
+                            ("peak reserved" if b.memory.source != "nvidia-smi" else "GPU memory used",
+                             b.memory.peak_reserved_gib)):
+            why = phys.memory_problem(what, value, floor)
+            if why:
+                raise _refuse(why, b.node, hint=hint)
 
 
 def run(args) -> int:

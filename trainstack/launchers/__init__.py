@@ -4,7 +4,10 @@ files each tool documents (torchrun, python, ``accelerate launch``, ``deepspeed`
 any script), for an ECS node or a PAI-DLC pod. Pure: no I/O but reading ``data/``.
 
 One rule, one message: :func:`check_command` is what ``trainstack validate`` runs and what
-:func:`render_launch` / :func:`dlc_command` raise (as :class:`LaunchError`) at plan time.
+:func:`render_launch` / :func:`dlc_command` raise (as :class:`LaunchError`) at plan time. With the
+plan known it also holds the command's intent to the plan (launchers/intent.py: options that restate
+the batch, the accumulation when ``training.global_batch_size`` is set) and accepts the tools' own
+README forms of the topology when they agree with it (launchers/env_forms.py).
 """
 
 from __future__ import annotations
@@ -13,14 +16,15 @@ from dataclasses import replace
 from typing import Optional
 
 from ..errors import Problem
-from . import accelerate, deepspeed, environment, torchrun
+from . import accelerate, deepspeed, env_forms, environment, intent, torchrun
 from .base import DISTRIBUTED_ENV, FIELD, TOPOLOGY_ENV, Command, Context, Launch, LaunchError, problem
 from .command import parse
 from .topology import Degrees, Topology, topology_from_plan
 from .words import Word, assignment, lit, shell_line, shell_word, unsafe_text
 
 __all__ = ["Degrees", "FIELD", "Launch", "LaunchError", "RESERVED_ENV", "RESERVED_ENV_PREFIXES", "Topology",
-           "check_command", "check_degrees", "command_degrees", "dlc_command", "render_launch", "topology_from_plan"]
+           "check_command", "check_degrees", "command_degrees", "dlc_command", "launch_notes", "render_launch",
+           "topology_from_plan"]
 
 _TOOLS = {"torchrun": torchrun, "python": torchrun, "tune": torchrun, "accelerate": accelerate,
           "deepspeed": deepspeed, "llamafactory": environment, "swift": environment, "script": environment}
@@ -44,8 +48,11 @@ def _parsed(command: str) -> tuple[Optional[Command], list[Problem]]:
     parsed = parse(command)
     if isinstance(parsed, list):
         return None, parsed
+    # the tools' README forms (NPROC_PER_NODE=8 swift ...) are judged against the plan: env_forms
     problems = [problem(f"the command sets {name}, which trainstack sets from the plan for every launcher",
-                        f"remove {name}=...", name) for name, _ in parsed.env if reserved(name)]
+                        f"remove {name}=...", name) for name, _ in parsed.env
+                if reserved(name) and not (name in env_forms.FORMS and name != "FORCE_TORCHRUN")
+                and not (name == "FORCE_TORCHRUN" and parsed.tool == "llamafactory")]
     return parsed, problems
 
 
@@ -62,7 +69,12 @@ def check_command(command: str, topology: Optional[Topology]) -> list[Problem]:
             "launch with torchrun (or python script.py), or set resources.self_healing: false (or "
             "resources.max_nodes: 1)"))
         return problems
-    return problems + _TOOLS[parsed.tool].check(parsed, Context(topology))
+    problems += env_forms.problems(parsed, topology)
+    problems += _TOOLS[parsed.tool].check(parsed, Context(topology))
+    if topology is not None and topology.batch is not None:
+        problems += intent.restated_problems(parsed, topology.batch) + intent.accumulation_problems(
+            parsed, topology.batch)
+    return problems
 
 
 def command_degrees(command: str) -> frozenset[str]:
@@ -84,11 +96,21 @@ def check_degrees(command: str, degrees: Degrees) -> list[Problem]:
     return parallel.refused(parsed, degrees)
 
 
+def launch_notes(command: str, topology: Optional[Topology]) -> list[str]:
+    """What trainstack cannot see about how ``command`` takes the plan's batch (launchers/intent.py)."""
+    parsed, problems = _parsed(command)
+    if parsed is None or problems or topology is None:
+        return []
+    return intent.notes(parsed, topology.batch)
+
+
 def render_launch(command: str, topology: Topology, rank: Optional[int] = None, *,
                   deepspeed_hostfile: str = DLC_DEEPSPEED_HOSTFILE,
                   gradient_accumulation_steps: Optional[int] = None) -> Launch:
     """The launch of node ``rank`` (ECS) or of any pod (DLC, ``rank`` None); LaunchError with
-    the same problems as :func:`check_command` when it cannot work."""
+    the same problems as :func:`check_command` when it cannot work. (``gradient_accumulation_steps``
+    is accepted for existing callers and not read: the plan's accumulation travels in
+    ``topology.batch``, and reaches the trainer only where launchers/intent.py says.)"""
     problems = check_command(command, topology)
     if problems:
         raise LaunchError(problems)
@@ -98,11 +120,11 @@ def render_launch(command: str, topology: Topology, rank: Optional[int] = None, 
     module = _TOOLS[parsed.tool]
     if module is deepspeed:
         launch = deepspeed.render(parsed, ctx, rank, deepspeed_hostfile)
-    elif module is accelerate:
-        launch = accelerate.render(parsed, ctx, rank, gradient_accumulation_steps)
     else:
         launch = module.render(parsed, ctx, rank)
-    return replace(launch, user_env=parsed.env)
+    words, env = intent.accumulation_words(parsed, topology.batch)
+    return replace(launch, argv=launch.argv + tuple(lit(w) for w in words),
+                   env=launch.env + tuple((k, lit(v)) for k, v in env), user_env=env_forms.kept(parsed, topology))
 
 
 def dlc_command(command: str, topology: Topology, gradient_accumulation_steps: Optional[int] = None) -> str:

@@ -39,8 +39,7 @@ def check(cmd: Command, ctx: Context) -> list[Problem]:
     return check_script_launcher(cmd, ctx, "accelerate", "accelerate launch", ROLES, FORBIDDEN)
 
 
-def render(cmd: Command, ctx: Context, rank: Optional[int], gradient_accumulation_steps: Optional[int] = None
-           ) -> Launch:
+def render(cmd: Command, ctx: Context, rank: Optional[int]) -> Launch:
     topo = ctx.topology
     assert topo is not None
     node = ctx.values(rank)
@@ -56,10 +55,8 @@ def render(cmd: Command, ctx: Context, rank: Optional[int], gradient_accumulatio
         argv += [lit("--deepspeed_multinode_launcher"), lit("standard")]  # read only with DeepSpeed
     if not found.find("--rdzv_conf"):
         argv += [lit("--rdzv_conf"), lit(f"timeout={topo.rdzv_timeout_seconds}")]
-    if (gradient_accumulation_steps and found.find("--use_deepspeed")
-            and not found.find("--gradient_accumulation_steps")):
-        # Accelerate uses it only where the DeepSpeed config leaves it out: never a conflict
-        argv += [lit("--gradient_accumulation_steps"), lit(gradient_accumulation_steps)]
+    # never --gradient_accumulation_steps: it becomes ACCELERATE_GRADIENT_ACCUMULATION_STEPS, which wins over
+    # the Accelerator(gradient_accumulation_steps=...) of the script (launchers/intent.py, data/intent.yaml)
     kept, degree_words = parallel.accelerate_options(found, kept, topo.degrees)
     argv += [lit(w) for w in degree_words]
     argv += [lit(w) for w in option_words(kept)] + [lit(w) for w in found.program]

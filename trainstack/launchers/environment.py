@@ -4,6 +4,16 @@ MASTER_PORT, FORCE_TORCHRUN=1; data/llamafactory.yaml), ms-swift (``swift sft|pt
 same names, data/swift.yaml), and any other program or script, which runs ONCE per node with
 those five variables (what launch scripts that call torchrun themselves expect; ``torchrun
 --no-python ./run.sh`` runs a script once per GPU instead).
+
+LLaMA-Factory and ms-swift start torchrun themselves without ``--rdzv-conf``, so its rendezvous
+would wait torch's default 900 s for the other nodes. Both pass their whole environment to it
+(LLaMA-Factory ``env = deepcopy(os.environ)`` ... ``subprocess.run(..., env=env)``,
+src/llamafactory/launcher.py:79,130 at ff6d4d12eeb035d6ce06805a5733dd7b29f2ac30; ms-swift
+``subprocess.run(args)`` inheriting it, swift/cli/main.py ``cli_main`` at
+3602360a562313afbf2ef6065fdf61f271a2c5b9), and torchrun reads every option it is not given from
+``PET_<OPTION>`` (torch/distributed/argparse_util.py ``env``: "Get argument values from PET_{dest}";
+``--rdzv-conf`` has dest rdzv_conf), so ``PET_RDZV_CONF=timeout=<plan's>`` gives them the plan's
+rendezvous timeout (1,800 s, as trainstack's own torchrun line).
 """
 
 from __future__ import annotations
@@ -60,5 +70,7 @@ def render(cmd: Command, ctx: Context, rank: Optional[int]) -> Launch:
     env = topology_env(node)
     if cmd.tool == "llamafactory":
         env.insert(0, ("FORCE_TORCHRUN", lit(1)))  # also with one GPU per node: always one launch path
+    if cmd.tool in ("llamafactory", "swift"):
+        env.append(("PET_RDZV_CONF", lit(f"timeout={ctx.topology.rdzv_timeout_seconds}")))
     argv = tuple(lit(w) for w in cmd.head + cmd.args)
     return Launch(tool=cmd.tool, argv=argv, env=tuple(env))

@@ -62,6 +62,49 @@ class Degrees:
 
 
 @dataclass(frozen=True)
+class Batch:
+    """The batch a plan is sized for, per data-parallel rank, at its node count."""
+
+    micro_batch_size: int
+    sequence_length: int
+    zero_stage: int
+    accumulation: int
+    data_parallel: int
+    global_batch_size: Optional[int] = None  # stated: the accumulation follows the node count
+
+    @property
+    def follows_nodes(self) -> bool:
+        return self.global_batch_size is not None
+
+    @property
+    def achieved(self) -> int:
+        """The global batch the plan runs: micro-batch x accumulation x data-parallel ranks (the stated
+        one when it divides; the accumulation is rounded up otherwise)."""
+        return self.micro_batch_size * self.accumulation * self.data_parallel
+
+    @property
+    def global_batch(self) -> int:
+        return self.global_batch_size or self.achieved
+
+    def wants(self, field: str) -> Optional[int]:
+        """The plan's value of ``field``; None where the plan has none to hold a command to (the
+        accumulation and global batch of a profile that states neither)."""
+        if field in ("gradient_accumulation_steps", "global_batch_size") and not (
+                self.follows_nodes or self.accumulation != 1):
+            return None
+        return {"micro_batch_size": self.micro_batch_size, "sequence_length": self.sequence_length,
+                "zero_stage": self.zero_stage, "gradient_accumulation_steps": self.accumulation,
+                "global_batch_size": self.global_batch}[field]
+
+
+def batch_of(plan) -> Batch:
+    j = plan.job
+    return Batch(micro_batch_size=j.micro_batch_size, sequence_length=j.sequence_length, zero_stage=j.zero_stage,
+                 accumulation=j.gradient_accumulation_steps, data_parallel=j.parallel.data_parallel,
+                 global_batch_size=j.global_batch_size)
+
+
+@dataclass(frozen=True)
 class Elastic:
     """torchrun elastic (a multi-node self-healing plan, trainstack.layout.spot_pool): every node joins
     a c10d rendezvous hosted by node 0 at its fixed address, with a fixed world size; node ranks come
@@ -86,6 +129,7 @@ class Topology:
     rdzv_timeout_seconds: int = 1800
     degrees: Degrees = field(default=Degrees())
     elastic: Optional[Elastic] = None  # ECS only: then ``hosts`` names node 0 alone
+    batch: Optional[Batch] = None  # the batch the plan is sized for (launchers/intent.py); None: not checked
 
     def __post_init__(self) -> None:
         if self.nnodes < 1 or self.nproc_per_node < 1:
@@ -134,17 +178,18 @@ def topology_from_plan(plan, master_port: int = DEFAULT_MASTER_PORT, rdzv_timeou
                         degrees=degrees_of(plan),
                         elastic=Elastic(port=pool.rendezvous_port, run_id=elastic_run_id(plan),
                                         max_restarts=pool.max_restarts,
-                                        join_timeout_seconds=pool.join_timeout_seconds))
+                                        join_timeout_seconds=pool.join_timeout_seconds), batch=batch_of(plan))
     degrees = degrees_of(plan)
     if plan.target == "dlc":
         pods = plan.dlc.pod_count if plan.dlc else plan.nodes
         per_pod = plan.dlc.gpus_per_pod if plan.dlc else plan.gpus_per_node
         return Topology(nnodes=pods, nproc_per_node=per_pod, platform="dlc", master_port=master_port,
-                        rdzv_timeout_seconds=rdzv_timeout_seconds, degrees=degrees)
+                        rdzv_timeout_seconds=rdzv_timeout_seconds, degrees=degrees, batch=batch_of(plan))
     nproc = plan.job.nproc_per_node if "nproc_per_node" in plan.job.model_fields_set else plan.gpus_per_node
     return Topology(nnodes=plan.nodes, nproc_per_node=nproc, platform="ecs",
                     hosts=tuple(hosts if hosts is not None else plan.node_private_ips()),
-                    master_port=master_port, rdzv_timeout_seconds=rdzv_timeout_seconds, degrees=degrees)
+                    master_port=master_port, rdzv_timeout_seconds=rdzv_timeout_seconds, degrees=degrees,
+                    batch=batch_of(plan))
 
 
 def elastic_run_id(plan) -> str:
@@ -152,7 +197,9 @@ def elastic_run_id(plan) -> str:
     code, env, layout, node count; not the budget guard's limits). A changed job reaches only the pool
     nodes ESS launches next (a running one keeps the settings it was launched with), so nodes with
     other settings must never join the running group and mix two configurations: they wait for their own."""
-    job = plan.job.model_dump(mode="json", exclude={"max_total_cost_cny", "deadline_hours", "max_runtime_hours"})
+    # global_batch_size: reflected by gradient_accumulation_steps (kept out so the id did not change when it was added)
+    job = plan.job.model_dump(mode="json", exclude={"max_total_cost_cny", "deadline_hours", "max_runtime_hours",
+                                                    "global_batch_size"})
     text = json.dumps({"job": job, "nodes": plan.nodes, "gpus_per_node": plan.gpus_per_node}, sort_keys=True)
     return f"{plan.name}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 

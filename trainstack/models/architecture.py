@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Optional
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 #: trainstack field -> the Hugging Face config keys that mean the same (first one is HF's main name).
 HF_ALIASES: dict[str, tuple[str, ...]] = {
@@ -46,7 +46,7 @@ class VisionTower(BaseModel):
     parameters are computed by the family's mapping (trainstack/models/hf_config.py).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     hidden_size: int = Field(gt=0, le=65536)
     intermediate_size: int = Field(gt=0, le=1 << 20)
@@ -75,7 +75,8 @@ class VisionTower(BaseModel):
 class Architecture(BaseModel):
     """A decoder-only transformer (field names follow docs/DESIGN.md; HF key names are aliases)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    # strict: true is not 1 KV head and "4096" is not a width (a profile's model.architecture, an HF config)
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, strict=True)
 
     hidden_size: int = Field(gt=0, le=65536)
     num_layers: int = _field("num_layers", ..., gt=0, le=1024)
@@ -104,7 +105,8 @@ class Architecture(BaseModel):
     router_bias: bool = Field(False, description="The router carries a bias (gpt-oss)")
     first_dense_layers: int = _field("first_dense_layers", 0, ge=0, le=1024,
                                      description="The first k layers keep a dense MLP (DeepSeek)")
-    dense_layers: tuple[int, ...] = _field("dense_layers", (), description="Layer indices with a dense MLP (Qwen)")
+    dense_layers: tuple[StrictInt, ...] = _field("dense_layers", (), strict=False,
+                                                 description="Layer indices with a dense MLP (Qwen)")
     moe_layer_step: int = _field("moe_layer_step", 1, ge=1, le=1024,
                                  description="Every n-th layer is MoE (Qwen decoder_sparse_step)")
     # ---- vision-language -------------------------------------------------------------------------

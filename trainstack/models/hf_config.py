@@ -14,7 +14,6 @@ token ids, dropout, quantisation of the published checkpoint...) are ignored.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any, Callable, Optional, Union
 from pydantic import ValidationError
 
 from .architecture import Architecture, VisionTower
+from .hf_types import type_problem
 
 MAX_CONFIG_BYTES = 1 << 20
 
@@ -234,21 +234,16 @@ def supported_model_types() -> list[str]:
 
 
 def load_hf_config(path: Union[str, Path]) -> Architecture:
-    """Read a config.json file (bounded, UTF-8 JSON object) into an Architecture."""
-    p = Path(path)
-    if not p.is_file():
-        raise HfConfigError("", f"{p}: no such file" if not p.exists() else f"{p}: not a file")
-    size = p.stat().st_size
-    if size > MAX_CONFIG_BYTES:
-        raise HfConfigError("", f"{p}: {size} bytes is too large for a config.json (limit {MAX_CONFIG_BYTES})")
+    """Read a config.json file into an Architecture: a regular file (never a FIFO or a device) of at
+    most 1 MiB, UTF-8, standard JSON at most 64 deep with no key given twice (trainstack.fsutil)."""
+    from ..errors import InputError
+    from ..fsutil import parse_json, read_regular_file
+
     try:
-        doc = json.loads(p.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError:
-        raise HfConfigError("", f"{p}: not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise HfConfigError("", f"{p}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
-    except (OSError, RecursionError) as exc:
-        raise HfConfigError("", f"{p}: cannot read: {exc}") from None
+        raw = read_regular_file(path, what="config.json", limit=MAX_CONFIG_BYTES)
+        doc = parse_json(raw, name=str(path), what="config.json")
+    except InputError as exc:
+        raise HfConfigError("", exc.problems[0].message if exc.problems else exc.message) from None
     return architecture_from_hf(doc)
 
 
@@ -257,6 +252,8 @@ def architecture_from_hf(doc: Any) -> Architecture:
     if not isinstance(doc, dict):
         raise HfConfigError("", "a config.json must be a JSON object", type(doc).__name__, True)
     model_type = doc.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):
+        raise HfConfigError("model_type", "must be a string", model_type, True)
     if model_type in VLMS and ("text_config" in doc or "vision_config" in doc):
         return _vlm(doc, model_type)
     fields = _text_fields(doc, "")
@@ -265,6 +262,8 @@ def architecture_from_hf(doc: Any) -> Architecture:
 
 def _family(model_type: Any, where: str) -> Family:
     key = f"{where}model_type"
+    if model_type is not None and not isinstance(model_type, str):
+        raise HfConfigError(key, "must be a string", model_type, True)
     if model_type is None:
         raise HfConfigError(key, "missing: trainstack needs the model_type to read the config",
                             None, False)
@@ -281,7 +280,12 @@ def _check_keys(doc: dict[str, Any], known: frozenset[str], where: str) -> None:
     for key in doc:
         if not isinstance(key, str):
             raise HfConfigError(where.rstrip("."), "keys must be strings", key, True)
-        if key in known or key in NO_SHAPE_KEYS or key.endswith(("_token_id", "_token_index", "_pdrop", "_dropout")):
+        if key in known or key == "model_type":
+            problem = type_problem(key, doc[key])
+            if problem:
+                raise HfConfigError(f"{where}{key}", problem, doc[key], True)
+            continue
+        if key in NO_SHAPE_KEYS or key.endswith(("_token_id", "_token_index", "_pdrop", "_dropout")):
             continue
         if SHAPE_LIKE.search(key):
             raise HfConfigError(f"{where}{key}", "not understood for this model_type and may change the parameter "
@@ -313,7 +317,7 @@ def _vision(doc: Any, model_type: str, where: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise HfConfigError(where.rstrip("."), "must be a JSON object", type(doc).__name__, True)
     kind = doc.get("model_type", VLMS[model_type][1])
-    if kind not in VISION_DEFAULTS:
+    if not isinstance(kind, str) or kind not in VISION_DEFAULTS:
         raise HfConfigError(f"{where}model_type", f"unknown vision encoder (supported: "
                                                   f"{', '.join(sorted(VISION_DEFAULTS))})", kind, True)
     _check_keys(doc, VISION_SHAPE_KEYS, where)

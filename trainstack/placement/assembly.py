@@ -9,7 +9,7 @@ from typing import Callable, Literal, Optional, TypeVar
 from .. import sizing
 from ..catalog import PriceQuote, ResolvedInstance
 from ..errors import InputError, Problem
-from ..plan import AlertsPlan, Candidate, JobPlan, ParallelismPlan, Plan, Rejection
+from ..plan import AlertsPlan, Candidate, JobPlan, ParallelismPlan, Plan, PolicyException, Rejection
 from ..profile import TrainingProfile
 from ..sizing.parallel import Layout, bubble_fraction, layout_for, micro_batches
 from .engine import anchor_nodes, choose_layout, layout_options, node_network
@@ -36,6 +36,8 @@ class Choice:
     quota: Optional[QuotaNode] = None
     #: DLC next to the best ECS plan (``target: auto``), the last label
     comparison: Optional[str] = None
+    #: the policy config's exceptions the chosen type rests on (``Plan.policy_exceptions``)
+    exceptions: tuple[PolicyException, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ def job_plan(profile: TrainingProfile, nproc_per_node: int, total_gpus: int,
                    nproc_per_node=nproc_per_node, method=t.method, precision=t.precision, zero_stage=t.zero_stage,
                    gradient_checkpointing=t.gradient_checkpointing, micro_batch_size=t.micro_batch_size,
                    sequence_length=t.sequence_length, gradient_accumulation_steps=t.accumulation_steps(lay.dp),
-                   parallel=plan_layout(lay), alerts=alerts_plan(profile))
+                   parallel=plan_layout(lay), global_batch_size=t.global_batch_size, alerts=alerts_plan(profile))
 
 
 def candidate_layout(profile: TrainingProfile, inst: ResolvedInstance, c: Candidate) -> LayoutPick:

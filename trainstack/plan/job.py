@@ -70,6 +70,8 @@ class LayoutOption(_Frozen):
     tokens_per_second: Optional[float] = None
     fits: bool
     chosen: bool = False
+    fit: Optional[Literal["fits", "at_risk", "does_not_fit"]] = Field(
+        None, description="With the memory interval (issue 32): layouts that fits are preferred to at_risk ones")
 
 
 class ParallelismPlan(_Frozen):
@@ -103,12 +105,14 @@ class JobPlan(_Frozen):
     gradient_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per optimizer step (per rank)")
     parallel: ParallelLayout = Field(default_factory=ParallelLayout,
                                      description="The degrees the launcher passes (tensor, pipeline, context, ...)")
+    global_batch_size: Optional[int] = Field(None, ge=1, description="training.global_batch_size, when stated "
+                                             "(launchers/intent.py keeps it at the plan's node count)")
     alerts: Optional[AlertsPlan] = Field(None, description="Profile alerts: the node agent's webhook posts")
 
     @model_serializer(mode="wrap")
-    def _without_unset_alerts(self, handler):  # type: ignore[no-untyped-def]
-        # a plan without alerts keeps the document it had before alerts existed (saved plans, goldens)
+    def _omit_unstated(self, handler):  # absent unless stated: other plans stay byte-identical
         out = handler(self)
-        if isinstance(out, dict) and out.get("alerts", 0) is None:
-            out.pop("alerts")
+        for key in ("global_batch_size", "alerts"):
+            if isinstance(out, dict) and out.get(key, 0) is None:
+                del out[key]
         return out

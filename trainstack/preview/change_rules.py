@@ -21,12 +21,13 @@ a changed scaling configuration, changes the program ignores on running nodes), 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
 from trainstack.catalog.provider_facts import Effect, ProviderFacts, ResourceFacts, normalize
+
+from ..fsutil import json_or_none
 
 DYNAMIC = "pulumi-python:dynamic:Resource"
 INSTANCE = "alicloud:ecs/instance:Instance"
@@ -87,10 +88,7 @@ def provider_setting(provider_inputs: Optional[dict], dotted: str) -> Optional[A
     value: Any = provider_inputs or {}
     for part in dotted.split("."):
         if isinstance(value, str) and value[:1] in "[{":  # Pulumi sends nested provider config as JSON
-            try:
-                value = json.loads(value)
-            except ValueError:
-                return None
+            value = json_or_none(value)  # bounded: a saved plan's string may nest arbitrarily deep
         if isinstance(value, list) and len(value) == 1:
             value = value[0]
         if not isinstance(value, dict):

@@ -11,12 +11,15 @@ trainstack lacks some fields; those are reported as unknown, never read as "noth
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Optional
 
 from trainstack.catalog.provider_facts import ProviderFacts, load_provider_facts
 
 from ..dlc_job import KIND as DLC_KIND
 from ..errors import EXIT_BAD_INPUT, EXIT_POLICY
+from ..redaction import redact_input
 from .change_rules import (
     DYNAMIC, effect_label, ignored_takes_effect, is_job_settings, judge, matches, replace_effects, takes_effect,
 )
@@ -169,9 +172,15 @@ def _index(doc: dict) -> dict[tuple[str, str], dict]:
 
 
 def _delta(before: Optional[float], after: Optional[float]) -> dict[str, Optional[float]]:
-    delta = None if before is None or after is None else round(after - before, 4)
-    pct = None if delta is None or not before else round(100.0 * delta / before, 1)
+    # finite or null: a hand-made plan's 1e-308 CNY/h (or two figures near the float limit) would make
+    # the percent or the delta Infinity, which is not JSON (found by make fuzz at 3,000)
+    delta = None if before is None or after is None else _finite(round(after - before, 4))
+    pct = None if delta is None or not before else _finite(round(100.0 * delta / before, 1))
     return {"before": before, "after": after, "delta": delta, "percent": pct}
+
+
+def _finite(x: float) -> Optional[float]:
+    return x if math.isfinite(x) else None
 
 
 def cost_changes(base: dict, head: dict) -> dict[str, dict]:
@@ -192,7 +201,10 @@ def _verdict_key(v: dict) -> tuple:
 
 def diff_documents(base: dict, head: dict, base_label: str = "base", head_label: str = "head",
                    facts: Optional[ProviderFacts] = None) -> dict[str, Any]:
-    """The diff document (``kind: trainstack-diff``); both inputs are plan documents."""
+    """The diff document (``kind: trainstack-diff``); both inputs are plan documents, redacted here
+    whoever wrote them (a hand-made or older saved plan may hold a password or a token in user data:
+    trainstack/redaction.py; trainstack's own documents come out unchanged)."""
+    base, head = redact_input(base), redact_input(head)
     facts = facts or load_provider_facts()
     base_unknown, head_unknown = list(base.get("unknown_fields") or []), list(head.get("unknown_fields") or [])
     bi, hi = _index(base), _index(head)
@@ -299,6 +311,7 @@ def unknown_knock_on(knock, changed: list[dict]) -> list[str]:
 
 
 def _by_urn(doc: dict) -> dict[str, dict]:
+    # a saved plan's urns are strings or absent: sources.saved_plan_problems refuses any other (exit 2)
     return {r["urn"]: r for r in doc.get("resources") or [] if r.get("urn")}
 
 
@@ -310,7 +323,9 @@ def _side(doc: dict, label: str) -> dict[str, Any]:
     return {"label": label, "stack": doc.get("stack"), "name": (doc.get("plan") or {}).get("name"),
             "catalog_date": doc.get("catalog_date"), "pricing": (doc.get("cost") or {}).get("pricing"),
             "prices": doc.get("prices"),
-            "summary": doc.get("summary") or {}, "capacity": (doc.get("plan") or {}).get("capacity")}
+            "summary": doc.get("summary") or {},
+            "capacity": (doc.get("plan") or {}).get("capacity") if isinstance(doc.get("plan"), dict) else None,
+            "estimate": (doc.get("plan") or {}).get("estimate") if isinstance(doc.get("plan"), dict) else None}
 
 
 def empty_plan() -> dict[str, Any]:

@@ -33,7 +33,9 @@ PolicyRunner = Callable[[list, Optional[dict]], list]
 def plan_source(source: Source, project: Project, *, policy_runner: Optional[PolicyRunner] = None,
                 policy_config: Optional[dict] = None) -> dict[str, Any]:
     """The plan document for a profile or stack source (exit-coded errors as TrainstackError).
-    ``policy_config`` None: a stack's own ``trainstack:policyConfig`` (if any) applies."""
+    ``policy_config`` None: a stack's own ``trainstack:policyConfig`` (if any) applies; a loaded file
+    (``--policy-config FILE``) replaces it for the verdicts and, as ``trainstack:policyConfig``, for the
+    resolver and the recorded program alike (its PCIe exception plans the same type everywhere)."""
     _on_path(project.root)
     if source.kind == "stack":
         config, secret_keys = stack_config(project, source.stack or "")
@@ -45,9 +47,16 @@ def plan_source(source: Source, project: Project, *, policy_runner: Optional[Pol
         secret_keys, stack = (), ""
     else:
         raise InputError(f"{source.label} is a saved plan; `plan` needs a profile or a stack")
-    # a profile named on the command line may live anywhere; stack config stays confined to stacks/
-    trust = trusted_profile(source.path) if source.kind == "profile" else contextlib.nullcontext()
-    with trust, reusing_plans():
+    policy_file = getattr(policy_config, "path", None)
+    if policy_file is not None:
+        config = dict(config, **{f"{project.name}:policyConfig": str(Path(policy_file).resolve())})
+    with contextlib.ExitStack() as trust:
+        # files named on the command line may live anywhere; stack config stays confined to stacks/
+        if source.kind == "profile":
+            trust.enter_context(trusted_profile(source.path))
+        if policy_file is not None:
+            trust.enter_context(trusted_profile(Path(policy_file)))
+        trust.enter_context(reusing_plans())
         plan = resolve_config(config, project, secret_keys)
         profile = config_profile(config, project)
         stack = stack or plan.name
@@ -179,7 +188,10 @@ def build_document(source: Source, project: Project, stack: str, plan: Plan, rec
     if any(i.token.endswith("getImages:getImages") for i in recording.invokes):
         notes.append(f"image {FAKE_IMAGE_ID} is a placeholder: the real image is looked up by family at deploy time")
     notes += [f"invoke {i.token} has no offline answer (empty result)" for i in recording.invokes if not i.answered]
-    return {
+    from ..launchers import launch_notes, topology_from_plan
+
+    notes += launch_notes(plan.dlc.command if plan.dlc is not None else plan.job.command, topology_from_plan(plan))
+    doc = {
         "schema_version": PLAN_SCHEMA_VERSION,
         "kind": "trainstack-plan",
         "source": {"kind": source.kind, "name": source.label, "path": _relative(source.path, project.root)},
@@ -200,6 +212,20 @@ def build_document(source: Source, project: Project, stack: str, plan: Plan, rec
         "logs": [{"level": level, "message": public(msg)} for level, msg in recording.logs],
         "notes": notes,
     }
+    return with_calibration(doc, profile, plan)
+
+
+def with_calibration(doc: dict[str, Any], profile: Any, plan: Plan) -> dict[str, Any]:
+    """``doc`` with ``calibration`` after ``prices`` when the calibration overlay changed the plan
+    (trainstack/calibration_effect.py); unchanged otherwise."""
+    from ..calibration_effect import effect
+
+    found = effect(profile, plan) if profile is not None else None
+    if found is None:
+        return doc
+    items = list(doc.items())
+    at = next(i for i, (k, _) in enumerate(items) if k == "prices") + 1
+    return dict(items[:at] + [("calibration", public(found.model_dump(mode="json")))] + items[at:])
 
 
 def _resource_entry(r: RecordedResource, names: dict[str, str]) -> dict[str, Any]:

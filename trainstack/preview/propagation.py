@@ -93,6 +93,8 @@ def fed_paths(entry: dict, top: str, rid: Optional[str], block: bool) -> list[st
 def dependents(head: dict[Key, dict]) -> dict[str, list[tuple[Key, str]]]:
     """URN -> the (resource, input) pairs of the head plan whose value holds its outputs."""
     out: dict[str, list[tuple[Key, str]]] = {}
+    # a saved plan's property_dependencies are input -> list of URNs or absent: sources.saved_plan_problems
+    # refuses any other shape (exit 2 naming the field) before diff reads it
     for key, r in head.items():
         for top, urns in sorted((r.get("property_dependencies") or {}).items()):
             for urn in urns:

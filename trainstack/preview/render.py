@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from ..redaction import redact_string
 from ..textable import render_table
 from . import topology
+from .cost_chart import cost_chart
 from .render_capacity import capacity_markdown, capacity_text
 from .values import public
 
@@ -41,7 +43,8 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
     od, spot = cost.get("on_demand") or {}, cost.get("spot") or {}
     est = " est." if spot.get("estimate", True) else ""  # the quote's flag (cost.spot.estimate); old plans: est.
     gpu = f" ({s['gpu_model']})" if s.get("gpu_model") else ""
-    alerts = ((doc.get("plan") or {}).get("job") or {}).get("alerts")
+    plan = doc.get("plan") if isinstance(doc.get("plan"), dict) else {}
+    alerts = (plan.get("job") or {}).get("alerts") if isinstance(plan.get("job"), dict) else None
     return [
         ("target", str(s.get("target") or "unknown")),
         ("instance type", f"{s.get('instance_type') or 'quota (no ECS type)'}{gpu}"),
@@ -49,12 +52,14 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
         ("zone", str(s.get("zone") or "chosen at deploy time")),
         ("pricing", pricing(s)),
         ("memory margin", f"{num(s.get('memory_margin_gib'), 2)} GiB per GPU"),
+        *interval_rows(plan.get("estimate")),
         ("tokens/s", num(s.get("tokens_per_second"))),
         ("hours", num(s.get("estimated_hours"))),
         ("hourly cost", f"{money(s.get('hourly_cost_cny'))} (on-demand {money(od.get('hourly_cny'))}, "
                         f"spot {money(spot.get('hourly_cny'))}{est if spot.get('hourly_cny') is not None else ''})"),
         ("total cost", f"{money(s.get('total_cost_cny'))} (on-demand {money(od.get('total_cny'))}, "
                        f"spot {money(spot.get('total_cny'))}{est if spot.get('total_cny') is not None else ''})"),
+        *exception_rows(plan),
     ] + ([("alerts", alerts_text(alerts))] if isinstance(alerts, dict) else [])
 
 
@@ -65,11 +70,74 @@ def alerts_text(a: dict) -> str:
             f"{', '.join(a.get('events') or [])}, via {via}")
 
 
+def exception_rows(plan: dict) -> list[tuple[str, str]]:
+    """One row per policy-config exception the plan rests on (``plan.policy_exceptions``); entries a hand
+    edit made unreadable are skipped."""
+    rows = []
+    listed = plan.get("policy_exceptions")
+    for e in listed if isinstance(listed, list) else []:
+        if isinstance(e, dict):
+            how = "allowed_types" if e.get("setting") == "allowed_types" else "disabled"
+            rows.append(("policy exception", f"{e.get('instance_type')} allowed by {e.get('policy')} ({how}) "
+                                             f"in {e.get('source')}"))
+    return rows
+
+
+FIT_WORDS = {"fits": "fits", "at_risk": "AT RISK (nothing fits with the interval's upper end)",
+             "does_not_fit": "does not fit"}
+
+
+def interval_rows(est: object) -> list[tuple[str, str]]:
+    """The estimate's 80 % intervals and memory verdict (issue 32); none for a plan saved without them
+    (or with values a hand edit made unreadable)."""
+    if not isinstance(est, dict):
+        return []
+    rows = []
+    fit, req, usable = est.get("fit"), est.get("required_gib_per_gpu"), est.get("usable_gib_per_gpu")
+    if isinstance(fit, str) and _number(req) and _number(usable):
+        iv = _pair(est.get("required_gib_interval"))
+        rows.append(("memory fit", f"{FIT_WORDS.get(fit, fit)}: needs {req:,.1f} GiB per GPU"
+                                   + (f" (80 % interval {iv[0]:.1f}-{iv[1]:.1f})" if iv else "") + f" of {usable:,.1f} usable"))
+    iv, tps = _pair(est.get("tokens_per_second_per_gpu_interval")), est.get("tokens_per_second_per_gpu")
+    if iv and _number(tps):
+        rows.append(("tokens/s/GPU", f"{tps:,.0f} (80 % interval {iv[0]:,.0f}-{iv[1]:,.0f}; class "
+                                     f"{est.get('interval_class')})"))
+    return rows
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def _pair(iv: object) -> Optional[tuple[float, float]]:
+    if isinstance(iv, (list, tuple)) and len(iv) == 2 and all(_number(x) for x in iv):
+        return float(iv[0]), float(iv[1])
+    return None
+
+
 def prices_line(prices: Optional[dict]) -> str:
     """The price provenance headline (``prices.headline``) of a plan document, or why it is missing."""
     if not prices:
         return "prices: provenance not recorded (a plan saved by an older trainstack)"
     return str(prices.get("headline") or f"prices: {prices.get('source')} as of {prices.get('as_of')}")
+
+
+def calibration_lines(doc: dict) -> list[str]:
+    """What the calibration overlay changed in the plan, with and without it (none: no change)."""
+    found = doc.get("calibration")
+    if not isinstance(found, dict):
+        return []
+    from ..calibration_effect import CalibrationEffect
+
+    try:
+        return CalibrationEffect.model_validate(found).lines(str((doc.get("plan") or {}).get("region") or "the region"))
+    except ValueError:
+        return ["calibration changes this plan (its record in this document is unreadable)"]
+
+
+def calibration_callout(doc: dict) -> list[str]:
+    lines = calibration_lines(doc)
+    return [] if not lines else ["> [!WARNING]", *(f"> {md_escape(x)}  " for x in lines), ""]
 
 
 def resource_tree(doc: dict) -> list[str]:
@@ -110,7 +178,7 @@ def title(doc: dict) -> str:
 def render_text(doc: dict) -> str:
     mandatory, advisory = policy_counts(doc)
     lines = [f"trainstack plan: {title(doc)} (stack {doc.get('stack')}, catalog {doc.get('catalog_date') or 'unknown'})",
-             prices_line(doc.get("prices")), "", "Summary"]
+             *calibration_lines(doc), prices_line(doc.get("prices")), "", "Summary"]
     lines += ["  " + ln for ln in render_table(["", ""], summary_rows(doc)).splitlines()[1:]]
     lines += capacity_text((doc.get("plan") or {}).get("capacity"))
     resources = doc.get("resources") or []
@@ -129,7 +197,7 @@ def render_text(doc: dict) -> str:
         lines += ["  " + ln for ln in body.splitlines()]
     labels = (doc.get("plan") or {}).get("labels") or []
     if labels or doc.get("notes") or doc.get("logs"):
-        lines += ["", "Labels and notes"] + [f"  - {x}" for x in [*labels, *doc.get("notes", [])]]
+        lines += ["", "Labels and notes"] + [f"  - {redact_string(str(x))}" for x in [*labels, *doc.get("notes", [])]]
         lines += [f"  - {log['level']}: {log['message']}" for log in doc.get("logs", [])]
     return "\n".join(lines) + "\n"
 
@@ -152,9 +220,10 @@ def render_markdown(doc: dict) -> str:
     out = [f"## trainstack plan: `{title(doc)}`", "",
            f"Stack `{doc.get('stack')}` · catalog {doc.get('catalog_date') or 'unknown'} · "
            f"{len(resources)} resources · {mandatory} mandatory / {advisory} advisory policy violation(s)", "",
-           *prices_callout(doc.get("prices")), "| | |", "|---|---|"]
+           *calibration_callout(doc), *prices_callout(doc.get("prices")), "| | |", "|---|---|"]
     out += [f"| {label} | {md_escape(value)} |" for label, value in summary_rows(doc)]
     out += ["", *capacity_markdown((doc.get("plan") or {}).get("capacity"))]
+    out += chart_section(doc.get("plan") or {})
     out += ["### Policies", ""]
     if doc.get("policy"):
         out += ["| Level | Policy | Resource | Message |", "|---|---|---|---|"]
@@ -172,9 +241,21 @@ def render_markdown(doc: dict) -> str:
     labels = (doc.get("plan") or {}).get("labels") or []
     notes = [*labels, *doc.get("notes", []), *(f"{x['level']}: {x['message']}" for x in doc.get("logs", []))]
     if notes:
-        out += ["", "<details><summary>Labels and notes</summary>", ""] + [f"- {md_escape(n)}" for n in notes]
+        out += ["", "<details><summary>Labels and notes</summary>", ""] + [f"- {md_escape(redact_string(str(n)))}"
+                                                                            for n in notes]
         out += ["", "</details>"]
     return "\n".join(out) + "\n"
+
+
+def chart_section(plan: dict) -> list[str]:
+    """Cost against hours of the plan and its feasible alternatives (trainstack.preview.cost_chart)."""
+    if not plan:
+        return []
+    chosen = {k: plan.get(k) for k in ("target", "instance_type", "gpu_model", "nodes", "gpus_per_node", "spot",
+                                       "estimated_hours", "total_cost_cny")}
+    alternatives = plan.get("alternatives") if isinstance(plan.get("alternatives"), list) else []
+    lines = cost_chart([chosen, *(a for a in alternatives if isinstance(a, dict))], chosen)
+    return ["### Cost against hours", "", *lines, ""] if lines else []
 
 
 # ---- json --------------------------------------------------------------------------------------------

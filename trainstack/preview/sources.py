@@ -182,18 +182,30 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, named without its content (a saved plan's values may be credentials)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {str: "a string", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+
+
 def saved_plan_problems(doc: dict) -> list[tuple[str, str]]:
     """``(path, what is wrong)`` for every part of a saved plan that `diff` reads with the wrong shape.
 
     Only the shape is checked (types of the parts diff and its renderers read); fields added by
-    later versions of the same schema pass untouched."""
+    later versions of the same schema pass untouched. The message names the JSON type given, not
+    the value."""
     out: list[tuple[str, str]] = []
 
     def need(where: str, value: Any, kinds: tuple, what: str, optional: bool = True) -> bool:
         if value is None and optional:
             return False
         if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
-            out.append((where, f"must be {what}"))
+            out.append((where, f"must be {what}, not {_json_kind(value)}"))
             return False
         return True
 
@@ -221,7 +233,15 @@ def saved_plan_problems(doc: dict) -> list[tuple[str, str]]:
             for key in ("type", "name"):
                 if not isinstance(r.get(key), str):
                     out.append((f"{where}.{key}", "must be a string"))
+            for key in ("urn", "parent_urn", "provider_urn", "id", "parent"):  # the diff graph keys on them
+                need(f"{where}.{key}", r.get(key), (str,), "a string or null")
             need(f"{where}.inputs", r.get("inputs"), (dict,), "an object or null")
+            deps = r.get("property_dependencies")
+            if deps is not None and not (isinstance(deps, dict) and all(
+                    isinstance(v, list) and all(isinstance(x, str) for x in v) for v in deps.values())):
+                out.append((f"{where}.property_dependencies",
+                            f"must be an object of input -> list of URNs, not {_json_kind(deps)}"
+                            + (" holding other values" if isinstance(deps, dict) else "")))
             for key in ("replace_on_changes", "ignore_changes", "dependencies"):
                 names = r.get(key)
                 if names is not None and not (isinstance(names, list) and all(isinstance(x, str) for x in names)):

@@ -7,9 +7,9 @@ rendering (text, markdown, JSON, diff) shows it redacted; nothing relies on key 
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any, Iterator
 
+from ..fsutil import json_or_none
 from ..secrets import REDACTED, redact
 
 #: What an output not known at preview time is shown as (only with ``preview=True``).
@@ -102,10 +102,7 @@ def flatten(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     """``(path, leaf)`` pairs: ``dataDisks[0].size``; lists of scalars stay one value; a string
     holding a JSON document (a RAM policy) is opened up: ``policyDocument(json).Statement[0]...``."""
     if isinstance(value, str) and value[:1] in "{[" and len(value) > 2:
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            parsed = None
+        parsed = json_or_none(value)  # bounded: a hand-made plan's string may nest 100,000 deep
         if isinstance(parsed, (dict, list)) and parsed:
             yield from flatten(parsed, f"{path}(json)")
             return

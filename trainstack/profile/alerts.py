@@ -14,7 +14,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import KMS_KEY_ID, KMS_SECRET_NAME, _Strict
+from .base import _Strict
+from .job import KMS_KEY_ID, KMS_SECRET_NAME
 
 #: the events a profile may ask for, in the order a job meets them
 ALERT_EVENTS = ("job_start", "preemption", "replacement", "job_end", "guard_stop")

@@ -120,6 +120,22 @@ def closed_value_hidden(given: Any, allowed: list[str]) -> Optional[str]:
     return f"{len(given)} characters, not close to any allowed value"
 
 
+_NUMBER_TYPES = ("int_type", "float_type", "int_from_float", "bool_type")
+
+
+def _strict_number(given: Any, msg: str) -> str:
+    """Why a value of another type is not taken for a number or a flag (strict types: never coerced)."""
+    if isinstance(given, bool):
+        return "a boolean (YAML reads true/false/yes/no/on/off as one) is not a number"
+    if isinstance(given, str):
+        return "a quoted string is not a number or a boolean: write the value without quotes"
+    if isinstance(given, float) and msg.startswith("Input should be a valid integer"):
+        return "must be a whole number, not a decimal"
+    if isinstance(given, (int, float)) and msg.startswith("Input should be a valid boolean"):
+        return "a number is not true or false"
+    return msg
+
+
 def problem_from(err: dict, doc: dict, file: Optional[str]) -> Problem:
     loc = _document_loc(tuple(err["loc"]), doc)
     path = _path_text(loc, doc)
@@ -138,6 +154,8 @@ def problem_from(err: dict, doc: dict, file: Optional[str]) -> Problem:
     if found and isinstance(given, (dict, list)) and typ in ("value_error", "assertion_error"):
         found = False  # a section-level rule: the message says what is wrong, the dump would not
     msg = err["msg"].removeprefix("Value error, ")
+    if found and typ in _NUMBER_TYPES:
+        msg = _strict_number(given, msg)
     suggestions: list[str] = []
     allowed = _allowed_for(err)
     if path == "model" and "unknown preset" in msg:

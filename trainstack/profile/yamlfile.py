@@ -12,11 +12,14 @@ What a profile or stack file may be (checked before or while parsing, never afte
 * only the plain types: mappings, lists, strings, numbers, booleans, null. ``!!binary``, ``!!set``,
   ``!!omap``, ``!!pairs``, ``!!timestamp`` and every other tag are refused; an unquoted date
   stays the string as written (Pulumi hands config values to programs as strings);
+* ``5.0e7`` and ``1e9`` are numbers, as YAML 1.2 reads them (PyYAML's YAML 1.1 resolver wants a dot
+  and a signed exponent, so it kept them strings, which strict number fields would refuse);
 * no string holds a NUL or a lone UTF-16 surrogate (``"\\ud800"``), which no output could print.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -26,6 +29,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..errors import InputError, Problem
 from ..fsutil import MIB, decode_text, read_regular_file
+from .base import EXPONENT_FLOAT
 
 MAX_PROFILE_BYTES = 1 * MIB
 #: deeper than any profile or stack file needs (a profile is 4 levels deep)
@@ -60,6 +64,11 @@ class BoundedLoader(yaml.SafeLoader):
 BoundedLoader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != _TIMESTAMP]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+
+# YAML 1.2 core schema floats with an exponent (https://yaml.org/spec/1.2.2/#1023-core-schema)
+BoundedLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(f"^{EXPONENT_FLOAT.pattern}$"),
+                                    list("-+0123456789."))
 
 
 def _unsupported(loader: yaml.SafeLoader, node: Node) -> Any:

@@ -2,16 +2,19 @@
 
 :class:`Heartbeat` is the contract of ``trainstack.heartbeat/1`` (docs/status.md), written by
 ``trainstack/bootstrap/templates/trainstack_heartbeat.py``. It is read strictly: a record whose
-schema is not ours, whose numbers are negative, infinite or of the wrong type, or whose state is
-unknown is refused with every reason (:class:`HeartbeatError`), so neither ``status`` nor
-``calibrate`` ever computes from a malformed or hand-edited file. Unknown extra keys are ignored
-(a newer node may add some). The observations (:class:`InstanceObservation`,
-:class:`DlcJobObservation`) are what the ECS and DLC adapters return: plain, typed, no SDK objects.
+schema is not ours, whose numbers are negative, infinite or of the wrong type, whose state is
+unknown, that is nested deeper than :data:`MAX_DEPTH` or larger than :data:`MAX_BYTES`, that names
+a key twice, or that is dated in the future (more than :data:`CLOCK_SKEW_SECONDS` after this
+machine's clock, or an event after the record's own ``written_at``) is refused with every reason
+(:class:`HeartbeatError`), so neither ``status`` nor ``calibrate`` ever computes from a malformed
+or hand-edited file. Unknown extra keys are ignored (a newer node may add some). The observations
+(:class:`InstanceObservation`, :class:`DlcJobObservation`) are what the ECS and DLC adapters
+return: plain, typed, no SDK objects.
 """
 
 from __future__ import annotations
 
-import json
+import time
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -19,6 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 SCHEMA = "trainstack.heartbeat/1"
 #: A heartbeat is a few KB; anything far larger is not one.
 MAX_BYTES = 1 << 20
+#: A heartbeat is 3 levels deep; a deeper document is not one (and must not make json recurse).
+MAX_DEPTH = 16
+#: How far a node's clock may run ahead of this machine's (both keep NTP time; ECS syncs its
+#: instances with Alibaba's NTP servers): a record dated later than this is refused.
+CLOCK_SKEW_SECONDS = 300.0
 
 NodeState = Literal["starting", "training", "stopping", "interrupted", "finished", "stopped"]
 #: why a job stopped: trainstack stopped it (the budget guard, max runtime), or, on a self-healing
@@ -115,28 +123,55 @@ class HeartbeatError(ValueError):
         self.where, self.problems = where, problems
 
 
-def parse_heartbeat(data: bytes | str, where: str = "heartbeat") -> Heartbeat:
-    """The record in ``data`` (JSON text), or :class:`HeartbeatError` naming every problem."""
-    raw = data.encode("utf-8") if isinstance(data, str) else data
+def parse_heartbeat(data: bytes | str, where: str = "heartbeat", now: Optional[float] = None) -> Heartbeat:
+    """The record in ``data`` (JSON text), or :class:`HeartbeatError` naming every problem; ``now``
+    (epoch seconds, default this machine's clock) is what "in the future" is measured from."""
+    from ..errors import InputError
+    from ..fsutil import parse_json
+
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if len(raw) > MAX_BYTES:
         raise HeartbeatError(where, [f"{len(raw):,} bytes; a heartbeat is at most {MAX_BYTES:,}"])
     try:
-        doc = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise HeartbeatError(where, [f"not JSON ({exc})"]) from None
+        doc = parse_json(raw, name=where, what="heartbeat", max_depth=MAX_DEPTH, limit=MAX_BYTES)
+    except InputError as exc:
+        reason = exc.problems[0].message if exc.problems else exc.message
+        raise HeartbeatError(where, [f"not JSON ({reason})" if "JSON" in reason or "UTF-8" in reason
+                                     else reason]) from None
     if not isinstance(doc, dict):
         raise HeartbeatError(where, ["not a JSON object"])
     if doc.get("schema") != SCHEMA:
         raise HeartbeatError(where, [f"schema is {doc.get('schema')!r}, expected {SCHEMA!r}"])
     try:
-        return Heartbeat.model_validate_json(raw)
+        beat = Heartbeat.model_validate_json(raw)
     except ValidationError as exc:
         raise HeartbeatError(where, [f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}"
                                      for e in exc.errors()]) from None
+    problems = time_problems(beat, time.time() if now is None else now)
+    if problems:
+        raise HeartbeatError(where, problems)
+    return beat
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number")
+def _stamp(t: float) -> str:
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+    except (OverflowError, OSError, ValueError):
+        return f"{t:.0f} s after 1970"
+
+
+def time_problems(beat: Heartbeat, now: float) -> list[str]:
+    """A record from the future: written later than ``now`` allows, or an event after it was written."""
+    out = []
+    if beat.written_at > now + CLOCK_SKEW_SECONDS:
+        out.append(f"written_at: {_stamp(beat.written_at)} is in the future ({beat.written_at - now:,.0f} s after "
+                   f"this machine's clock, {_stamp(now)}; at most {CLOCK_SKEW_SECONDS:g} s of clock skew is accepted)")
+    events = {"started_at": beat.started_at, "progress.updated_at": beat.progress.updated_at,
+              "checkpoint.last_at": beat.checkpoint.last_at, "stop.at": beat.stop.at if beat.stop else None}
+    for name, t in events.items():
+        if t is not None and t > beat.written_at + CLOCK_SKEW_SECONDS:
+            out.append(f"{name}: {_stamp(t)} is after the record was written ({_stamp(beat.written_at)})")
+    return out
 
 
 # ---- what the cloud says ------------------------------------------------------------------------
