@@ -202,7 +202,7 @@ SET_C = DATA / "published-set-c.json"
 _COMPARE = {"reserved": "reserved", "allocated": "allocated", "active": "allocated", "nvidia-smi": "whole-gpu",
             "unspecified": "whole-gpu", "fit-boundary": "fit-boundary"}
 #: sharding kinds today's profile states (ZeRO stage; FSDP = ZeRO-3; Megatron's distributed optimizer = ZeRO-1)
-_ZERO = {"single": 0, "ddp": 0, "fsdp": 3, "fsdp2": 3, "megatron": 1}
+_ZERO = {"single": 0, "ddp": 0, "fsdp": 3, "fsdp2": 3, "megatron": 1, "hsdp": 3}
 #: frameworks whose default is no activation recompute (Megatron-LM recompute_granularity None; torchtitan mode none)
 _NO_RECOMPUTE_BY_DEFAULT = ("megatron", "torchtitan")
 
@@ -257,8 +257,6 @@ def _blockers(r: dict) -> list[str]:
     """What today's profile has no field for (the estimator engineer's list of new fields)."""
     out = []
     s = r["sharding"]
-    if s["kind"] == "hsdp":
-        out.append("not expressible yet: training.hsdp (shard inside a node, replicate across)")
     if s["kind"] == "megatron-fsdp":
         out.append("not expressible yet: Megatron-FSDP sharding")
     if s.get("sp", 1) != 1:
@@ -289,12 +287,37 @@ def _blockers(r: dict) -> list[str]:
     return out
 
 
+#: set C's attention kernels as training.attention states them (flash / SDPA backends the field does not split
+#: are rounded to the family: SDPA's cuDNN and memory-efficient backends are sdpa, FlashAttention 2 and 3 and
+#: Transformer Engine's fused attention are flash, flex is sdpa)
+_ATTENTION = {"sdpa": "sdpa", "flash2": "flash", "flash3": "flash", "te (cuDNN fused)": "flash", "te (flash)": "flash",
+              "sdpa (cudnn backend)": "sdpa", "sdpa (efficient backend)": "sdpa", "sdpa (flash backend)": "sdpa",
+              "flex": "sdpa"}
+_EXACT_ATTENTION = ("sdpa", "flash2", "sdpa (flash backend)", "te (flash)", "unstated")
+
+
+def _attention(r: dict) -> Optional[str]:
+    """training.attention for a row: its kernel family where the row's stack has that path, else the stack's
+    default (None)."""
+    from trainstack.profile.kernels import ATTENTION_BY_FRAMEWORK
+
+    kind = _ATTENTION.get(r["attention"])
+    return kind if kind in ATTENTION_BY_FRAMEWORK[r["framework_as_profile"]][0] else None
+
+
+def _fp8_recipe(r: dict) -> Optional[str]:
+    recipe = (r.get("fp8_recipe") or "").lower()
+    if r["precision"] != "fp8-mixed" or r["framework_as_profile"] == "megatron":
+        return None
+    return "rowwise" if recipe.startswith("rowwise") else "tensorwise" if recipe.startswith("tensorwise") else None
+
+
 def _approximations(r: dict) -> list[str]:
     """Stated details today's profile rounds off (kept with the row; not blocking)."""
     out = []
-    if r["attention"] not in ("sdpa", "flash2", "unstated"):
-        out.append(f"attention {r['attention']} (no training.attention field yet: flash/SDPA-style memory assumed)")
-    if r["fp8_recipe"]:
+    if r["attention"] not in _EXACT_ATTENTION:
+        out.append(f"attention {r['attention']} stated as training.attention {_attention(r) or 'the default'}")
+    if r["fp8_recipe"] and _fp8_recipe(r) is None:
         out.append(f"fp8 recipe '{r['fp8_recipe']}' stated as precision fp8-mixed")
     if r["gradient_checkpointing"] == "unstated":
         out.append("gradient checkpointing unstated: taken as off (the stack's default)")
@@ -332,7 +355,8 @@ def _corpus_row(r: dict) -> Union[CorpusRow, NotExpressible]:
             framework=r["framework_as_profile"], loss=_loss(r),
             gradient_accumulation_steps=r["grad_accum"] if isinstance(r["grad_accum"], int) else None,
             expert_parallel=s["ep"], tensor_parallel=s["tp"], pipeline_parallel=s["pp"], context_parallel=s["cp"],
-            virtual_pipeline_stages=s["vp"], compile=r["compile"] if isinstance(r["compile"], bool) else None)
+            virtual_pipeline_stages=s["vp"], compile=r["compile"] if isinstance(r["compile"], bool) else None,
+            attention=_attention(r), fp8_recipe=_fp8_recipe(r), sharding="hybrid" if s["kind"] == "hsdp" else None)
         arch = Architecture(**r["architecture"])
     except (ValueError, TypeError) as e:   # pydantic's ValidationError is a ValueError
         return NotExpressible(r["id"], r["source"], (f"not expressible yet: {str(e).splitlines()[0]}",))

@@ -20,6 +20,7 @@ from trainstack.errors import InputError
 from trainstack.plan import Plan
 from trainstack.profile import TrainingProfile
 from trainstack.rules import planned
+from trainstack.rules.policy_config import load_allowances
 from trainstack.stack_config import (  # noqa: F401 (re-exported)
     PLAIN_CREDENTIAL_KEYS, PROJECT_ROOT, check_auto_release_time, check_region, check_stack_config,
     load_profile_with_overrides, profile_path, stack_inputs, storage_generation, trusted_profile,
@@ -79,7 +80,10 @@ def run_program(plan_loader: Optional[PlanLoader] = None, root: Union[str, Path]
     inputs = stack_inputs(config, "trainstack", Path(root),
                           secret_keys=[k for k in PLAIN_CREDENTIAL_KEYS if is_config_secret(k)])
     profile = inputs.profile
-    plan = plan_loader(profile) if plan_loader else planned(profile, file=str(inputs.path))
+    # the resolver runs under the stack's policy config (trainstack:policyConfig), the file the workflows
+    # pass to `pulumi up --policy-pack-config`: an allowed PCIe type is planned here as in `trainstack plan`
+    plan = plan_loader(profile) if plan_loader else planned(profile, file=str(inputs.path),
+                                                            allowances=load_allowances(inputs.policy_config))
     if plan.region != profile.region:
         raise InputError(f"the plan is for {plan.region}, the profile for {profile.region}")
     _, outputs = build(plan, auto_release_time=inputs.auto_release_time, generation=inputs.generation)

@@ -25,7 +25,7 @@ from typing import Any, Optional
 import pulumi
 import pulumi_alicloud as alicloud
 
-from trainstack.layout.storage import StackIdentity, stack_bucket_name
+from trainstack.layout.storage import StackIdentity, with_stack_bucket  # noqa: F401 (re-exported)
 from trainstack.plan import Plan
 from trainstack.rules import check_plan
 from trainstack.stack_config import check_auto_release_time
@@ -124,15 +124,6 @@ def stack_identity(plan: Plan, opts: pulumi.InvokeOptions, generation: int) -> S
         account = getattr(alicloud.get_caller_identity(opts=opts), "account_id", None) or None
     return StackIdentity(region=plan.region, account_id=account, project=pulumi.get_project(),
                          stack=pulumi.get_stack(), generation=generation)
-
-
-def with_stack_bucket(plan: Plan, identity: StackIdentity) -> Plan:
-    """The plan with its stack bucket's deploy-time name."""
-    oss = plan.storage.oss
-    if oss is None or not oss.name_from_stack:
-        return plan
-    oss = oss.model_copy(update={"bucket": stack_bucket_name(plan.name, identity)})
-    return plan.model_copy(update={"storage": plan.storage.model_copy(update={"oss": oss})})
 
 
 def stack_outputs(stack: TrainingStack) -> dict[str, Any]:

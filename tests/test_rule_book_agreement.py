@@ -101,6 +101,25 @@ def test_issue_30_the_policy_budget_prices_from_the_price_book(budget, exit_code
         assert "6.00 (on-demand, price-book)" in message  # the team's price, not the catalog's 9.53
 
 
+PCIE_EXCEPTION = ROOT / "tests" / "data" / "pcie_exception"
+
+
+@pytest.mark.parametrize("config, planned", [
+    (None, False), ({"no-pcie-multi-gpu-training": {"allowed_types": ["ecs.ebmgn8is.32xlarge"]}}, True),
+    ({"no-pcie-multi-gpu-training": "disabled"}, True), ({"no-pcie-multi-gpu-training": "advisory"}, False),
+    ({"all": "mandatory", "no-pcie-multi-gpu-training": {"allowed_types": ["ecs.gn8is-4x.16xlarge"]}}, False),
+], ids=["none", "allowed", "disabled", "advisory", "another-type"])
+def test_the_pcie_exception_is_one_verdict(config, planned, monkeypatch, tmp_path):
+    """Issue 35: the policy config's PCIe exception plans the L20 node in validate and plan alike."""
+    monkeypatch.chdir(ROOT)
+    path = None
+    if config is not None:
+        path = tmp_path / "policy.json"
+        path.write_text(json.dumps(config))
+    rc_validate, rc_plan = agree(str((PCIE_EXCEPTION / "l20-lora.yaml").relative_to(ROOT)), path)
+    assert (rc_validate, rc_plan) == ((0, 0) if planned else (0, 3))
+
+
 # ---- generated profiles --------------------------------------------------------------------------
 PRICE_BOOK = """prices:
   - {region: cn-shenzhen, instance_type: ecs.gn7i-c8g1.2xlarge, on_demand_cny_per_hour: 6.0, as_of: "2026-01-01", source: t}

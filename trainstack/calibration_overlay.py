@@ -193,7 +193,10 @@ def calibrated_speed(thr: ThroughputEstimate, factor: float) -> ThroughputEstima
     return thr.model_copy(update={
         "tokens_per_second_per_gpu": times(thr.tokens_per_second_per_gpu), "tokens_per_second": times(thr.tokens_per_second),
         "step_seconds": None if thr.step_seconds is None else thr.step_seconds / factor,
-        "mfu": times(thr.mfu), "hfu": times(thr.hfu)})
+        "mfu": times(thr.mfu), "hfu": times(thr.hfu),
+        # the interval follows the measurement: the model's relative error band about the calibrated figure
+        "tokens_per_second_per_gpu_interval": None if thr.tokens_per_second_per_gpu_interval is None else
+        tuple(round(v * factor, 1) for v in thr.tokens_per_second_per_gpu_interval)})
 
 
 def calibrated_memory(mem: MemoryEstimate, factor: float) -> MemoryEstimate:
@@ -206,7 +209,14 @@ def calibrated_memory(mem: MemoryEstimate, factor: float) -> MemoryEstimate:
         "peak_gib_per_gpu": round(mem.peak_gib_per_gpu * factor, 3), "reserved_gib_per_gpu": round(reserved, 3),
         "required_gib_per_gpu": round(mem.required_gib_per_gpu + reserved - mem.reserved_gib_per_gpu, 3),
         "breakdown_gib": {k: round(v * factor, 3) for k, v in mem.breakdown_gib.items()},
-        "phases_gib": {k: round(v * factor, 3) for k, v in mem.phases_gib.items()}})
+        "phases_gib": {k: round(v * factor, 3) for k, v in mem.phases_gib.items()},
+        "peak_gib_interval": _scaled(mem.peak_gib_interval, factor),
+        "required_gib_interval": _scaled(mem.required_gib_interval, reserved / mem.reserved_gib_per_gpu
+                                         if mem.reserved_gib_per_gpu else factor)})
+
+
+def _scaled(iv: Optional[tuple[float, float]], factor: float) -> Optional[tuple[float, float]]:
+    return None if iv is None else (round(iv[0] * factor, 2), round(iv[1] * factor, 2))
 
 
 def adjust(arch: Architecture, training: TrainingSpec, gpu: str, mem: MemoryEstimate, thr: ThroughputEstimate,

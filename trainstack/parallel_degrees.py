@@ -21,7 +21,10 @@ DEGREE_FIELDS = {"tensor": "tensor_parallel", "pipeline": "pipeline_parallel", "
 
 @dataclass(frozen=True)
 class Layout:
-    """How ``world`` GPUs split one job. ``vp``: model chunks per pipeline rank (interleaved 1F1B)."""
+    """How ``world`` GPUs split one job. ``vp``: model chunks per pipeline rank (interleaved 1F1B);
+    ``replicas``: hybrid sharding (HSDP), the dp x cp ranks split into this many replicas, each sharding
+    the weights ZeRO-3 style over its ``shard`` ranks (PyTorch FSDP HYBRID_SHARD: shard inside a node,
+    replicate across; torchtitan dp_replicate x dp_shard)."""
 
     tp: int = 1
     pp: int = 1
@@ -29,6 +32,7 @@ class Layout:
     dp: int = 1
     ep: int = 1
     vp: int = 1
+    replicas: int = 1
 
     @property
     def world(self) -> int:
@@ -41,7 +45,13 @@ class Layout:
 
     @property
     def shard(self) -> int:
-        """Ranks holding the same weights: what ZeRO/FSDP shards over and gradients are reduced over."""
+        """Ranks ZeRO/FSDP shards the weights over: those holding the same weights (dp x cp), or, with hybrid
+        sharding, one replica's share of them."""
+        return self.dp * self.cp // max(1, self.replicas)
+
+    @property
+    def same_weights(self) -> int:
+        """Ranks holding the same weights, whose gradients are reduced together (dp x cp)."""
         return self.dp * self.cp
 
     @property
@@ -57,7 +67,7 @@ class Layout:
             parts.append(f"CP {self.cp}")
         if self.ep > 1:
             parts.append(f"EP {self.ep}")
-        parts.append(f"DP {self.dp}")
+        parts.append(f"DP {self.dp}" + (f" (HSDP {self.replicas} x {self.shard})" if self.replicas > 1 else ""))
         return " x ".join(parts)
 
 
@@ -97,6 +107,16 @@ def layout_problems(arch: Architecture, lay: Layout, sequence_length: int,
                     f"tensor_parallel {full.tp} x pipeline_parallel {full.pp} x context_parallel {full.cp} = "
                     f"{full.model_parallel} must divide the world size ({gpus} GPUs)"))
     return out
+
+
+def hybrid_replicas(sharding: object, tp: int, cp: int, dp: int, per_node: int) -> int:
+    """Replicas of hybrid sharding: each shards over the dp x cp ranks one node holds (per_node / tp of
+    them), the rest replicate; 1 unless ``sharding`` is ``hybrid`` and the ranks split evenly."""
+    if sharding != "hybrid":
+        return 1
+    ranks = dp * cp
+    group = max(1, min(ranks, max(1, per_node) // max(1, tp)))
+    return ranks // group if ranks % group == 0 else 1
 
 
 #: The parallel degrees (besides data parallelism and MoE expert parallelism, which every stack runs)

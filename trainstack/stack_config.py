@@ -16,7 +16,7 @@ Stack config (``stacks/Pulumi.<stack>.yaml``):
 - ``trainstack:autoReleaseAt`` (optional): hard deadline, UTC ``YYYY-MM-DDTHH:MM:SSZ``; ECS
   releases the nodes then (checkpoint storage is separate and survives).
 - ``trainstack:priceBook`` (optional): the team's price book, relative to ``stacks/`` or absolute;
-  replaces the profile's ``price_book`` (README, "Prices").
+  replaces the profile's ``price_book`` (docs/prices.md).
 - ``trainstack:storageGeneration`` (optional, default 1): part of the stack bucket's name; raise it
   to deploy the stack again next to a bucket an earlier ``pulumi destroy`` retained.
 - ``trainstack:policyConfig`` (optional): the stack's policy config (a ``--policy-pack-config`` JSON
@@ -25,7 +25,7 @@ Stack config (``stacks/Pulumi.<stack>.yaml``):
   ``--policy-config FILE`` on the command line replaces it (docs/policies.md).
 - ``alicloud:region`` (optional): must equal the profile's region if set.
 - ``alicloud:accessKey``/``secretKey``/``securityToken`` only as secrets (``pulumi config set
-  --secret``); a plain value is refused (README "Credentials").
+  --secret``); a plain value is refused (docs/provisioning.md, "Before the first deployment").
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def storage_generation(value: Optional[str]) -> int:
 
 
 def check_stack_config(config: dict[str, Any], secret_keys: Iterable[str] = ()) -> None:
-    """Provider credentials only as secrets (README "Credentials"); a plain one is refused."""
+    """Provider credentials only as secrets (docs/provisioning.md); a plain one is refused."""
     secret = set(secret_keys)
     plain = [k for k in PLAIN_CREDENTIAL_KEYS if config.get(k) not in (None, "") and k not in secret]
     if plain:
@@ -201,9 +201,19 @@ def policy_config_path(config: Mapping[str, Optional[str]], project: str, root: 
 
 
 def plan_for_config(config: Mapping[str, Optional[str]], project: str, root: Path = PROJECT_ROOT,
-                    secret_keys: Iterable[str] = ()) -> Plan:
+                    secret_keys: Iterable[str] = (), policy_file: Optional[Path] = None) -> Plan:
     """The checked Plan the program builds for a stack's config (:func:`stack_inputs`, then the rule book)."""
+    return stack_plan(config, project, root, secret_keys, policy_file)[1]
+
+
+def stack_plan(config: Mapping[str, Optional[str]], project: str, root: Path = PROJECT_ROOT,
+               secret_keys: Iterable[str] = (), policy_file: Optional[Path] = None) -> tuple[StackInputs, Plan]:
+    """The stack's inputs and the checked Plan the program builds from them: the resolver runs under the
+    exceptions of the stack's ``trainstack:policyConfig`` (``policy_file``, a ``--policy-config FILE``,
+    replaces it), the file ``pulumi up --policy-pack-config`` reads too."""
     from .rules import planned
+    from .rules.policy_config import load_allowances
 
     inputs = stack_inputs(config, project, root, secret_keys)
-    return planned(inputs.profile, file=str(inputs.path))
+    allowances = load_allowances(policy_file or inputs.policy_config)
+    return inputs, planned(inputs.profile, file=str(inputs.path), allowances=allowances)

@@ -325,7 +325,8 @@ def test_spot_history_is_paged_and_the_latest_entry_wins(overlays, fake, sleeps)
     assert fake.count("DescribeSpotPriceHistory") == 4  # two pages per zone
 
 
-def test_progress_bar_only_on_a_terminal(overlays, fake, sleeps):
+def test_progress_bar_only_on_a_terminal(overlays, fake, sleeps, monkeypatch):
+    monkeypatch.setattr("trainstack.progress.under_tests", lambda: False)  # progress is off under pytest otherwise
     class Tty:
         def __init__(self, tty):
             self.text, self.tty = "", tty
@@ -342,7 +343,7 @@ def test_progress_bar_only_on_a_terminal(overlays, fake, sleeps):
     for tty in (True, False):
         stream = Tty(tty)
         refresh.refresh([REGION], out_dir=overlays, dry_run=True, client_factory=lambda r: fake, now=NOW,
-                        progress=refresh.fetch.Progress(stream))
+                        progress=refresh.fetch.Progress(stream, delay=0))
         if tty:
             assert "\r" in stream.text and "DescribePrice 3/3" in stream.text
             assert "DescribeSpotPriceHistory 2/2" in stream.text

@@ -63,9 +63,18 @@ def test_json_contract_with_one_gpu(tmp_path, capsys):
     assert mem["required_gib_per_gpu"] > mem["peak_gib_per_gpu"] > 0
     assert sum(mem["breakdown_gib"].values()) == pytest.approx(mem["peak_gib_per_gpu"], abs=0.01)
     (fit,) = mem["fits"]  # PyTorch's A10 total [TORCH-A10]; the minimum margin is 3% of it
+    lo, hi = mem["required_gib_interval"]
+    verdict = ("fits" if hi + fit["min_margin_gib"] <= 21.99 else "at_risk"
+               if mem["required_gib_per_gpu"] + fit["min_margin_gib"] <= 21.99 else "does_not_fit")
     assert fit == {"gpu": "A10", "usable_gib": 21.99, "fits": fit["margin_gib"] >= fit["min_margin_gib"],
-                   "min_margin_gib": round(0.03 * 21.99, 2), "margin_gib": round(21.99 - mem["required_gib_per_gpu"], 2)}
+                   "min_margin_gib": round(0.03 * 21.99, 2), "margin_gib": round(21.99 - mem["required_gib_per_gpu"], 2),
+                   "fit": verdict, "peak_gib_interval": mem["peak_gib_interval"]}
     assert doc["throughput"]["gpu"] == "A10" and doc["throughput"]["tokens_per_second_per_gpu"] > 0
+    # issue 32: the 80 % intervals and the class they come from
+    low, high = doc["throughput"]["tokens_per_second_per_gpu_interval"]
+    assert 0 < low <= high and doc["throughput"]["interval_class"] == "ampere/hf/lora/dense"
+    assert mem["interval_class"] == "*/hf/lora/dense" and lo <= mem["required_gib_per_gpu"] * 1.5
+    assert doc["training"]["attention"] == "sdpa" and doc["per_gpu"][0]["fit"] == verdict
     # tokens are set: hours and cost come with them
     assert doc["hours"] == pytest.approx(5e7 / doc["throughput"]["tokens_per_second"] / 3600, rel=1e-3)
     cost = doc["cost"]
@@ -85,7 +94,8 @@ def test_without_gpu_every_catalog_gpu_is_listed(tmp_path, capsys):
     doc = run_json(capsys, write(tmp_path, LORA_8B))
     fits = doc["memory"]["fits"]
     assert len(fits) > 5 and {"A10", "H200", "A100-80G"} <= {f["gpu"] for f in fits}
-    assert all(set(f) == {"gpu", "usable_gib", "fits", "margin_gib", "min_margin_gib"} for f in fits)
+    assert all(set(f) == {"gpu", "usable_gib", "fits", "margin_gib", "min_margin_gib", "fit", "peak_gib_interval"}
+               for f in fits)
     assert len(doc["per_gpu"]) == len(fits)
 
 

@@ -20,11 +20,12 @@ def test_a_stack_nodes_files_are_written_at_their_node_paths_with_their_modes(tm
     for script in ("usr/local/sbin/trainstack-boot", "usr/local/lib/trainstack/trainstack-setup.sh",
                    "usr/local/lib/trainstack/trainstack-launch.sh"):
         assert subprocess.run(["bash", "-n", str(out / script)]).returncode == 0
-    from trainstack.preview.planner import resolve_config
-    from trainstack.preview.sources import find_project, stack_config
+    import argparse
 
-    project = find_project()
-    plan = resolve_config(stack_config(project, "llama3-70b-full")[0], project)
+    from trainstack.commands.node_files import _plan
+
+    # the plan as the program completes it (the stack bucket's deploy-time name: test_node_files_names.py)
+    plan = _plan(argparse.Namespace(profile=None, stack="llama3-70b-full", account_id=None))
     expected = {f.path: f.content for f in render_files(plan, 1, cpfs_mount_address=CPFS_PLACEHOLDER)}
     assert {p: (out / p.lstrip("/")).read_text() for p in expected} == expected
 

@@ -62,7 +62,7 @@ BASE = {"name": "dlc-job", "region": "cn-wulanchabu", "model": {"preset": "qwen2
 def quota(**over):
     doc = {**BASE, "model": {"preset": "llama-3-8b"},
            "training": {"method": "full", "precision": "bf16-mixed", "gradient_checkpointing": True,
-                        "zero_stage": 3, "tokens": 2e9},
+                        "zero_stage": 3, "tokens": 3e9},
            "resources": {"target": "dlc", "gpu_models": ["A100-80G"], "deadline_hours": 24},
            "dlc": {"workspace_id": "ws-123", "resource_id": "quota-abc"}}
     for k, v in over.items():

@@ -195,9 +195,11 @@ def test_choice_is_the_minimum_over_feasible_candidates(preset, method, ckpt, se
             resolve(p)
         return
     plan = resolve(p)
-    best = min(c.objective for c in feasible)
+    # issue 32: candidates whose memory fits with the estimate's interval come before at_risk ones
+    safe = [c for c in feasible if c.fit != "at_risk"] or feasible
+    best = min(c.objective for c in safe)
     chosen = next(c for c in feasible if (c.instance_type, c.nodes, c.spot) == (plan.instance_type, plan.nodes, plan.spot))
-    assert chosen.objective == best
+    assert chosen.objective == best and (chosen.fit != "at_risk" or len(safe) == len(feasible))
     assert chosen == min(feasible, key=lambda c: rank_key(c, objective))
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..errors import EXIT_POLICY
-from ..rules.policy_config import load_policy_config
+from ..rules.policy_config import load_policy_config, policy_allowances
 
 HELP = ("policy levels and settings, JSON as for `pulumi preview --policy-pack-config` "
         "(replaces the stack's trainstack:policyConfig)")
@@ -22,6 +22,11 @@ def add_argument(parser) -> None:
 def policy_config(args, stack_setting: Optional[Path] = None) -> Optional[dict[str, Any]]:
     """The config the command runs under: the flag's file, else the stack's, else none (exit 2 when bad)."""
     return load_policy_config(getattr(args, "policy_config", None) or stack_setting)
+
+
+def allowances(config: Optional[dict[str, Any]]):
+    """The resolver's exceptions under ``config`` (the file's PCIe exception, labelled with the file)."""
+    return policy_allowances(config, getattr(config, "path", None))
 
 
 def verdict_line(v) -> str:

@@ -35,7 +35,12 @@ def load_run(profile_arg: Optional[str], stack: Optional[str], command: str) -> 
         profile = load_profile_with_overrides(path, zone=config.get(f"{project.name}:zone"),
                                               instance_type=config.get(f"{project.name}:instanceType"))
         check_region(profile, config.get("alicloud:region"))
-        return profile, planned(profile, file=str(path)), f"stack {stack}"
+        # the stack's policy config (trainstack:policyConfig) grants the resolver the exceptions the program gets
+        from ..rules.policy_config import load_allowances
+        from ..stack_config import policy_config_path
+
+        allowances = load_allowances(policy_config_path(config, project.name, project.root))
+        return profile, planned(profile, file=str(path), allowances=allowances), f"stack {stack}"
     if not Path(profile_arg).is_file():  # type: ignore[arg-type]
         raise InputError(f"{profile_arg}: no such profile file")
     profile = load_profile(profile_arg)

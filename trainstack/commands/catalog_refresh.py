@@ -60,8 +60,12 @@ def run(args) -> int:
 
     out_dir = Path(args.out_dir) if args.out_dir else loader.overlay_dir()
     book = Path(args.price_book) if getattr(args, "price_book", None) else None
+    from ..progress import Progress
+
+    # one line on a terminal (the API calls of each region, as they go), none with --json or in a pipe
     result = refresh.refresh(args.regions, out_dir=out_dir, dry_run=args.dry_run, usd_rate=args.usd_rate,
-                             client_factory=refresh.make_client, price_book=book)
+                             client_factory=refresh.make_client, price_book=book,
+                             progress=Progress(label="catalog refresh", quiet=args.json))
     if args.json:
         data = result.summary.to_dict(result.after)
         data["dry_run"] = bool(args.dry_run)

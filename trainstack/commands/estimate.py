@@ -20,6 +20,7 @@ from ..rules import check_profile
 from ..sizing import Estimate, GpuHourPrice, estimate, fit_suggestions, gpu_hour_price
 from ..sizing import constants as K
 from ..sizing.estimate import NodeLayout, min_margin_gib
+from ..sizing.frameworks import attention_kind, searchable_degrees
 from ..sizing.memory import COMPONENTS, PHASE_LABELS
 from ..textable import render_table
 
@@ -210,10 +211,12 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
     for fit in est.fits:
         s, hours, price = est.speed(fit.gpu), est.hours(fit.gpu), prices.get(fit.gpu)
         per_gpu.append({
-            "gpu": fit.gpu, "usable_gib": fit.usable_gib, "fits": fit.fits, "margin_gib": fit.margin_gib,
+            "gpu": fit.gpu, "usable_gib": fit.usable_gib, "fits": fit.fits, "fit": fit.fit, "margin_gib": fit.margin_gib,
             "min_margin_gib": fit.min_margin_gib,
             "precision_supported": _precision_ok(fit.gpu, t.precision),
             "tokens_per_second_per_gpu": s.tokens_per_second_per_gpu if s else None,
+            "tokens_per_second_per_gpu_interval": s.tokens_per_second_per_gpu_interval if s else None,
+            "layout": s.layout if s else mem.layout,
             "hours": _round(hours, 3), **_costs(price, hours, est.gpu_count)})
     if speed is not None:
         labels += [lab for lab in speed.labels if lab not in labels]
@@ -224,7 +227,8 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
         "profile": profile.name, "model": model_json(profile), "params": mem.params,
         "trainable_params": mem.trainable_params, "gpus": est.gpu_count,
         "training": {"method": t.method, "precision": t.precision, "optimizer": t.optimizer,
-                     "framework": t.framework, "loss": t.loss,
+                     "framework": t.framework, "loss": t.loss, "attention": attention_kind(t),
+                     "fp8_recipe": t.fp8_recipe, "sharding": t.sharding or "full",
                      "micro_batch_size": t.micro_batch_size, "sequence_length": t.sequence_length,
                      "gradient_checkpointing": t.gradient_checkpointing, "zero_stage": t.zero_stage,
                      "gradient_accumulation_steps": t.accumulation_steps(dp),
@@ -239,7 +243,8 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
                    "peak_stage": mem.peak_stage, "micro_batches_in_flight": mem.micro_batches_in_flight,
                    "required_gib_per_gpu": mem.required_gib_per_gpu, "allocator": mem.allocator,
                    "breakdown_gib": mem.breakdown_gib, "peak_phase": mem.peak_phase,
-                   "phases_gib": mem.phases_gib,
+                   "phases_gib": mem.phases_gib, "peak_gib_interval": mem.peak_gib_interval,
+                   "required_gib_interval": mem.required_gib_interval, "interval_class": mem.interval_class,
                    "fits": [f.model_dump() for f in est.fits]},
         "throughput": None if speed is None else {
             "gpu": speed.gpu, "gpus": speed.gpus, "tokens_per_second_per_gpu": speed.tokens_per_second_per_gpu,
@@ -249,7 +254,9 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
             "tokens_per_step": speed.tokens_per_step,
             "scaling_efficiency": speed.scaling_efficiency,
             "communication_seconds": speed.communication_seconds,
-            "bubble_fraction": speed.bubble_fraction, "layout": speed.layout},
+            "bubble_fraction": speed.bubble_fraction, "layout": speed.layout,
+            "tokens_per_second_per_gpu_interval": speed.tokens_per_second_per_gpu_interval,
+            "interval_class": speed.interval_class},
         "per_gpu": per_gpu, "fits_any_gpu": est.fits_anywhere, "suggestions": suggestions,
     }
     if t.tokens is not None and ref is not None:
@@ -266,8 +273,6 @@ def to_json(profile: TrainingProfile, est: Estimate, prices: dict[str, GpuHourPr
         if priced:
             best = min(priced, key=lambda g: g["on_demand_cny"])
             doc["cheapest"] = {k: best[k] for k in ("gpu", "hours", "on_demand_cny", "spot_cny")}
-    from ..sizing.frameworks import searchable_degrees
-
     unset = sorted(searchable_degrees(t))
     if unset:
         labels.append(f"{', '.join(d + '_parallel' for d in unset)} unset: sized as 1; `trainstack resolve` "
@@ -310,8 +315,15 @@ def _precision_ok(gpu_name: str, precision: str) -> bool:
 
 # ---- text ------------------------------------------------------------------------------------
 
+FIT_WORDS = {"fits": "yes", "at_risk": "at risk"}
+
+
 def _num(v: Optional[float], fmt: str = "{:,.1f}") -> str:
     return "-" if v is None else fmt.format(v)
+
+
+def _interval(v: Optional[float], iv: Optional[list]) -> str:
+    return _num(v, "{:,.0f}") + (f" ({iv[0]:,.0f}-{iv[1]:,.0f})" if v is not None and iv else "")
 
 
 def render_text(doc: dict[str, Any]) -> str:
@@ -326,7 +338,8 @@ def render_text(doc: dict[str, Any]) -> str:
         f"{doc['profile']}: {m['name']}, {m['parameters'] / 1e9:.2f}B params{active} "
         f"({doc['trainable_params'] / 1e9:.3g}B trainable), {t['method']}{lora}, {t['precision']}, {t['optimizer']}",
         f"  micro-batch {t['micro_batch_size']} x {t['sequence_length']} tokens, gradient checkpointing "
-        f"{ckpt}, ZeRO {t['zero_stage']}, {doc['gpus']} GPU(s) as {t['layout']}, framework {t['framework']}",
+        f"{ckpt}, ZeRO {t['zero_stage']}, {doc['gpus']} GPU(s) as {t['layout']}, framework {t['framework']}, "
+        f"attention {t['attention']}",
         f"  {t['gradient_accumulation_steps']} micro-batch(es) per optimizer step: global batch "
         f"{t['global_batch_size']} sequences = {t['tokens_per_step']:,} tokens per step"
         + (f"; experts split over {t['expert_parallel']} GPUs" if t["expert_parallel"] > 1 else ""),
@@ -342,15 +355,19 @@ def render_text(doc: dict[str, Any]) -> str:
                  f"{mem['required_gib_per_gpu']:.2f}"])
     lines.append(render_table(["COMPONENT", "GiB"], rows, align="lr"))
     lines.append(f"  peak at: {PHASE_LABELS.get(mem['peak_phase'], mem['peak_phase'])}")
+    if mem["required_gib_interval"]:
+        lo, hi = mem["required_gib_interval"]
+        lines.append(f"  required, 80 % interval: {lo:.1f}-{hi:.1f} GiB (class {mem['interval_class']}; "
+                     "fits: its upper end plus the margin is within usable memory, at risk: only the estimate is)")
     lines.append("")
     lines.append(f"Fit and speed per GPU model ({doc['gpus']} GPU(s); costs for all of them)")
-    fit_rows = [[g["gpu"], f"{g['usable_gib']:.1f}",
-                 "yes" if g["fits"] else ("tight" if g["margin_gib"] >= 0 else "no"), f"{g['margin_gib']:+.1f}",
-                 _num(g["tokens_per_second_per_gpu"], "{:,.0f}"), _num(g["hours"], "{:,.2f}"),
+    fit_rows = [[g["gpu"], f"{g['usable_gib']:.1f}", FIT_WORDS.get(g["fit"]) or ("tight" if g["margin_gib"] >= 0 else "no"),
+                 f"{g['margin_gib']:+.1f}", _interval(g["tokens_per_second_per_gpu"], g["tokens_per_second_per_gpu_interval"]),
+                 _num(g["hours"], "{:,.2f}"),
                  _num(g["on_demand_cny"], "{:,.0f}"), _num(g["spot_cny"], "{:,.0f}"),
                  "" if g["precision_supported"] else f"no {t['precision'].split('-')[0].upper()}"]
                 for g in doc["per_gpu"]]
-    lines.append(render_table(["GPU", "USABLE GiB", "FITS", "MARGIN GiB", "TOKENS/S/GPU", "HOURS",
+    lines.append(render_table(["GPU", "USABLE GiB", "FITS", "MARGIN GiB", "TOKENS/S/GPU (80 % INTERVAL)", "HOURS",
                                "CNY ON-DEMAND", "CNY SPOT (EST.)", "NOTE"], fit_rows, align="lrlrrrrrl"))
     thr = doc["throughput"]
     if thr and thr["tokens_per_second_per_gpu"]:

@@ -8,7 +8,9 @@ run these files in a sandbox.
 
 A PAI-DLC plan has no node files: DIR/pai-dlc/user-command.sh is the command each pod runs.
 The CPFS export address exists only after deploy; ``--cpfs-mount-address`` gives the real one,
-otherwise a placeholder stands in.
+otherwise a placeholder stands in. Every name (the stack bucket, node and pool names, object keys)
+comes from the functions the program uses, so the files match ``trainstack plan``'s resources
+(tests/commands/test_node_files_names.py); ``--account-id`` names the bucket as a real deploy will.
 """
 
 from __future__ import annotations
@@ -28,28 +30,56 @@ def register(sub) -> None:
     p.add_argument("--rank", type=int, default=0, help="the node (0-based; default 0)")
     p.add_argument("--out", required=True, help="a new or empty directory to write into")
     p.add_argument("--cpfs-mount-address", help="the CPFS protocol mount target, if known (default: a placeholder)")
+    p.add_argument("--account-id", help="the account that deploys the stack, for the stack bucket's real name "
+                                        "(default: the offline preview's stand-in account, as `plan` shows)")
     p.set_defaults(func=run)
 
 
 def _plan(args):
-    from ..preview.planner import resolve_config
-    from ..stack_config import trusted_profile
+    """The plan as the program completes it before it renders a node's files: the same stack config
+    pipeline (stack_config.stack_plan: profile, overrides, policy config), then the stack bucket's name
+    from the one function the program uses (layout.storage.with_stack_bucket) over the same project,
+    stack and trainstack:storageGeneration; the account is the offline preview's stand-in (what `plan`
+    shows) unless ``--account-id`` names the real one."""
+    import contextlib
+
+    from ..layout.storage import StackIdentity, with_stack_bucket
+    from ..preview.cloud import FAKE_ACCOUNT_ID
     from ..preview.sources import find_project, stack_config
+    from ..stack_config import stack_plan, trusted_profile
 
     if bool(args.profile) == bool(args.stack):
         raise InputError("give a PROFILE path or --stack NAME" if not args.profile
                          else "give either a PROFILE path or --stack NAME, not both")
+    account = _account_id(getattr(args, "account_id", None))
     project = find_project()
+    trust = contextlib.nullcontext()
     if args.stack:
-        config, _ = stack_config(project, args.stack)
+        config, secret_keys = stack_config(project, args.stack)
     else:
         path = Path(args.profile)
         if not path.is_file():
             raise InputError(f"{args.profile}: no such profile file")
         config = dict(project.defaults, **{f"{project.name}:profile": str(path.resolve())})
-        with trusted_profile(path):  # a profile named on the command line may live anywhere (as for `plan`)
-            return resolve_config(config, project)
-    return resolve_config(config, project)
+        secret_keys = ()
+        trust = trusted_profile(path)  # a profile named on the command line may live anywhere (as for `plan`)
+    with trust:
+        inputs, plan = stack_plan(config, project.name, project.root, secret_keys)
+    # `plan PROFILE` records the program as the stack named after the profile (preview.planner)
+    identity = StackIdentity(region=plan.region, account_id=account or FAKE_ACCOUNT_ID, project=project.name,
+                             stack=args.stack or plan.name, generation=inputs.generation)
+    return with_stack_bucket(plan, identity)
+
+
+def _account_id(value):
+    """``--account-id``: an Alibaba Cloud account id (digits), or None."""
+    if value is None:
+        return None
+    if not (isinstance(value, str) and value.isdigit() and len(value) <= 32):
+        raise InputError(f"--account-id {value!r} is not an Alibaba Cloud account id",
+                         problems=[Problem(path="--account-id", message="must be the account's numeric id",
+                                           given=value, has_given=True, allowed="digits, e.g. 1234567890123456")])
+    return value
 
 
 def _out_dir(value: str) -> Path:
@@ -82,7 +112,10 @@ def run(args) -> int:
     from ..bootstrap import render_files, render_user_data
     from ..dlc_job import job_inputs
 
-    plan = _plan(args)
+    from ..progress import step
+
+    with step("node-files: planning"):
+        plan = _plan(args)
     if plan.target == "dlc":
         out = _out_dir(args.out)
         command = job_inputs(plan)["command"]
@@ -94,13 +127,20 @@ def run(args) -> int:
         raise InputError(f"--rank {args.rank}: the plan has nodes 0..{plan.nodes - 1}")
     cpfs = args.cpfs_mount_address or (CPFS_PLACEHOLDER if plan.storage.cpfs else None)
     rank = min(args.rank, 1) if plan.elastic else args.rank  # every pool node boots rank 1's files
-    files = render_files(plan, rank, cpfs_mount_address=cpfs)  # refuses before anything is written
-    user_data = render_user_data(plan, rank, cpfs_mount_address=cpfs)
+    with step("node-files: rendering"):  # a big cluster's job settings hold every rank
+        files = render_files(plan, rank, cpfs_mount_address=cpfs)  # refuses before anything is written
+        user_data = render_user_data(plan, rank, cpfs_mount_address=cpfs)
     out = _out_dir(args.out)
-    for f in files:
-        _write(out, f.path, f.content, int(f.permissions, 8))
-    _write(out, "user-data.yaml", user_data, 0o600)
+    with step("node-files: writing", total=len(files) + 1) as progress:
+        for f in files:
+            _write(out, f.path, f.content, int(f.permissions, 8))
+            progress.advance()
+        _write(out, "user-data.yaml", user_data, 0o600)
+        progress.advance()
     what = (f"a self-healing pool node (nodes 1..{plan.nodes - 1} boot the same files; the rendezvous gives the rank)"
             if plan.elastic and rank else f"node {args.rank} of {plan.nodes}")
     print(f"{plan.name} {what}: {len(files)} files and user-data.yaml in {out}")
+    if plan.storage.oss is not None and not args.account_id:
+        print(f"stack bucket {plan.storage.oss.bucket}: named as `trainstack plan` names it (offline stand-in "
+              "account); --account-id gives the name `pulumi up` will use")
     return 0

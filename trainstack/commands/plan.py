@@ -56,7 +56,10 @@ def run(args) -> int:
         path = Path(args.profile)
         read_regular_file(path, what="profile", limit=MAX_PROFILE_BYTES)  # exists, regular, bounded
         source = Source("profile", args.profile, path)
-    doc = plan_source(source, project, policy_config=_policy.policy_config(args))
+    from ..progress import step
+
+    with step(f"plan {args.stack or args.profile}", quiet=args.format == "json"):
+        doc = plan_source(source, project, policy_config=_policy.policy_config(args))
     text = render(doc, args.format)
     emit(args, text)
     mandatory, _ = policy_counts(doc)

@@ -9,6 +9,7 @@ from ..catalog import load_catalog
 from ..plan import Candidate, Plan
 from ..profile import load_profile
 from ..placement import rank_key
+from ..progress import step
 from ..rules import plan_verdicts, resolution
 from ..textable import render_table
 from . import _policy
@@ -17,7 +18,9 @@ from . import _policy
 def register(sub) -> None:
     p = sub.add_parser("resolve", help="choose where and how to run a profile")
     p.add_argument("profile", help="path to a profile YAML")
-    p.add_argument("--json", action="store_true", help="print the Plan as JSON")
+    p.add_argument("--json", action="store_true", help="print the Plan as JSON (= --format json)")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default=None,
+                   help="text (default), markdown (a table and a cost-against-hours chart GitHub renders) or json")
     p.add_argument("--all", action="store_true", help="list every candidate considered, feasible or not")
     _policy.add_argument(p)
     p.set_defaults(func=run)
@@ -73,6 +76,12 @@ def render_text(plan: Plan, candidates: list[Candidate], show_all: bool) -> str:
         lines.append("")
         lines.append("Why:")
         lines += [f"  - {r}" for r in plan.reasons]
+    if plan.policy_exceptions:
+        lines.append("")
+        lines.append("Allowed by the policy config (not by the engine's own rules):")
+        lines += [f"  - {e.instance_type}: {e.policy} "
+                  f"{'allowed_types lists it' if e.setting == 'allowed_types' else 'is disabled'} in {e.source}"
+                  for e in plan.policy_exceptions]
     if plan.rejected:
         lines.append("")
         lines.append("Rejected families:")
@@ -84,6 +93,42 @@ def render_text(plan: Plan, candidates: list[Candidate], show_all: bool) -> str:
     lines.append("")
     lines.append(f"catalog prices as of {plan.catalog_date}")
     return "\n".join(lines)
+
+
+def render_markdown(plan: Plan, candidates: list[Candidate], show_all: bool) -> str:
+    """The choice as markdown (a PR comment, a wiki page): summary, the cost-against-hours chart of the
+    feasible candidates (every one with ``--all``, else the alternatives), the considered table, why."""
+    from ..preview.cost_chart import cost_chart
+
+    def cell(text: str) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    chosen = Plan_candidate(plan)
+    pool = [c for c in candidates if c.feasible] if show_all else list(plan.alternatives)
+    others = (sorted(candidates, key=lambda c: (not c.feasible, rank_key(c, plan.objective))) if show_all
+              else list(plan.alternatives))
+    rows = [_row(chosen, True)] + [_row(c, False) for c in others if not _same(c, plan)]
+    out = [f"## trainstack resolve: `{plan.name}`", "",
+           f"{plan.target.upper()} {cell(plan.instance_type or (plan.dlc and plan.dlc.resource_id))} x {plan.nodes} "
+           f"node(s), {plan.gpus_per_node} {plan.gpu_model} per node, {'spot' if plan.spot else 'on-demand'}: "
+           f"{_money(plan.hourly_cost_cny)} CNY/h, {_money(plan.total_cost_cny)} CNY total, "
+           f"{plan.estimated_hours if plan.estimated_hours is not None else '-'} h", ""]
+    if plan.prices is not None:
+        out += [f"> {cell(plan.prices.headline)}", ""]
+    out += ["### Cost against hours", "",
+            *cost_chart([c.model_dump(mode="json") for c in pool], chosen.model_dump(mode="json")), "",
+            "### Considered resources (* = chosen)" + ("" if show_all else "; `--all` lists every candidate"), "",
+            "| " + " | ".join(h or " " for h in HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    out += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
+    if plan.policy_exceptions:
+        out += ["", "### Allowed by the policy config", ""]
+        out += [f"- `{e.instance_type}`: `{e.policy}` {e.setting} in `{e.source}`" for e in plan.policy_exceptions]
+    if plan.reasons:
+        out += ["", "### Why", ""] + [f"- {cell(r)}" for r in plan.reasons]
+    if plan.labels:
+        out += ["", "<details><summary>Rests on (estimates and unverified facts)</summary>", ""]
+        out += [f"- {cell(lab)}" for lab in plan.labels] + ["", "</details>"]
+    return "\n".join(out) + "\n"
 
 
 def Plan_candidate(plan: Plan) -> Candidate:  # noqa: N802 - reads like a constructor
@@ -102,11 +147,15 @@ def _same(c: Candidate, plan: Plan) -> bool:
 def run(args) -> int:
     profile = load_profile(args.profile)
     config = _policy.policy_config(args)
-    res = resolution(profile, load_catalog(), file=args.profile)
+    fmt = "json" if args.json else (args.format or "text")
+    with step(f"resolve {profile.name}", quiet=fmt == "json"):  # the layout search of every candidate
+        res = resolution(profile, load_catalog(), file=args.profile, allowances=_policy.allowances(config))
     plan = res.plan
     assert plan is not None
     verdicts = plan_verdicts(plan, config)
-    if args.json:
+    if fmt == "markdown":
+        print(render_markdown(plan, res.candidates, args.all), end="")
+    elif fmt == "json":
         doc = plan.model_dump(mode="json")
         if args.all:
             doc["considered"] = [c.model_dump(mode="json") for c in res.candidates]

@@ -79,6 +79,47 @@ def _confirm(args, stack: str) -> None:
         raise InputError("not deployed: answered no")
 
 
+def same_exceptions(args, config, project, secret_keys) -> None:
+    """Exit 2 when ``--policy-config FILE`` makes the resolver plan otherwise than the stack's
+    trainstack:policyConfig: the pack reads FILE, but the program `pulumi up` runs resolves under the
+    stack's file, so the pack would judge a plan the flag never allowed (or refuse one it did)."""
+    if not args.policy_config:
+        return
+    from ..errors import InfeasibleError, Problem
+    from ..rules.policy_config import load_allowances
+    from ..stack_config import plan_for_config, policy_config_path
+
+    stack_file = policy_config_path(config, project.name, project.root)
+    if load_allowances(args.policy_config).grants() == load_allowances(stack_file).grants():
+        return
+
+    def chosen(policy_file):
+        try:
+            plan = plan_for_config(dict(config), project.name, project.root, secret_keys, policy_file=policy_file)
+        except InfeasibleError:
+            return None
+        # what the program declares from it (the chosen placement), not the candidates it passed over
+        return {k: getattr(plan, k) for k in ("target", "instance_type", "nodes", "gpus_per_node", "zone", "spot")}
+
+    # the stack's own file (None: none), then the flag's
+    under_stack, under_flag = chosen(stack_file), chosen(Path(args.policy_config))
+    if under_stack == under_flag:
+        return
+    where = (f"the stack's trainstack:policyConfig ({stack_file.relative_to(project.root)})" if stack_file
+             else "the stack's config (no trainstack:policyConfig)")
+
+    def said(plan):
+        return f"{plan['nodes']} x {plan['instance_type']}" if plan else "nothing (infeasible)"
+    why = (f"its PCIe exceptions plan {said(under_flag)}, {where} plans {said(under_stack)}: the program `pulumi up` "
+           "runs resolves under trainstack:policyConfig, while the pack would judge it under this file")
+    raise InputError(
+        f"--policy-config {args.policy_config}: {why}",
+        problems=[Problem(path="--policy-config", message=why, given=args.policy_config, has_given=True,
+                          allowed=f"a file granting what trainstack:policyConfig grants, or set trainstack:policyConfig "
+                                  f"in stacks/Pulumi.{args.stack}.yaml to this file")],
+        hint="docs/policies.md, the PCIe exception")
+
+
 def run(args) -> int:
     from ..preview.sources import find_project, stack_config
     from ..stack_config import plan_for_config
@@ -92,6 +133,7 @@ def run(args) -> int:
         raise InputError(f"--policy-config {args.policy_config}: no such file")
     project = find_project()
     config, secret_keys = stack_config(project, args.stack)  # a missing stack file is exit 2 here
+    same_exceptions(args, config, project, secret_keys)
     echo = (lambda line: print(line, file=sys.stderr)) if args.json else print
 
     def planner(cfg) -> Plan:

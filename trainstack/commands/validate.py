@@ -44,7 +44,7 @@ def run(args) -> int:
     catalog = load_catalog()
     plan, note = None, None
     try:
-        plan = planned(profile, catalog, file=args.profile)
+        plan = planned(profile, catalog, file=args.profile, allowances=_policy.allowances(config))
     except InfeasibleError as exc:
         note = f"nothing can run it as it stands ({exc.message}); `trainstack resolve` shows what would"
     warnings = [replace(w, file=args.profile) for w in profile_warnings(profile, catalog)]
@@ -77,7 +77,8 @@ def _validate_stack(args) -> int:
     plan: Optional[Plan] = None
     note = None
     try:
-        plan = plan_for_config(config, project.name, project.root, secret_keys)
+        plan = plan_for_config(config, project.name, project.root, secret_keys,
+                               policy_file=getattr(policy, "path", None))
     except InfeasibleError as exc:
         note = f"nothing can run it as it stands ({exc.message})"
     verdicts = plan_verdicts(plan, policy) if plan is not None else []

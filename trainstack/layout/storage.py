@@ -27,7 +27,7 @@ from typing import Optional
 from ..architecture import Architecture
 from ..catalog.limits import service_limits
 from ..catalog.models import ResolvedInstance
-from ..plan import ESSD_MAX_GIB, ESSD_MIN_GIB, CpfsPlan, DataDiskPlan, OssPlan, StoragePlan
+from ..plan import ESSD_MAX_GIB, ESSD_MIN_GIB, CpfsPlan, DataDiskPlan, OssPlan, Plan, StoragePlan
 from ..profile import TrainingProfile
 
 GIB = 2**30
@@ -80,6 +80,17 @@ def stack_bucket_name(name: str, identity: StackIdentity) -> str:
              str(identity.generation))
     digest = hashlib.sha256("/".join(parts).encode()).hexdigest()[:BUCKET_NAME_DIGEST_CHARS]
     return f"{name[:_BUCKET_MAX - BUCKET_NAME_DIGEST_CHARS - 1]}-{digest}"
+
+
+def with_stack_bucket(plan: Plan, identity: StackIdentity) -> Plan:
+    """The plan with its stack bucket's deploy-time name: the one function the program
+    (components/stack.py) and ``trainstack node-files`` derive it with, so every key, URI and policy
+    document that names the bucket names the same one."""
+    oss = plan.storage.oss
+    if oss is None or not oss.name_from_stack:
+        return plan
+    oss = oss.model_copy(update={"bucket": stack_bucket_name(plan.name, identity)})
+    return plan.model_copy(update={"storage": plan.storage.model_copy(update={"oss": oss})})
 
 
 def bucket_name(profile: TrainingProfile, identity: Optional[StackIdentity] = None) -> str:

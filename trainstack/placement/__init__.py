@@ -16,38 +16,42 @@ from ..errors import InfeasibleError
 from ..plan import Plan
 from ..profile import TrainingProfile
 from ..reasons import BUDGET_CODES, ReasonCode
+from .allowances import NO_ALLOWANCES, PolicyAllowances
 from .dlc import resolve_dlc, wants_dlc
 from .ecs import considered, resolve_ecs
 from .engine import SPOT_RESTART_ALLOWANCE, Resolution, rank_key, ranked
 from .suggest import dlc_suggestions, suggestions_for
 
-__all__ = ["Resolution", "SPOT_RESTART_ALLOWANCE", "considered", "rank_key", "ranked", "resolve", "resolve_all",
+__all__ = ["NO_ALLOWANCES", "PolicyAllowances", "Resolution", "SPOT_RESTART_ALLOWANCE", "considered", "rank_key", "ranked", "resolve", "resolve_all",
            "wants_dlc"]
 
 
-def resolve(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> Plan:
+def resolve(profile: TrainingProfile, catalog: Optional[Catalog] = None,
+            allowances: PolicyAllowances = NO_ALLOWANCES) -> Plan:
     """The plan for ``profile``; :class:`InfeasibleError` (exit 3) when nothing fits, InputError (exit 2)
-    with every problem the Plan assembler found."""
-    plan = resolve_all(profile, catalog).plan
+    with every problem the Plan assembler found. ``allowances``: the policy config's exceptions."""
+    plan = resolve_all(profile, catalog, allowances).plan
     assert plan is not None
     return plan
 
 
-def resolve_all(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> Resolution:
+def resolve_all(profile: TrainingProfile, catalog: Optional[Catalog] = None,
+                allowances: PolicyAllowances = NO_ALLOWANCES) -> Resolution:
     """The plan and everything considered on the way; InfeasibleError when nothing fits, InputError
-    when the winner's plan cannot be assembled (every problem at once)."""
+    when the winner's plan cannot be assembled (every problem at once). Suggestions are tested under
+    the same ``allowances``."""
     catalog = catalog_for(profile, catalog or load_catalog())
     if wants_dlc(profile):
-        ecs_res = considered(profile, catalog) if profile.resources.target == "auto" else None
+        ecs_res = considered(profile, catalog, allowances) if profile.resources.target == "auto" else None
         try:
-            return assembled(resolve_dlc(profile, catalog, ecs_res))
+            return assembled(resolve_dlc(profile, catalog, ecs_res, allowances))
         except InfeasibleError as exc:  # tested fixes, chosen by the rejections' reason codes
             codes = {ReasonCode(c) for c in exc.details.get("reason_codes", ())}
-            exc.suggestions = dlc_suggestions(profile, catalog, codes)
+            exc.suggestions = dlc_suggestions(profile, catalog, codes, allowances)
             raise
-    res = resolve_ecs(profile, catalog)
+    res = resolve_ecs(profile, catalog, allowances=allowances)
     if res.plan is None and res.error is None:
-        raise infeasible(profile, catalog, res)
+        raise infeasible(profile, catalog, res, allowances)
     return assembled(res)
 
 
@@ -58,10 +62,11 @@ def assembled(res: Resolution) -> Resolution:
     return res
 
 
-def infeasible(profile: TrainingProfile, catalog: Catalog, res: Resolution) -> InfeasibleError:
+def infeasible(profile: TrainingProfile, catalog: Catalog, res: Resolution,
+               allowances: PolicyAllowances = NO_ALLOWANCES) -> InfeasibleError:
     return InfeasibleError(
         f"no feasible placement for {profile.name} in {profile.region}: {summarise(res)}",
-        suggestions=suggestions_for(profile, catalog, res),
+        suggestions=suggestions_for(profile, catalog, res, allowances),
         details={"rejected": [r.model_dump(mode="json") for r in res.rejected],
                  "candidates_considered": len(res.candidates)})
 

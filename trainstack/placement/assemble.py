@@ -11,7 +11,7 @@ they share (the choice, the problem collector, the layout) in ``assembly.py``.
 
 from __future__ import annotations
 
-from .. import calibration_overlay
+from .. import calibration_overlay, sizing
 from ..catalog import Catalog
 from ..plan import EstimateSummary, Plan
 from ..profile import TrainingProfile
@@ -37,6 +37,9 @@ def assemble(profile: TrainingProfile, catalog: Catalog, choice: Choice) -> Asse
     gpu = parts.pop("gpu")
     spot = parts["spot"]
     quote = choice.quote
+    if best.fit == "at_risk":  # issue 32: chosen only because nothing fits with the interval: say so, with figures
+        least = sizing.min_margin_gib(gpu.usable_gib, profile.resources.memory_margin_percent / 100)
+        parts["labels"] = (sizing.at_risk_label(mem, gpu.usable_gib, least, gpu.name), *parts["labels"])
     estimate = EstimateSummary(
         gpu_model=gpu.name, peak_gib_per_gpu=round(mem.peak_gib_per_gpu, 2),
         required_gib_per_gpu=round(mem.required_gib_per_gpu, 2), usable_gib_per_gpu=gpu.usable_gib,
@@ -44,7 +47,9 @@ def assemble(profile: TrainingProfile, catalog: Catalog, choice: Choice) -> Asse
         tokens_per_second_per_gpu=None if best.tokens_per_second is None else round(best.tokens_per_second / gpus, 1),
         estimated_hours=best.estimated_hours,
         on_demand_hourly_cny=hourly_price(quote, best.gpus_per_node, best.nodes, False),
-        spot_hourly_cny=None if quote.spot_cny_per_hour is None else round(quote.spot_cny_per_hour * best.nodes, 4))
+        spot_hourly_cny=None if quote.spot_cny_per_hour is None else round(quote.spot_cny_per_hour * best.nodes, 4),
+        **sizing.summary_intervals(mem, pick.throughput, best.tokens_per_second and best.tokens_per_second / gpus,
+                                   best.fit))
     plan = collect.run(lambda: Plan(
         name=profile.name, region=profile.region, target=choice.target, gpu_model=gpu.name, nodes=best.nodes,
         gpus_per_node=best.gpus_per_node, total_gpus=gpus, spot_strategy="SpotWithPriceLimit" if spot else "NoSpot",
@@ -53,5 +58,6 @@ def assemble(profile: TrainingProfile, catalog: Catalog, choice: Choice) -> Asse
         tags=dict(profile.tags), alternatives=tuple(choice.alternatives), rejected=tuple(choice.rejected),
         catalog_date=catalog.newest_price_date,
         prices=provenance(catalog, quote, zone=parts["zone"], spot=spot).model_copy(
-            update={"on_demand_cny_per_hour": quote.on_demand_cny_per_hour}), **parts), "plan")
+            update={"on_demand_cny_per_hour": quote.on_demand_cny_per_hour}),
+        policy_exceptions=choice.exceptions, **parts), "plan")
     return Assembly(plan, collect.error())

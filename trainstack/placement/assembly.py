@@ -9,7 +9,7 @@ from typing import Callable, Literal, Optional, TypeVar
 from .. import sizing
 from ..catalog import PriceQuote, ResolvedInstance
 from ..errors import InputError, Problem
-from ..plan import Candidate, JobPlan, ParallelismPlan, Plan, Rejection
+from ..plan import Candidate, JobPlan, ParallelismPlan, Plan, PolicyException, Rejection
 from ..profile import TrainingProfile
 from ..sizing.parallel import Layout, bubble_fraction, layout_for, micro_batches
 from .engine import anchor_nodes, choose_layout, layout_options, node_network
@@ -36,6 +36,8 @@ class Choice:
     quota: Optional[QuotaNode] = None
     #: DLC next to the best ECS plan (``target: auto``), the last label
     comparison: Optional[str] = None
+    #: the policy config's exceptions the chosen type rests on (``Plan.policy_exceptions``)
+    exceptions: tuple[PolicyException, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from ..plan import Candidate
 from ..profile import TrainingProfile
 from ..reasons import ReasonCode, reason
 from ..rules.dlc_profile import wants_dlc  # noqa: F401  (the strategy choice is the rule book's)
+from .allowances import NO_ALLOWANCES, PolicyAllowances
 from .assemble import Choice, assemble
 from .dlc_pods import QuotaNode, pod_view, quota_node
 from .engine import (
@@ -56,15 +57,17 @@ def within_public_limits(profile: TrainingProfile, inst: ResolvedInstance, pods:
     return pods * inst.gpu_count <= DLC_PUBLIC_MAX_GPUS and pods * vcpu <= DLC_PUBLIC_MAX_VCPU
 
 
-def public_candidates(profile: TrainingProfile, catalog: Catalog) -> list[Candidate]:
+def public_candidates(profile: TrainingProfile, catalog: Catalog,
+                      allowances: PolicyAllowances = NO_ALLOWANCES) -> list[Candidate]:
     """Every DLC public-resource spec x pod count the precision and interconnect rules allow, sized,
     priced at the DLC price (price book) and checked. A spec without a DLC price is feasible at an
     unknown cost (``hourly_cost_cny`` None) when it passes every other rule."""
     r = profile.resources
     out: list[Candidate] = []
     for inst in catalog.resolved_instances():
-        if static_rejection(profile, inst):
+        if static_rejection(profile, inst, allowances):
             continue
+        type_labels = (allowances.pcie_label(inst.name),) if allowances.lifts(inst) else ()
         if isinstance(r.gpus, int):
             pods_options = [r.gpus // inst.gpu_count] if r.gpus % inst.gpu_count == 0 else []
         else:
@@ -78,13 +81,14 @@ def public_candidates(profile: TrainingProfile, catalog: Catalog) -> list[Candid
                                  f"{pods * inst.gpu_count} GPUs / {pods * (inst.type.vcpu or 0)} vCPU exceed PAI-DLC's "
                                  f"public-resource limit of {DLC_PUBLIC_MAX_GPUS} GPUs / {DLC_PUBLIC_MAX_VCPU} vCPU")
             quote = catalog.quote(profile.region, inst.name, service="dlc")
-            c = evaluate(profile, catalog, Option(inst, pods, False, profile.zone, blocked=blocked, target="dlc",
-                                                  quote=quote))
+            c = evaluate(profile, catalog, Option(inst, pods, False, profile.zone, type_labels, blocked=blocked,
+                                                  target="dlc", quote=quote))
             out.append(c.rejected_by(None) if c.reason_code == ReasonCode.PRICE_UNKNOWN else c)
     return out
 
 
-def quota_candidates(profile: TrainingProfile, catalog: Catalog, node: QuotaNode, quote: PriceQuote) -> list[Candidate]:
+def quota_candidates(profile: TrainingProfile, catalog: Catalog, node: QuotaNode, quote: PriceQuote,
+                     allowances: PolicyAllowances = NO_ALLOWANCES) -> list[Candidate]:
     """Pods on the quota's node for each GPU count (the profile's, or 1, 2, 4, ... up to the limit)."""
     r = profile.resources
     per_node = node.inst.gpu_count
@@ -98,7 +102,8 @@ def quota_candidates(profile: TrainingProfile, catalog: Catalog, node: QuotaNode
         per_pod = min(total, per_node)
         pods = max(1, total // per_pod)
         pod = pod_view(node.inst, per_pod)
-        why = static_rejection(profile, pod)
+        why = static_rejection(profile, pod, allowances)
+        pod_labels = tuple(node.labels) + ((allowances.pcie_label(pod.name),) if allowances.lifts(pod) else ())
         if why is None and total % per_pod:
             why = reason(ReasonCode.GPU_COUNT_MISMATCH, f"{total} GPUs is not a whole number of {per_node}-GPU nodes")
         if why is None and pods > r.max_nodes:
@@ -107,7 +112,7 @@ def quota_candidates(profile: TrainingProfile, catalog: Catalog, node: QuotaNode
             why = reason(ReasonCode.MULTI_NODE_WITHOUT_RDMA, f"needs {pods} pods but the quota's nodes have no RDMA")
         if why is None:
             why = dlc_rdma_reason(profile, pods)
-        c = evaluate(profile, catalog, Option(pod, pods, False, profile.zone, tuple(node.labels), blocked=why,
+        c = evaluate(profile, catalog, Option(pod, pods, False, profile.zone, pod_labels, blocked=why,
                                               target="dlc", quote=quote))
         c = c.model_copy(update={"instance_type": None})
         out.append(c.rejected_by(None) if c.reason_code == ReasonCode.PRICE_UNKNOWN else c)
@@ -164,7 +169,8 @@ def infeasible(profile: TrainingProfile, cands: list[Candidate], where: str) -> 
 
 # ---- the plan ------------------------------------------------------------------------------------
 
-def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Resolution] = None) -> Resolution:
+def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Resolution] = None,
+                allowances: PolicyAllowances = NO_ALLOWANCES) -> Resolution:
     """The DLC plan (InfeasibleError, without suggestions, when no candidate passes every rule)."""
     r = profile.resources
     labels: list[str] = []
@@ -173,7 +179,7 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
     if quota:
         node = quota_node(profile, catalog)
         quote = catalog.quote(profile.region, quota, service="dlc-quota")
-        cands = quota_candidates(profile, catalog, node, quote)
+        cands = quota_candidates(profile, catalog, node, quote, allowances)
         if not any(c.feasible for c in cands):
             raise infeasible(profile, cands, f"quota {quota}")
         chosen, rest = choose(profile, catalog, cands, quota=True)
@@ -183,7 +189,7 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
             labels.append(f"quota {quota} has no price (a subscription, paid whether or not the job runs): GPU "
                           "count chosen by GPU-hours; add a `resource_id` price-book entry to cost it")
     else:
-        cands = public_candidates(profile, catalog)
+        cands = public_candidates(profile, catalog, allowances)
         if not any(c.feasible for c in cands):
             raise infeasible(profile, cands, "public resources")
         chosen, rest = choose(profile, catalog, cands, quota=False)
@@ -214,7 +220,8 @@ def resolve_dlc(profile: TrainingProfile, catalog: Catalog, ecs_res: Optional[Re
     res = Resolution(plan=None, candidates=considered_all, rejected=list(rejected))
     return res.assembled(assemble(profile, catalog, Choice(
         target="dlc", best=chosen, inst=inst, quote=quote, alternatives=tuple(alternatives), rejected=rejected,
-        labels=tuple(labels), quota=node, comparison=comparison)))
+        labels=tuple(labels), quota=node, comparison=comparison,
+        exceptions=tuple(e for e in [allowances.exception_for(inst)] if e is not None))))
 
 
 def compare_label(ecs: Candidate, dlc: Candidate) -> str:

@@ -14,6 +14,7 @@ from ..catalog import Catalog, load_catalog
 from ..plan import Candidate
 from ..profile import TrainingProfile
 from ..reasons import Reason, ReasonCode, reason
+from .allowances import NO_ALLOWANCES, PolicyAllowances
 from .assemble import Choice, assemble
 from .healing import compare, spot_fraction
 from .engine import (
@@ -25,8 +26,11 @@ ALTERNATIVES_SHOWN = 8
 SPOT_OPTIONS = {"never": (False,), "allow": (False, True), "require": (True,)}
 
 
-def considered(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> Resolution:
-    """Every ECS candidate with its verdict, and the families none of whose types can run the job."""
+def considered(profile: TrainingProfile, catalog: Optional[Catalog] = None,
+               allowances: PolicyAllowances = NO_ALLOWANCES) -> Resolution:
+    """Every ECS candidate with its verdict, and the families none of whose types can run the job
+    (``allowances``: the policy config's exceptions to the engine's rules; a candidate resting on one
+    carries its label)."""
     catalog = catalog or load_catalog()
     arch = profile.architecture
     spot_options = SPOT_OPTIONS[profile.resources.spot]
@@ -34,14 +38,15 @@ def considered(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> R
     by_family: dict[str, list[tuple[str, Reason]]] = {}
     feasible_families: set[str] = set()
     for inst in catalog.resolved_instances():
-        why = static_rejection(profile, inst)
+        why = static_rejection(profile, inst, allowances)
         nodes_list: list[int] = []
         if why is None:
             nodes_list, why = node_counts(profile, inst)
         if why is not None:
             by_family.setdefault(inst.family.name, []).append((inst.name, why))
             continue
-        unverified = tuple(unverified_labels(inst))
+        type_labels = tuple(unverified_labels(inst)) + ((allowances.pcie_label(inst.name),)
+                                                       if allowances.lifts(inst) else ())
         placements = {spot: zone_for(profile, catalog, inst, spot) for spot in spot_options}
         quote = catalog.quote(profile.region, inst.name)
         rows = []
@@ -49,7 +54,7 @@ def considered(profile: TrainingProfile, catalog: Optional[Catalog] = None) -> R
             sized = size(profile, inst, nodes, arch)
             for spot in spot_options:
                 zone, zlabels, blocked = placements[spot]
-                rows.append(evaluate(profile, catalog, Option(inst, nodes, spot, zone, tuple(zlabels) + unverified,
+                rows.append(evaluate(profile, catalog, Option(inst, nodes, spot, zone, tuple(zlabels) + type_labels,
                                                               blocked, quote=quote), sized))
         cands.extend(rows)
         if any(c.feasible for c in rows):
@@ -72,10 +77,11 @@ def healing_labels(profile: TrainingProfile, catalog: Catalog, feasible: list) -
     return [found.label(spot_fraction(catalog.quote(profile.region, found.healing.instance_type or "")))]
 
 
-def resolve_ecs(profile: TrainingProfile, catalog: Catalog, res: Optional[Resolution] = None) -> Resolution:
+def resolve_ecs(profile: TrainingProfile, catalog: Catalog, res: Optional[Resolution] = None,
+                allowances: PolicyAllowances = NO_ALLOWANCES) -> Resolution:
     """The cheapest (or fastest) feasible ECS plan; ``res.plan`` is None when nothing is feasible (or,
     with ``res.problems``, when the plan cannot be assembled)."""
-    res = res or considered(profile, catalog)
+    res = res or considered(profile, catalog, allowances)
     feasible = ranked(res.candidates, profile.resources.objective)
     if feasible:
         best = feasible[0]
@@ -84,5 +90,6 @@ def resolve_ecs(profile: TrainingProfile, catalog: Catalog, res: Optional[Resolu
         res.assembled(assemble(profile, catalog, Choice(
             target="ecs", best=best, inst=inst, quote=quote,
             alternatives=tuple(feasible[1:ALTERNATIVES_SHOWN + 1]), rejected=tuple(res.rejected),
-            labels=tuple(healing_labels(profile, catalog, feasible)))))
+            labels=tuple(healing_labels(profile, catalog, feasible)),
+            exceptions=tuple(e for e in [allowances.exception_for(inst)] if e is not None))))
     return res

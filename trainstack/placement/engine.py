@@ -6,7 +6,7 @@ same thing everywhere. Hard rules, in the order they are checked:
 
 * per instance type (:func:`static_rejection`): training hardware with a known GPU; the profile's
   allow-lists; BF16 needs Ampere or newer and FP8 Hopper or Ada; several GPUs in one node only over
-  NVLink/NVSwitch;
+  NVLink/NVSwitch, unless the policy config's PCIe exception lists the type (``allowances.py``);
 * per node count (:func:`node_counts`): whole nodes for ``resources.gpus``, ``max_nodes``, several
   nodes only over RDMA (eRDMA or RoCE);
 * per candidate (:func:`rule_broken`): spot needs a known on-demand price and must not cost more;
@@ -100,8 +100,7 @@ def static_rejection(profile: TrainingProfile, inst: ResolvedInstance,
         return reason(ReasonCode.NO_BF16, f"{inst.gpu.name} ({arch}) has no BF16: {t.precision} needs Ampere or newer")
     if t.precision == "fp8-mixed" and not inst.gpu.supports_fp8:
         return reason(ReasonCode.NO_FP8, f"{inst.gpu.name} ({arch}) has no FP8: fp8-mixed needs Hopper or Ada")
-    if inst.gpu_count > 1 and not inst.multi_gpu_training_ok and not (
-            inst.interconnect == "pcie" and allowances.allows_pcie(inst.name)):
+    if inst.gpu_count > 1 and not inst.multi_gpu_training_ok and not allowances.lifts(inst):
         return pcie_rejection(profile, inst)
     return None
 
@@ -239,6 +238,7 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option, sized: 
     # a local measurement of this workload on this GPU, if `trainstack calibrate` recorded one (labelled)
     mem, thr, calibrated = calibration_overlay.adjust(arch or profile.architecture, t, gpu.name, mem, thr)
     margin = round(gpu.usable_gib - mem.required_gib_per_gpu, 2)
+    fit = sizing.memory_fit(mem, gpu.usable_gib, sizing.min_margin_gib(gpu.usable_gib, r.memory_margin_percent / 100))
     tps = thr.tokens_per_second
     hours = (t.tokens / tps / 3600) if (t.tokens and tps) else None
     if hours is not None and spot:
@@ -260,7 +260,7 @@ def evaluate(profile: TrainingProfile, catalog: Catalog, option: Option, sized: 
         target=option.target, instance_type=inst.name, gpu_model=gpu.name, nodes=nodes, gpus_per_node=inst.gpu_count,
         spot=spot, zone=option.zone, hourly_cost_cny=hourly,
         estimated_hours=None if hours is None else round(hours, 3), total_cost_cny=total, objective=objective,
-        memory_margin_gib=margin, tokens_per_second=None if tps is None else round(tps, 1),
+        memory_margin_gib=margin, tokens_per_second=None if tps is None else round(tps, 1), fit=fit,
         layout=pick.plan_layout, labels=tuple(dict.fromkeys(labels)), feasible=why is None,
         reason=why.message if why else None, reason_code=why.code if why else None)
 
@@ -328,9 +328,10 @@ def rule_broken(profile: TrainingProfile, gpu_name: str, usable_gib: float, gpus
 # ---- ranking ------------------------------------------------------------------------------------
 
 def rank_key(c: Candidate, objective: str) -> tuple:
-    """Sort key: the objective, then the other measure, fewer nodes, on-demand first, the type name."""
+    """Sort key: memory that fits with its interval before memory at risk (issue 32), then the objective,
+    the other measure, fewer nodes, on-demand first, the type name."""
     second = c.estimated_hours if objective == "cost" else c.total_cost_cny
-    return (c.objective if c.objective is not None else math.inf,
+    return (c.fit == "at_risk", c.objective if c.objective is not None else math.inf,
             second if second is not None else math.inf,
             c.nodes, c.spot, c.instance_type or "")
 

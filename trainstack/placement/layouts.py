@@ -22,7 +22,7 @@ from ..plan import LayoutOption, ParallelLayout
 from ..profile import TrainingProfile
 from ..reasons import Reason, ReasonCode, reason
 from ..sizing.frameworks import searchable_degrees
-from ..sizing.parallel import Layout, layout_for, layout_problems
+from ..sizing.parallel import Layout, hybrid_replicas, layout_for, layout_problems
 
 SEARCH_TENSOR = (1, 2, 4, 8)
 SEARCH_PIPELINE = (1, 2, 4, 8, 16)
@@ -87,7 +87,8 @@ def _layout_options(arch, t, search: frozenset[str], per_node: int, nodes: int,
                 if gpus % mp:
                     continue
                 lay = Layout(tp=tp, pp=pp, cp=cp, dp=gpus // mp, ep=t.expert_parallel,
-                             vp=t.virtual_pipeline_stages if pp > 1 else 1)
+                             vp=t.virtual_pipeline_stages if pp > 1 else 1,
+                             replicas=hybrid_replicas(t.sharding, tp, cp, gpus // mp, per_node))
                 if arch.is_moe and t.expert_parallel > 1 and lay.shard % t.expert_parallel:
                     continue
                 if layout_problems(arch, lay, s, gpus, even_stages=even):
@@ -137,7 +138,8 @@ def _plan_layout(lay: Layout) -> ParallelLayout:
 @functools.lru_cache(maxsize=16384)
 def choose_layout(arch, t, gpu, per_node: int, nodes: int, interconnect: str, network: str,
                   network_gbps: Optional[float], layouts: tuple[Layout, ...], least_margin_gib: float) -> LayoutPick:
-    """Size every layout; the fastest that fits (with the least margin) wins, else the one needing the least."""
+    """Size every layout; the fastest that fits (with the least margin; those that fit with their memory
+    interval's upper end first) wins, else the one needing the least."""
 
     def speed(lay: Layout) -> sizing.ThroughputEstimate:
         return sizing.throughput_estimate(arch, t, gpu, gpus_per_node=per_node, nodes=nodes,
@@ -150,7 +152,8 @@ def choose_layout(arch, t, gpu, per_node: int, nodes: int, interconnect: str, ne
         thr = speed(lay)
         option = LayoutOption(layout=plan_layout(lay), required_gib_per_gpu=mem.required_gib_per_gpu,
                               tokens_per_second=thr.tokens_per_second, chosen=True,
-                              fits=gpu.usable_gib - mem.required_gib_per_gpu >= least_margin_gib)
+                              fits=gpu.usable_gib - mem.required_gib_per_gpu >= least_margin_gib,
+                              fit=sizing.memory_fit(mem, gpu.usable_gib, least_margin_gib))
         return LayoutPick(lay, mem, thr, (option,), False)
     sized = []
     for lay in layouts:
@@ -159,12 +162,15 @@ def choose_layout(arch, t, gpu, per_node: int, nodes: int, interconnect: str, ne
         sized.append((lay, mem, speed(lay) if fits else None, fits))
     fitting = [x for x in sized if x[3]]
     if fitting:
-        best = max(fitting, key=lambda x: (x[2].tokens_per_second or 0.0, -x[0].model_parallel, -x[0].tp))
+        # layouts whose memory fits with its interval's upper end first (issue 32), then the fastest
+        best = max(fitting, key=lambda x: (sizing.memory_fit(x[1], gpu.usable_gib, least_margin_gib) == "fits",
+                                           x[2].tokens_per_second or 0.0, -x[0].model_parallel, -x[0].tp))
     else:
         best = min(sized, key=lambda x: (x[1].required_gib_per_gpu, x[0].model_parallel))
     lay, mem, thr, _ = best
     thr = thr or speed(lay)
     options = tuple(LayoutOption(layout=plan_layout(x[0]), required_gib_per_gpu=x[1].required_gib_per_gpu,
                                  tokens_per_second=None if x[2] is None else x[2].tokens_per_second, fits=x[3],
-                                 chosen=x[0] == lay) for x in sized)
+                                 chosen=x[0] == lay, fit=sizing.memory_fit(x[1], gpu.usable_gib, least_margin_gib))
+                    for x in sized)
     return LayoutPick(lay, mem, thr, options, True)

@@ -21,6 +21,7 @@ from ..catalog import Catalog
 from ..plan import Candidate
 from ..profile import TrainingProfile
 from ..reasons import ReasonCode
+from .allowances import NO_ALLOWANCES, PolicyAllowances
 from .ecs import considered
 from .engine import Resolution, best as best_of
 
@@ -40,8 +41,9 @@ def _variant(profile: TrainingProfile, section: str, extra: Optional[dict] = Non
     return TrainingProfile.model_validate(data, context={"profile_dir": profile.base_dir})
 
 
-def _best(profile: TrainingProfile, catalog: Catalog) -> Optional[Candidate]:
-    return best_of(considered(profile, catalog).candidates, profile.resources.objective)
+def _best(profile: TrainingProfile, catalog: Catalog, allowances: PolicyAllowances = NO_ALLOWANCES
+          ) -> Optional[Candidate]:
+    return best_of(considered(profile, catalog, allowances).candidates, profile.resources.objective)
 
 
 def describe(c: Candidate) -> str:
@@ -76,7 +78,8 @@ def _fp8(catalog: Catalog, name: str) -> bool:
     return bool(inst and inst.gpu and inst.gpu.supports_fp8)
 
 
-def _more_nodes(profile: TrainingProfile, catalog: Catalog) -> Optional[str]:
+def _more_nodes(profile: TrainingProfile, catalog: Catalog, allowances: PolicyAllowances = NO_ALLOWANCES
+                ) -> Optional[str]:
     """The smallest ``max_nodes`` that makes the job feasible, with the best plan within it."""
     r = profile.resources
     if isinstance(r.gpus, int):
@@ -89,7 +92,7 @@ def _more_nodes(profile: TrainingProfile, catalog: Catalog) -> Optional[str]:
         relaxed = _variant(profile, "resources", max_nodes=ceiling)
     except ValueError:
         return None
-    feasible = [c for c in considered(relaxed, catalog).candidates if c.feasible and c.nodes > r.max_nodes]
+    feasible = [c for c in considered(relaxed, catalog, allowances).candidates if c.feasible and c.nodes > r.max_nodes]
     if not feasible:
         return None
     needed = min(c.nodes for c in feasible)
@@ -97,8 +100,10 @@ def _more_nodes(profile: TrainingProfile, catalog: Catalog) -> Optional[str]:
     return f"allow {needed} nodes (resources.max_nodes: {needed}): {describe(best)}" if best else None
 
 
-def suggestions_for(profile: TrainingProfile, catalog: Catalog, res: Optional[Resolution] = None) -> list[str]:
-    """Tested one-step changes that make ``profile`` feasible on ECS (``res``: what was considered)."""
+def suggestions_for(profile: TrainingProfile, catalog: Catalog, res: Optional[Resolution] = None,
+                    allowances: PolicyAllowances = NO_ALLOWANCES) -> list[str]:
+    """Tested one-step changes that make ``profile`` feasible on ECS (``res``: what was considered), under
+    the same policy-config exceptions as the resolution."""
     t, r = profile.training, profile.resources
     out: list[str] = []
     if t.precision == "fp8-mixed":
@@ -106,7 +111,7 @@ def suggestions_for(profile: TrainingProfile, catalog: Catalog, res: Optional[Re
         if unpriced:
             book = f"price book {catalog.price_book.path}" if catalog.price_book is not None else "a price book"
             out.append(f"add the team's price for the FP8 types seen without a public price in {profile.region} "
-                       f"to {book} (README, \"Prices\"): {', '.join(unpriced)}")
+                       f"to {book} (docs/prices.md): {', '.join(unpriced)}")
     tries = _first_tries(profile)
     if adapters_apply(profile):
         tries.append(("train LoRA adapters instead of all weights (training.method: lora)",
@@ -135,23 +140,44 @@ def suggestions_for(profile: TrainingProfile, catalog: Catalog, res: Optional[Re
         tries.append(("allow spot nodes (resources.spot: allow)", lambda: _variant(profile, "resources", spot="allow")))
     for text, make in tries:
         variant = _try(make)
-        best = _best(variant, catalog) if variant is not None else None
+        best = _best(variant, catalog, allowances) if variant is not None else None
         if best is not None:
             out.append(f"{text}: {describe(best)}")
-    more = _more_nodes(profile, catalog)
+    more = _more_nodes(profile, catalog, allowances)
     if more:
         out.append(more)
-    out += _relaxed_limits(profile, catalog)
+    out += _relaxed_limits(profile, catalog, allowances)
+    if (pcie := _pcie_exception(profile, catalog, res, allowances)):
+        out.append(pcie)
     return list(dict.fromkeys(out))
 
 
-def _relaxed_limits(profile: TrainingProfile, catalog: Catalog) -> list[str]:
+def _pcie_exception(profile: TrainingProfile, catalog: Catalog, res: Optional[Resolution],
+                    allowances: PolicyAllowances) -> Optional[str]:
+    """The policy config's PCIe exception, tested: the best plan once the PCIe types the engine refused
+    are listed in ``no-pcie-multi-gpu-training.allowed_types`` (offered only when one of them wins)."""
+    if res is None:
+        return None
+    refused = sorted({t for r in res.rejected if ReasonCode.MULTI_GPU_WITHOUT_NVLINK in r.reason_codes
+                      for t in r.instance_types if catalog.knows(t) and catalog.instance(t).interconnect == "pcie"})
+    if not refused:
+        return None
+    wider = allowances.model_copy(update={"pcie_multi_gpu_types": allowances.pcie_multi_gpu_types | set(refused)})
+    best = _best(profile, catalog, wider)
+    if best is None or best.instance_type not in refused:
+        return None
+    return (f"accept data-parallel training over PCIe on {best.instance_type} (list it in the policy config's "
+            f"{allowances.policy}.allowed_types; docs/policies.md): {describe(best)}")
+
+
+def _relaxed_limits(profile: TrainingProfile, catalog: Catalog, allowances: PolicyAllowances = NO_ALLOWANCES
+                    ) -> list[str]:
     """Budget and deadline: how far they would have to move."""
     r = profile.resources
     if r.max_total_cost is None and r.max_hourly_cost is None and r.deadline_hours is None:
         return []
     relaxed = _variant(profile, "resources", max_total_cost=None, max_hourly_cost=None, deadline_hours=None)
-    best = _best(relaxed, catalog)
+    best = _best(relaxed, catalog, allowances)
     out: list[str] = []
     if best is not None:
         if r.max_total_cost is not None and best.total_cost_cny is not None and best.total_cost_cny > r.max_total_cost:
@@ -169,13 +195,14 @@ def _relaxed_limits(profile: TrainingProfile, catalog: Catalog) -> list[str]:
 QUOTA_PLACEHOLDER = "your-quota-id"
 
 
-def _dlc_plan_text(profile: TrainingProfile, catalog: Catalog) -> Optional[str]:
+def _dlc_plan_text(profile: TrainingProfile, catalog: Catalog, allowances: PolicyAllowances = NO_ALLOWANCES
+                   ) -> Optional[str]:
     """The DLC plan of ``profile`` in a few words, or None when it is infeasible too."""
     from ..errors import InfeasibleError, InputError
     from .dlc import resolve_dlc
 
     try:
-        plan = resolve_dlc(profile, catalog).plan
+        plan = resolve_dlc(profile, catalog, allowances=allowances).plan
     except (InfeasibleError, InputError):
         return None
     assert plan is not None
@@ -185,7 +212,8 @@ def _dlc_plan_text(profile: TrainingProfile, catalog: Catalog) -> Optional[str]:
     return f"{plan.nodes} pod(s) x {where}, {cost}{hours}"
 
 
-def dlc_suggestions(profile: TrainingProfile, catalog: Catalog, codes: set) -> list[str]:
+def dlc_suggestions(profile: TrainingProfile, catalog: Catalog, codes: set,
+                    allowances: PolicyAllowances = NO_ALLOWANCES) -> list[str]:
     """Tested changes that make a DLC job feasible: a quota or ECS when public resources are too small
     (each with the plan that works), then the job's own levers (precision, checkpointing, sharding,
     adapters for fine-tuning only, GPU count, deadline)."""
@@ -193,18 +221,18 @@ def dlc_suggestions(profile: TrainingProfile, catalog: Catalog, codes: set) -> l
     out: list[str] = []
     if ReasonCode.DLC_PUBLIC_LIMIT in codes and not d.resource_id:
         quota = _try(lambda: _variant(profile, "dlc", resource_id=QUOTA_PLACEHOLDER))
-        text = _dlc_plan_text(quota, catalog) if quota else None
+        text = _dlc_plan_text(quota, catalog, allowances) if quota else None
         if text:
             out.append(f"use a PAI resource quota (dlc.resource_id, with the dlc.workspace_id it is attached to): "
                        f"{text} (sized for {r.gpu_models[0] if r.gpu_models else 'A100-80G'} nodes unless "
                        "dlc.quota_spec names the quota's node)")
         ecs = _try(lambda: _variant(profile, "resources", target="ecs"))
-        best = _best(ecs, catalog) if ecs else None
+        best = _best(ecs, catalog, allowances) if ecs else None
         if best is not None:
             out.append(f"run on ECS GPU nodes (resources.target: ecs): {describe(best)}")
         if not d.public_limits_raised:
             raised = _try(lambda: _variant(profile, "dlc", public_limits_raised=True))
-            text = _dlc_plan_text(raised, catalog) if raised else None
+            text = _dlc_plan_text(raised, catalog, allowances) if raised else None
             if text:
                 out.append(f"if your account manager raised the public-resource limits (dlc.public_limits_raised: "
                            f"true): {text}")
@@ -226,7 +254,7 @@ def dlc_suggestions(profile: TrainingProfile, catalog: Catalog, codes: set) -> l
                       lambda: _variant(profile, "resources", deadline_hours=None)))
     for text, make in tries:
         variant = _try(make)
-        plan = _dlc_plan_text(variant, catalog) if variant else None
+        plan = _dlc_plan_text(variant, catalog, allowances) if variant else None
         if plan:
             out.append(f"{text}: {plan}")
     return list(dict.fromkeys(out))

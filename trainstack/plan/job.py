@@ -58,6 +58,8 @@ class LayoutOption(_Frozen):
     tokens_per_second: Optional[float] = None
     fits: bool
     chosen: bool = False
+    fit: Optional[Literal["fits", "at_risk", "does_not_fit"]] = Field(
+        None, description="With the memory interval (issue 32): layouts that fits are preferred to at_risk ones")
 
 
 class ParallelismPlan(_Frozen):

@@ -49,6 +49,17 @@ class PlannedPrice(_Frozen):
     source: str
 
 
+class PolicyException(_Frozen):
+    """A policy config's exception a plan rests on: which policy let which instance type through, by
+    which setting, granted in which file (plan JSON ``policy_exceptions[]``)."""
+
+    policy: str
+    instance_type: str
+    setting: Literal["allowed_types", "enforcementLevel"] = Field(
+        description="allowed_types: the type is listed; enforcementLevel: the policy is disabled")
+    source: str = Field(description="The policy config file that grants it")
+
+
 class Candidate(_Frozen):
     """One considered way to run the job (chosen, alternative or rejected)."""
 
@@ -66,6 +77,8 @@ class Candidate(_Frozen):
     memory_margin_gib: Optional[float] = None
     tokens_per_second: Optional[float] = None
     layout: Optional[ParallelLayout] = Field(None, description="The parallel layout sized for this candidate")
+    fit: Optional[Literal["fits", "at_risk", "does_not_fit"]] = Field(
+        None, description="The memory verdict with the estimate's interval (ranked: fits before at_risk)")
     feasible: bool = True
     reason: Optional[str] = Field(None, description="Why it was rejected, in the user's words")
     reason_code: Optional[ReasonCode] = Field(None, description="Which rule rejected it (for programs)")
@@ -160,6 +173,8 @@ class Plan(_Frozen):
     catalog_date: Optional[str] = None
     prices: Optional[PriceProvenance] = Field(None, description="Whose price, how old, seen offered or not")
     capacity: Optional[CapacityPlan] = Field(None, description="ECS plans: fallback order and capacity reservation")
+    policy_exceptions: tuple[PolicyException, ...] = Field(
+        (), description="Exceptions of the policy config the chosen type needs (none: the engine's own rules)")
 
     @model_validator(mode="after")
     def _spot_pool_fits(self) -> "Plan":

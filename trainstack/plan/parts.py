@@ -25,6 +25,14 @@ class EstimateSummary(_Frozen):
     estimated_hours: Optional[float] = None
     on_demand_hourly_cny: Optional[float] = None
     spot_hourly_cny: Optional[float] = None
+    # issue 32: the central 80 % intervals (leave-one-source-out errors of the estimate's class) and the fit
+    tokens_per_second_per_gpu_interval: Optional[tuple[float, float]] = None
+    peak_gib_interval: Optional[tuple[float, float]] = None
+    required_gib_interval: Optional[tuple[float, float]] = None
+    fit: Optional[Literal["fits", "at_risk", "does_not_fit"]] = Field(
+        None, description="fits: the required-memory interval's upper end plus the margin is within usable memory; "
+                          "at_risk: only the estimate plus the margin is (chosen only when nothing fits)")
+    interval_class: Optional[str] = None
 
 
 class DataDiskPlan(_Frozen):

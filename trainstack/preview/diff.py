@@ -305,7 +305,7 @@ def unknown_knock_on(knock, changed: list[dict]) -> list[str]:
 
 
 def _by_urn(doc: dict) -> dict[str, dict]:
-    return {r["urn"]: r for r in doc.get("resources") or [] if r.get("urn")}
+    return {r["urn"]: r for r in doc.get("resources") or [] if isinstance(r, dict) and isinstance(r.get("urn"), str)}
 
 
 def _ident(r: dict) -> dict[str, Any]:
@@ -316,7 +316,9 @@ def _side(doc: dict, label: str) -> dict[str, Any]:
     return {"label": label, "stack": doc.get("stack"), "name": (doc.get("plan") or {}).get("name"),
             "catalog_date": doc.get("catalog_date"), "pricing": (doc.get("cost") or {}).get("pricing"),
             "prices": doc.get("prices"),
-            "summary": doc.get("summary") or {}, "capacity": (doc.get("plan") or {}).get("capacity")}
+            "summary": doc.get("summary") or {},
+            "capacity": (doc.get("plan") or {}).get("capacity") if isinstance(doc.get("plan"), dict) else None,
+            "estimate": (doc.get("plan") or {}).get("estimate") if isinstance(doc.get("plan"), dict) else None}
 
 
 def empty_plan() -> dict[str, Any]:

@@ -33,7 +33,9 @@ PolicyRunner = Callable[[list, Optional[dict]], list]
 def plan_source(source: Source, project: Project, *, policy_runner: Optional[PolicyRunner] = None,
                 policy_config: Optional[dict] = None) -> dict[str, Any]:
     """The plan document for a profile or stack source (exit-coded errors as TrainstackError).
-    ``policy_config`` None: a stack's own ``trainstack:policyConfig`` (if any) applies."""
+    ``policy_config`` None: a stack's own ``trainstack:policyConfig`` (if any) applies; a loaded file
+    (``--policy-config FILE``) replaces it for the verdicts and, as ``trainstack:policyConfig``, for the
+    resolver and the recorded program alike (its PCIe exception plans the same type everywhere)."""
     _on_path(project.root)
     if source.kind == "stack":
         config, secret_keys = stack_config(project, source.stack or "")
@@ -45,9 +47,16 @@ def plan_source(source: Source, project: Project, *, policy_runner: Optional[Pol
         secret_keys, stack = (), ""
     else:
         raise InputError(f"{source.label} is a saved plan; `plan` needs a profile or a stack")
-    # a profile named on the command line may live anywhere; stack config stays confined to stacks/
-    trust = trusted_profile(source.path) if source.kind == "profile" else contextlib.nullcontext()
-    with trust, reusing_plans():
+    policy_file = getattr(policy_config, "path", None)
+    if policy_file is not None:
+        config = dict(config, **{f"{project.name}:policyConfig": str(Path(policy_file).resolve())})
+    with contextlib.ExitStack() as trust:
+        # files named on the command line may live anywhere; stack config stays confined to stacks/
+        if source.kind == "profile":
+            trust.enter_context(trusted_profile(source.path))
+        if policy_file is not None:
+            trust.enter_context(trusted_profile(Path(policy_file)))
+        trust.enter_context(reusing_plans())
         plan = resolve_config(config, project, secret_keys)
         profile = config_profile(config, project)
         stack = stack or plan.name

@@ -94,9 +94,13 @@ def dependents(head: dict[Key, dict]) -> dict[str, list[tuple[Key, str]]]:
     """URN -> the (resource, input) pairs of the head plan whose value holds its outputs."""
     out: dict[str, list[tuple[Key, str]]] = {}
     for key, r in head.items():
-        for top, urns in sorted((r.get("property_dependencies") or {}).items()):
-            for urn in urns:
-                out.setdefault(urn, []).append((key, top))
+        deps = r.get("property_dependencies")
+        if not isinstance(deps, dict):  # a hand-edited saved plan: nothing to follow (the fuzz test's case)
+            continue
+        for top, urns in sorted(deps.items()):
+            for urn in urns if isinstance(urns, list) else ():
+                if isinstance(urn, str):
+                    out.setdefault(urn, []).append((key, top))
     return out
 
 

@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from ..textable import render_table
 from . import topology
+from .cost_chart import cost_chart
 from .render_capacity import capacity_markdown, capacity_text
 from .values import public
 
@@ -41,6 +42,7 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
     od, spot = cost.get("on_demand") or {}, cost.get("spot") or {}
     est = " est." if spot.get("estimate", True) else ""  # the quote's flag (cost.spot.estimate); old plans: est.
     gpu = f" ({s['gpu_model']})" if s.get("gpu_model") else ""
+    plan = doc.get("plan") if isinstance(doc.get("plan"), dict) else {}
     return [
         ("target", str(s.get("target") or "unknown")),
         ("instance type", f"{s.get('instance_type') or 'quota (no ECS type)'}{gpu}"),
@@ -48,13 +50,60 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
         ("zone", str(s.get("zone") or "chosen at deploy time")),
         ("pricing", pricing(s)),
         ("memory margin", f"{num(s.get('memory_margin_gib'), 2)} GiB per GPU"),
+        *interval_rows(plan.get("estimate")),
         ("tokens/s", num(s.get("tokens_per_second"))),
         ("hours", num(s.get("estimated_hours"))),
         ("hourly cost", f"{money(s.get('hourly_cost_cny'))} (on-demand {money(od.get('hourly_cny'))}, "
                         f"spot {money(spot.get('hourly_cny'))}{est if spot.get('hourly_cny') is not None else ''})"),
         ("total cost", f"{money(s.get('total_cost_cny'))} (on-demand {money(od.get('total_cny'))}, "
                        f"spot {money(spot.get('total_cny'))}{est if spot.get('total_cny') is not None else ''})"),
+        *exception_rows(plan),
     ]
+
+
+def exception_rows(plan: dict) -> list[tuple[str, str]]:
+    """One row per policy-config exception the plan rests on (``plan.policy_exceptions``); entries a hand
+    edit made unreadable are skipped."""
+    rows = []
+    listed = plan.get("policy_exceptions")
+    for e in listed if isinstance(listed, list) else []:
+        if isinstance(e, dict):
+            how = "allowed_types" if e.get("setting") == "allowed_types" else "disabled"
+            rows.append(("policy exception", f"{e.get('instance_type')} allowed by {e.get('policy')} ({how}) "
+                                             f"in {e.get('source')}"))
+    return rows
+
+
+FIT_WORDS = {"fits": "fits", "at_risk": "AT RISK (nothing fits with the interval's upper end)",
+             "does_not_fit": "does not fit"}
+
+
+def interval_rows(est: object) -> list[tuple[str, str]]:
+    """The estimate's 80 % intervals and memory verdict (issue 32); none for a plan saved without them
+    (or with values a hand edit made unreadable)."""
+    if not isinstance(est, dict):
+        return []
+    rows = []
+    fit, req, usable = est.get("fit"), est.get("required_gib_per_gpu"), est.get("usable_gib_per_gpu")
+    if isinstance(fit, str) and _number(req) and _number(usable):
+        iv = _pair(est.get("required_gib_interval"))
+        rows.append(("memory fit", f"{FIT_WORDS.get(fit, fit)}: needs {req:,.1f} GiB per GPU"
+                                   + (f" (80 % interval {iv[0]:.1f}-{iv[1]:.1f})" if iv else "") + f" of {usable:,.1f} usable"))
+    iv, tps = _pair(est.get("tokens_per_second_per_gpu_interval")), est.get("tokens_per_second_per_gpu")
+    if iv and _number(tps):
+        rows.append(("tokens/s/GPU", f"{tps:,.0f} (80 % interval {iv[0]:,.0f}-{iv[1]:,.0f}; class "
+                                     f"{est.get('interval_class')})"))
+    return rows
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def _pair(iv: object) -> Optional[tuple[float, float]]:
+    if isinstance(iv, (list, tuple)) and len(iv) == 2 and all(_number(x) for x in iv):
+        return float(iv[0]), float(iv[1])
+    return None
 
 
 def prices_line(prices: Optional[dict]) -> str:
@@ -147,6 +196,7 @@ def render_markdown(doc: dict) -> str:
            *prices_callout(doc.get("prices")), "| | |", "|---|---|"]
     out += [f"| {label} | {md_escape(value)} |" for label, value in summary_rows(doc)]
     out += ["", *capacity_markdown((doc.get("plan") or {}).get("capacity"))]
+    out += chart_section(doc.get("plan") or {})
     out += ["### Policies", ""]
     if doc.get("policy"):
         out += ["| Level | Policy | Resource | Message |", "|---|---|---|---|"]
@@ -167,6 +217,17 @@ def render_markdown(doc: dict) -> str:
         out += ["", "<details><summary>Labels and notes</summary>", ""] + [f"- {md_escape(n)}" for n in notes]
         out += ["", "</details>"]
     return "\n".join(out) + "\n"
+
+
+def chart_section(plan: dict) -> list[str]:
+    """Cost against hours of the plan and its feasible alternatives (trainstack.preview.cost_chart)."""
+    if not plan:
+        return []
+    chosen = {k: plan.get(k) for k in ("target", "instance_type", "gpu_model", "nodes", "gpus_per_node", "spot",
+                                       "estimated_hours", "total_cost_cny")}
+    alternatives = plan.get("alternatives") if isinstance(plan.get("alternatives"), list) else []
+    lines = cost_chart([chosen, *(a for a in alternatives if isinstance(a, dict))], chosen)
+    return ["### Cost against hours", "", *lines, ""] if lines else []
 
 
 # ---- json --------------------------------------------------------------------------------------------

@@ -88,6 +88,37 @@ def _nodes(side: dict) -> str:
     return "—" if s.get("nodes") is None else f"{s.get('nodes')} × {s.get('gpus_per_node')} GPU"
 
 
+def _estimate(side: dict) -> dict:
+    e = side.get("estimate")
+    return e if isinstance(e, dict) else {}
+
+
+def _pair(iv: object) -> Optional[tuple[float, float]]:
+    """An interval as saved ([low, high] numbers), or None for anything else (a hand-edited plan)."""
+    if isinstance(iv, (list, tuple)) and len(iv) == 2 and all(_is_num(x) for x in iv):
+        return float(iv[0]), float(iv[1])
+    return None
+
+
+def _is_num(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def _speed(side: dict) -> str:
+    e = _estimate(side)
+    v, iv = e.get("tokens_per_second_per_gpu"), _pair(e.get("tokens_per_second_per_gpu_interval"))
+    return "—" if not _is_num(v) else f"{v:,.0f}" + (f" ({iv[0]:,.0f}–{iv[1]:,.0f})" if iv else "")
+
+
+def _fit(side: dict) -> str:
+    e = _estimate(side)
+    fit, req, iv = e.get("fit"), e.get("required_gib_per_gpu"), _pair(e.get("required_gib_interval"))
+    if not isinstance(fit, str):
+        return "—"
+    return (_val(fit.replace("_", " ")) + (f": {req:.2f} GiB" if _is_num(req) else "")
+            + (f" ({iv[0]:.1f}–{iv[1]:.1f})" if iv else ""))
+
+
 def _table(d: dict) -> list[str]:
     c, b, h = d["cost"], d["base"], d["head"]
     # "(estimate)" unless every side with a plan has its spot price from a price book or a refresh
@@ -113,6 +144,8 @@ def _table(d: dict) -> list[str]:
     out += [
         f"| Instance type | {_val(b['summary'].get('instance_type'))} | {_val(h['summary'].get('instance_type'))} | |",
         f"| Nodes | {_nodes(b)} | {_nodes(h)} | |",
+        f"| Tokens/s per GPU (80 % interval) | {_speed(b)} | {_speed(h)} | |",
+        f"| Memory fit (required, 80 % interval) | {_fit(b)} | {_fit(h)} | |",
         f"| Pricing | {_val(b.get('pricing'))} | {_val(h.get('pricing'))} | |",
         f"| Resources | {counts['before']} | {counts['after']} | {_signed(counts['after'] - counts['before'], '', 0)} |",
         f"| Mandatory policy violations | {pol['mandatory_before']} | {pol['mandatory_after']} | "

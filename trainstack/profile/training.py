@@ -13,6 +13,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 
 from ..models import Architecture, HfConfigError, derive_architecture, find_preset, load_hf_config
 from .base import _Strict
+from .kernels import Attention, Fp8Recipe, Sharding, kernel_problems
 
 
 class ModelSpec(_Strict):
@@ -147,6 +148,25 @@ class TrainingSpec(_Strict):
     virtual_pipeline_stages: int = Field(
         1, ge=1, le=64, description="Model chunks per pipeline rank (interleaved 1F1B); 1: plain 1F1B")
     images_per_sample: int = Field(0, ge=0, le=1024, description="Images per sequence (vision-language models)")
+    # issue 32 (trainstack/profile/kernels.py: which stack runs which, with sources)
+    attention: Optional[Attention] = Field(None, description="flash | sdpa | eager; default: the framework's "
+                                                             "(hf: sdpa)")
+    fp8_recipe: Optional[Fp8Recipe] = Field(None, description="FP8 scaling: tensorwise (default) | rowwise; "
+                                                              "precision fp8-mixed only")
+    sharding: Optional[Sharding] = Field(None, description="full (default) | hybrid (HSDP: ZeRO-3 inside a node, "
+                                                           "replicated across nodes)")
+
+    @field_validator("attention", "fp8_recipe", "sharding")
+    @classmethod
+    def _kernel_runs_on_the_stack(cls, v: Optional[str], info: ValidationInfo) -> Optional[str]:
+        d = info.data
+        if v is None or "framework" not in d:
+            return v
+        for f, why in kernel_problems(d["framework"], d.get("precision", "bf16-mixed"), d.get("zero_stage", 0),
+                                      **{info.field_name: v}):
+            if f == info.field_name:
+                raise ValueError(why)
+        return v
 
     @model_validator(mode="after")
     def _lora_only_with_adapters(self) -> "TrainingSpec":

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import datetime as _dt
-import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, TextIO
+from typing import Any, Callable, Optional
 
 from alibabacloud_ecs20140526 import models as ecs
 
@@ -13,30 +12,8 @@ from ..catalog import overlay as ov
 from ..catalog.loader import Catalog
 from ..cloud.ecs import NO_PRICE_CODES, EcsClient, Tolerated, call_api
 from ..cloud.retry import Sleep
+from ..progress import Progress  # the one progress meter (trainstack/progress.py); refresh.fetch.Progress
 from .parse import MalformedResponse, in_stock, parse_available, parse_instance_types, parse_price, parse_spot_history
-
-class Progress:
-    """A one-line ``\\r`` counter on stderr when it is a terminal; silent otherwise."""
-
-    def __init__(self, stream: Optional[TextIO] = None, enabled: Optional[bool] = None):
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
-        self._width = 0
-
-    def update(self, text: str) -> None:
-        if not self.enabled:
-            return
-        pad = max(0, self._width - len(text))
-        self.stream.write("\r" + text + " " * pad)
-        self.stream.flush()
-        self._width = len(text)
-
-    def done(self) -> None:
-        if self.enabled and self._width:
-            self.stream.write("\r" + " " * self._width + "\r")
-            self.stream.flush()
-            self._width = 0
-
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import replace
-from typing import Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from ..catalog import Catalog, load_catalog
 from ..errors import InputError
@@ -16,6 +16,9 @@ from ..plan import Plan
 from ..profile import TrainingProfile
 from .plan_rules import plan_problems
 from .profile_rules import check_profile
+
+if TYPE_CHECKING:
+    from ..placement.allowances import PolicyAllowances
 
 _reuse_lock = threading.Lock()
 _reused: Optional[dict[tuple, tuple[Optional[Catalog], Plan]]] = None
@@ -58,14 +61,15 @@ def reusing_plans() -> Iterator[None]:
             _reused = outer
 
 
-def resolution(profile: TrainingProfile, catalog: Optional[Catalog] = None, file: Optional[str] = None):
+def resolution(profile: TrainingProfile, catalog: Optional[Catalog] = None, file: Optional[str] = None,
+               allowances: Optional["PolicyAllowances"] = None):
     """What ``resolve`` shows: the checked Plan and every candidate considered (``placement.Resolution``)."""
     from .. import placement
 
     catalog = catalog or load_catalog()
     check_profile(profile, catalog, file)
     try:
-        res = placement.resolve_all(profile, catalog)
+        res = placement.resolve_all(profile, catalog, allowances or placement.NO_ALLOWANCES)
     except InputError as exc:
         raise in_file(exc, file) from None
     assert res.plan is not None
@@ -73,18 +77,21 @@ def resolution(profile: TrainingProfile, catalog: Optional[Catalog] = None, file
     return res
 
 
-def planned(profile: TrainingProfile, catalog: Optional[Catalog] = None, file: Optional[str] = None) -> Plan:
-    """The checked Plan: profile rules, resolution (InfeasibleError, exit 3), plan rules."""
+def planned(profile: TrainingProfile, catalog: Optional[Catalog] = None, file: Optional[str] = None,
+            allowances: Optional["PolicyAllowances"] = None) -> Plan:
+    """The checked Plan: profile rules, resolution (InfeasibleError, exit 3), plan rules. ``allowances``:
+    the policy config's exceptions to the engine's rules (``policy_config.policy_allowances``)."""
     from .. import placement  # the placement engine sits below; read at call time (tests replace resolve)
 
     catalog = catalog or load_catalog()
     memo = _reused
-    key = (profile.model_dump_json(), id(catalog), file) if memo is not None else None
+    key = (profile.model_dump_json(), id(catalog), file, allowances) if memo is not None else None
     if memo is not None and key in memo:
         return memo[key][1]
     check_profile(profile, catalog, file)
     try:
-        resolved = placement.resolve(profile, catalog)
+        resolved = (placement.resolve(profile, catalog) if allowances is None or allowances == placement.NO_ALLOWANCES
+                    else placement.resolve(profile, catalog, allowances))
     except InputError as exc:  # what the Plan assembler found: name the profile's file
         raise in_file(exc, file) from None
     plan = check_plan(resolved, file)

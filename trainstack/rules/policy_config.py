@@ -14,10 +14,13 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Union
 
 from ..errors import InputError, Problem
-from .policy_book import POLICY_SPECS
+from .policy_book import NO_PCIE_MULTI_GPU_TRAINING, POLICY_SPECS
+
+if TYPE_CHECKING:
+    from ..placement.allowances import PolicyAllowances
 
 LEVELS = ("advisory", "mandatory", "remediate", "disabled")
 MAX_POLICY_CONFIG_BYTES = 1 << 20
@@ -102,8 +105,18 @@ def blocks(level: str) -> bool:
     return level in ("mandatory", "remediate")
 
 
+class PolicyConfigDocument(dict):
+    """A loaded policy config (a plain mapping for every reader) that remembers its file, so the
+    offline plan can hand the recorded program the same file (``trainstack:policyConfig``)."""
+
+    def __init__(self, doc: Mapping[str, Any], path: Union[str, Path]):
+        super().__init__(doc)
+        self.path = Path(path)
+
+
 def load_policy_config(path: Union[str, Path, None]) -> Optional[dict[str, Any]]:
-    """The config in ``path`` (None: no config), checked: exit 2 naming the file and the key."""
+    """The config in ``path`` (None: no config), checked: exit 2 naming the file and the key; the
+    document remembers its file (:class:`PolicyConfigDocument`)."""
     if not path:
         return None
     from ..fsutil import read_json_file
@@ -118,4 +131,39 @@ def load_policy_config(path: Union[str, Path, None]) -> Optional[dict[str, Any]]
         raise InputError(f"{path}: {exc}", problems=[Problem(path=exc.key, message=str(exc), file=str(path),
                                                              given=exc.given, has_given=exc.given is not None)],
                          hint="policy config format: docs/policies.md") from None
-    return doc
+    return PolicyConfigDocument(doc, path)
+
+
+def policy_allowances(config: Optional[Mapping[str, Any]], source: Union[str, Path, None] = None
+                      ) -> "PolicyAllowances":
+    """What ``config`` lets the resolver plan beyond the engine's own rules, so it plans exactly what the
+    pack lets through: ``no-pcie-multi-gpu-training.allowed_types`` (any level), or every PCIe type when
+    that policy is disabled (itself or through ``all``). ``advisory`` lifts nothing: a warning level names
+    no type, and the engine's PCIe rule is the product's promise. ``source``: the file, for the labels."""
+    from ..placement.allowances import NO_ALLOWANCES, PolicyAllowances
+
+    if not config:
+        return NO_ALLOWANCES
+    level, settings = resolve_policy_config(config)[NO_PCIE_MULTI_GPU_TRAINING]
+    types = frozenset(str(t) for t in settings.get("allowed_types") or ())
+    if not types and level != "disabled":
+        return NO_ALLOWANCES
+    return PolicyAllowances(pcie_multi_gpu_types=types, every_pcie_type=level == "disabled",
+                            policy=NO_PCIE_MULTI_GPU_TRAINING, source=display_path(source))
+
+
+def display_path(path: Union[str, Path, None]) -> str:
+    """A policy config's path as labels show it: relative to the working directory when inside it (the
+    project root for the CLI and ``pulumi up`` alike), else absolute."""
+    if not path:
+        return ""
+    resolved = Path(path).resolve()
+    try:
+        return str(resolved.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(resolved)
+
+
+def load_allowances(path: Union[str, Path, None]) -> "PolicyAllowances":
+    """The allowances of the policy config in ``path`` (checked as :func:`load_policy_config` checks it)."""
+    return policy_allowances(load_policy_config(path), path)

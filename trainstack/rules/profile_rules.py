@@ -157,7 +157,7 @@ def check_profile(profile: TrainingProfile, catalog: Catalog, file: Optional[str
                 else f"{len(problems)} problem(s)")
         raise InputError(f"{file or 'profile'}: {head}",
                          problems=[replace(p, file=p.file or file) for p in problems],
-                         hint="price book format: README, \"Prices\"" if in_book else
+                         hint="price book format: docs/prices.md" if in_book else
                          "`trainstack catalog --all` lists every region, GPU model and instance type"
                          if catalog_names else None)
     return [replace(w, file=file) for w in profile_warnings(profile, catalog)]

@@ -12,11 +12,14 @@ from .estimate import (
     GpuHourPrice,
     NodeLayout,
     assumptions,
+    at_risk_label,
     estimate,
     fit_suggestions,
     gpu_fit,
     gpu_hour_price,
+    memory_fit,
     min_margin_gib,
+    summary_intervals,
 )
 from .flops import flops_per_token
 from .memory import MemoryEstimate, memory_estimate
@@ -25,6 +28,7 @@ from .throughput import ThroughputEstimate, throughput_estimate
 
 __all__ = [
     "Estimate", "GpuFit", "GpuHourPrice", "MemoryEstimate", "NodeLayout", "ThroughputEstimate", "assumptions",
-    "estimate", "fit_suggestions", "flops_per_token", "gpu_fit", "gpu_hour_price", "memory_estimate", "min_margin_gib",
+    "at_risk_label", "summary_intervals",
+    "estimate", "fit_suggestions", "flops_per_token", "gpu_fit", "gpu_hour_price", "memory_estimate", "memory_fit", "min_margin_gib",
     "throughput_estimate", "trainable_params",
 ]

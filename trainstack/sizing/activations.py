@@ -6,13 +6,24 @@ from __future__ import annotations
 from ..models import Architecture
 from ..profile import LoraSpec, TrainingSpec
 from . import constants as K
+from .frameworks import attention_kind
 from .param_bytes import ParamBytes
 from .shapes import lora_layer_shapes, mlp_widths, moe_layer_fraction
 
 
-def _attention_core(arch: Architecture) -> int:
-    """SDPA (flash) saves q, k, v and its output in 16 bits plus an fp32 log-sum-exp per head."""
-    return 2 * (2 * arch.q_dim + 2 * arch.kv_dim) + 4 * arch.num_attention_heads
+def _attention_core(arch: Architecture, eager_keys: int = 0) -> float:
+    """SDPA (flash) saves q, k, v and its output in 16 bits plus an fp32 log-sum-exp per head. Eager
+    attention (``eager_keys``: the keys each query sees, the sequence) saves instead the keys and values
+    repeat_kv expanded to every head, and per head and key softmax's fp32 output and its bf16 copy
+    (constants.EAGER_SAVED_SCORE_BYTES; transformers LlamaAttention.forward)."""
+    if not eager_keys:
+        return 2 * (2 * arch.q_dim + 2 * arch.kv_dim) + 4 * arch.num_attention_heads
+    return 2 * 4 * arch.q_dim + K.EAGER_SAVED_SCORE_BYTES * arch.num_attention_heads * eager_keys
+
+
+def eager_keys(t: TrainingSpec) -> int:
+    """The keys each query multiplies when attention is eager (the s x s matrix is kept), else 0."""
+    return t.sequence_length if attention_kind(t) == "eager" else 0
 
 
 def _mlp_full(arch: Architecture, lin_in: int) -> float:
@@ -30,7 +41,7 @@ def _routing_bytes(arch: Architecture) -> float:
     return moe_layer_fraction(arch) * (8 * arch.num_experts + 4 * k * h)
 
 
-def full_layer_bytes(arch: Architecture, lay: ParamBytes) -> float:
+def full_layer_bytes(arch: Architecture, lay: ParamBytes, keys: int = 0) -> float:
     """One decoder layer, every weight trainable, no checkpointing."""
     h, a, m = arch.hidden_size, lay.residual, lay.linear_input
     # RMSNorm keeps its fp32 input (for pow/mul) and the normalised tensor (for the weight's
@@ -40,10 +51,11 @@ def full_layer_bytes(arch: Architecture, lay: ParamBytes) -> float:
     consumers_attn, consumers_mlp = (3, 2) if lay.autocast else (1, 1)
     extra = K.AUTOCAST_KV_EXTRA_BYTES * arch.kv_dim if lay.autocast else 0
     return (2 * norm + (consumers_attn + consumers_mlp) * m * h
-            + _attention_core(arch) + _mlp_full(arch, m) + extra)
+            + _attention_core(arch, keys) + _mlp_full(arch, m) + extra)
 
 
-def lora_layer_bytes(arch: Architecture, lora: LoraSpec, first: bool = False, ab: int = K.ADAPTER_BYTES) -> float:
+def lora_layer_bytes(arch: Architecture, lora: LoraSpec, first: bool = False, ab: int = K.ADAPTER_BYTES,
+                     keys: int = 0) -> float:
     """One decoder layer with a frozen base and peft adapters (fp32) on the target linears.
 
     Frozen norms keep only their fp32 input; frozen linears keep nothing of their input; each
@@ -55,7 +67,7 @@ def lora_layer_bytes(arch: Architecture, lora: LoraSpec, first: bool = False, ab
     norms = (1 if first else 2) * 4 * h
     # gate, act and up kept by SiLU and the product; the frozen down_proj keeps nothing
     mlp = sum(m * 3 * 2 * w for w, m in mlp_widths(arch)) + _routing_bytes(arch)
-    return norms + adapters + _attention_core(arch) + mlp
+    return norms + adapters + _attention_core(arch, keys) + mlp
 
 
 def final_norm_bytes(arch: Architecture, t: TrainingSpec, lay: ParamBytes) -> int:
@@ -76,7 +88,7 @@ def selective_layer_bytes(arch: Architecture, t: TrainingSpec, lay: ParamBytes, 
     outputs = 2 * (arch.q_dim + 2 * arch.kv_dim + 2 * h + 2 * inter)
     if t.precision == "fp8-mixed":
         outputs = 0  # Float8Linear runs torch._scaled_mm, which the save list (aten.mm) does not name
-    return lay.residual * h + _attention_core(arch) + outputs / 2
+    return lay.residual * h + _attention_core(arch, eager_keys(t)) + outputs / 2
 
 
 def checkpoint_bytes(arch: Architecture, lay: ParamBytes) -> int:

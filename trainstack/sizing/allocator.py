@@ -9,7 +9,7 @@ from typing import Optional
 from ..models import Architecture
 from ..profile import TrainingSpec
 from . import constants as K
-from .activations import full_layer_bytes, lora_layer_bytes
+from .activations import eager_keys, full_layer_bytes, lora_layer_bytes
 from .param_bytes import adapter_bytes, param_bytes
 from .parallel import Layout, Stage, shares, tokens_per_gpu
 from .shapes import total_matmul_params
@@ -57,5 +57,5 @@ def recomputed_layer_bytes(arch: Architecture, t: TrainingSpec, dp: int, stage: 
     if stage is not None and (stage.tp > 1 or stage.cp > 1):
         T = tokens_per_gpu(t, stage) / stage.tp
     if t.adapters is not None:
-        return lora_layer_bytes(arch, t.adapters, ab=adapter_bytes(t)) * T
-    return full_layer_bytes(arch, lay) * T
+        return lora_layer_bytes(arch, t.adapters, ab=adapter_bytes(t), keys=eager_keys(t)) * T
+    return full_layer_bytes(arch, lay, eager_keys(t)) * T

@@ -101,7 +101,7 @@ def data_parallel_seconds(arch: Architecture, t: TrainingSpec, gpu: GpuModel, pe
     the fewest on its node) crosses the node network.
     """
     gpus = per_node * nodes
-    lay = lay or layout_for(t, gpus)
+    lay = lay or layout_for(t, gpus, per_node)
     if stage is None:
         stage = stages(arch.num_layers, lay, micro_batches(t, lay))[-1]
     lk = links(lay, gpu, per_node, nodes, interconnect, network, network_gbps)
@@ -116,6 +116,11 @@ def data_parallel_seconds(arch: Architecture, t: TrainingSpec, gpu: GpuModel, pe
     sync = lk.dp.ring_seconds(grad_bytes) if lay.shard > 1 else 0.0
     if t.zero_stage >= 3:
         sync /= 2  # a reduce-scatter only: the weights are all-gathered before use (below), not after the step
+    if lk.rep is not None:
+        # hybrid sharding: each shard's reduced gradients are then all-reduced over its replicas
+        sync += lk.rep.ring_seconds(grad_bytes / lay.shard)
+        labels.append(f"hybrid sharding: weights sharded over {lay.shard} GPUs ({lk.dp.where}), gradients "
+                      f"all-reduced over {lay.replicas} replicas ({lk.rep.where})")
     gathers = 0.0
     if t.zero_stage >= 3 and lay.shard > 1:
         weights = 2.0 * (arch.params if t.adapters is not None else trainable_params(arch, t)) * sh.params

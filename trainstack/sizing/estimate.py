@@ -16,7 +16,8 @@ from ..architecture import Architecture
 from ..catalog.models import TRAINING_INTERCONNECTS, GpuModel
 from ..profile import TrainingSpec
 from . import constants as K
-from .frameworks import framework, loss_mode
+from .frameworks import attention_kind, attention_source, framework, loss_mode
+from .intervals import Fit, fit_verdict
 from .memory import MemoryEstimate, memory_estimate
 from .param_bytes import MIXED
 from .throughput import ThroughputEstimate, throughput_estimate
@@ -37,9 +38,13 @@ class GpuFit(_Frozen):
 
     gpu: str
     usable_gib: float
-    fits: bool = Field(description="margin_gib >= min_margin_gib")
+    fits: bool = Field(description="margin_gib >= min_margin_gib (the estimate; fit says fits or at_risk then)")
     margin_gib: float = Field(description="usable_gib - required_gib_per_gpu; negative when it does not fit")
     min_margin_gib: float = Field(0.0, description="The least margin a plan must keep (a share of usable memory)")
+    fit: Fit = Field("does_not_fit", description="fits: the required-memory interval's upper end plus the margin is "
+                                                 "within usable memory; at_risk: only the estimate plus the margin is; "
+                                                 "else does_not_fit")
+    peak_gib_interval: Optional[tuple[float, float]] = Field(None, description="The peak's central 80 % interval")
 
 
 class NodeLayout(_Frozen):
@@ -92,11 +97,42 @@ def min_margin_gib(usable_gib: float, min_margin_fraction: float = K.MIN_MARGIN_
     return round(usable_gib * min_margin_fraction, 2)
 
 
+def memory_fit(memory: MemoryEstimate, usable_gib: float, least_margin_gib: float) -> Fit:
+    """fits | at_risk | does_not_fit for ``memory`` on a GPU with ``usable_gib`` (intervals.fit_verdict)."""
+    high = memory.required_gib_interval[1] if memory.required_gib_interval else memory.required_gib_per_gpu
+    factor = high / memory.required_gib_per_gpu if memory.required_gib_per_gpu else 1.0
+    return fit_verdict(memory.required_gib_per_gpu, usable_gib, least_margin_gib, factor)
+
+
 def gpu_fit(memory: MemoryEstimate, gpu: GpuModel, min_margin_fraction: float = K.MIN_MARGIN_FRACTION) -> GpuFit:
     margin = round(gpu.usable_gib - memory.required_gib_per_gpu, 2)
     least = min_margin_gib(gpu.usable_gib, min_margin_fraction)
     return GpuFit(gpu=gpu.name, usable_gib=gpu.usable_gib, fits=margin >= least, margin_gib=margin,
-                  min_margin_gib=least)
+                  min_margin_gib=least, fit=memory_fit(memory, gpu.usable_gib, least),
+                  peak_gib_interval=memory.peak_gib_interval)
+
+
+def summary_intervals(memory: MemoryEstimate, speed: Optional[ThroughputEstimate], tokens_per_second_per_gpu:
+                      Optional[float], fit: Optional[Fit]) -> dict:
+    """The interval fields of a plan's ``estimate`` block: the speed interval about the speed the plan uses
+    (a calibration may have moved it: the band moves with it), the memory intervals and the fit verdict."""
+    iv = speed.tokens_per_second_per_gpu_interval if speed else None
+    base = speed.tokens_per_second_per_gpu if speed else None
+    if iv and base and tokens_per_second_per_gpu:
+        f = tokens_per_second_per_gpu / base
+        iv = (round(iv[0] * f, 1), round(iv[1] * f, 1))
+    return {"tokens_per_second_per_gpu_interval": iv, "peak_gib_interval": memory.peak_gib_interval,
+            "required_gib_interval": memory.required_gib_interval, "fit": fit,
+            "interval_class": speed.interval_class if speed else memory.interval_class}
+
+
+def at_risk_label(memory: MemoryEstimate, usable_gib: float, least_margin_gib: float, gpu: str) -> str:
+    """Why a plan runs with memory at risk, with the figures (issue 32: only when nothing fits)."""
+    hi = memory.required_gib_interval[1] if memory.required_gib_interval else memory.required_gib_per_gpu
+    return (f"memory at risk on {gpu}: needs {memory.required_gib_per_gpu:.1f} GiB per GPU, up to {hi:.1f} GiB at the "
+            f"80 % interval's upper end ({memory.interval_class}); {usable_gib:.1f} GiB usable less the "
+            f"{least_margin_gib:.1f} GiB margin. No candidate fits with the interval's upper end, so the best "
+            "at-risk one was chosen")
 
 
 def estimate(arch: Architecture, training: TrainingSpec, gpus: Iterable[GpuModel], gpu_count: int = 1,
@@ -112,7 +148,7 @@ def estimate(arch: Architecture, training: TrainingSpec, gpus: Iterable[GpuModel
     count = max(1, int(gpu_count))
     default = NodeLayout(gpus_per_node=gpus_per_node or min(count, 8), interconnect=interconnect,
                          network=network, network_gbps=network_gbps)
-    memory = memory_estimate(arch, training, count, allocator=allocator)
+    memory = memory_estimate(arch, training, count, allocator=allocator, gpus_per_node=default.gpus_per_node)
     models = list(gpus)
     speeds = tuple(_speed(arch, training, g, count, (layouts or {}).get(g.name, default)) for g in models)
     return Estimate(memory=memory, fits=tuple(gpu_fit(memory, g, min_margin_fraction) for g in models),
@@ -135,6 +171,12 @@ def assumptions(arch: Architecture, training: TrainingSpec, data_parallel: int =
                 allocator: str = "default") -> tuple[str, ...]:
     """Labels for every part of the estimate that rests on a hand calculation, not a measurement."""
     t, out = training, []
+    kind = attention_kind(t)
+    if not (t.framework == "hf" and kind == "sdpa"):  # the H200 calibration's own setting needs no label
+        out.append(f"attention {kind}: " + ("as the profile states (training.attention)" if t.attention else
+                                            f"the {t.framework} default ({attention_source(t)})")
+                   + ("; eager keeps the s x s score matrix per layer (memory quadratic in the sequence)"
+                      if kind == "eager" else ""))
     if allocator == "expandable":
         out.append("allocator: expandable_segments assumed to leave almost nothing cached (reserved = peak + 2 % of "
                    "the transient tensors); NOT measured: measure it on a GPU before relying on it")
@@ -161,8 +203,9 @@ def assumptions(arch: Architecture, training: TrainingSpec, data_parallel: int =
     if t.precision == "fp16-mixed":
         out.append("fp16-mixed is sized like bf16-mixed (same bytes; loss scaling adds no tensors); not calibrated")
     if t.precision == "fp8-mixed":
-        out.append("FP8 training (fp8 weight copies and matmul inputs, Transformer-Engine style) is a hand "
-                   "calculation, not calibrated")
+        out.append("FP8 training memory (fp8 weight copies and matmul inputs, Transformer-Engine style) is a hand "
+                   f"calculation; its speed: the FP8 peak, the {t.fp8_recipe or 'tensorwise'} casts' traffic "
+                   "(torchao's roofline counts)")
     if t.optimizer != "adamw":
         out.append(f"optimizer {t.optimizer}: state sizes are a hand calculation (calibrated with fused AdamW)")
     if t.zero_stage >= 3 and t.adapters is None and t.precision in MIXED and framework(t).fsdp_fp32_params:

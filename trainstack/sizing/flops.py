@@ -8,6 +8,7 @@ import functools
 
 from ..models import Architecture
 from ..profile import TrainingSpec
+from .frameworks import attention_kind
 from .shapes import active_matmul_params, head_params, lora_params
 
 
@@ -20,12 +21,15 @@ def flops_per_token(arch: Architecture, t: TrainingSpec, recompute: bool = True)
     Causal attention costs 2 * s * q_dim per token and layer forward (half of the full square).
     """
     parts = flop_parts(arch, t, recompute)
-    return {"linear": parts["layers"] + parts["head"] + parts["vision"], "attention": parts["attention"]}
+    return {"linear": parts["layers"] + parts["head"] + parts["vision"],
+            "attention": parts["attention"] + parts["attention_gemm"]}
 
 
 def flop_parts(arch: Architecture, t: TrainingSpec, recompute: bool = True) -> dict[str, float]:
     """FLOPs per token by where they run: the decoder ``layers``, the LM ``head`` (last pipeline
-    stage), the ``vision`` tower (first stage) and ``attention`` (in the layers)."""
+    stage), the ``vision`` tower (first stage) and ``attention`` (in the layers; causal). With eager
+    attention the hardware multiplies the full s x s square as two batched matmuls: ``attention_gemm``
+    (and ``attention`` is then 0)."""
     return dict(_flop_parts(arch, t, recompute))
 
 
@@ -44,8 +48,11 @@ def _flop_parts(arch: Architecture, t: TrainingSpec, recompute: bool) -> tuple[t
         share = recompute_share(t)
         layers += share["linear"] * 2.0 * (body + adapters)
         attention += share["attention"] * attn_fwd
+    gemm = 0.0
+    if recompute and attention_kind(t) == "eager":
+        gemm, attention = 2.0 * attention, 0.0   # the full square: twice the causal FLOPs
     return (("layers", layers), ("head", head_fl), ("vision", vision_flops_per_token(arch, t)),
-            ("attention", attention))
+            ("attention", attention), ("attention_gemm", gemm))
 
 
 def vision_flops_per_token(arch: Architecture, t: TrainingSpec) -> float:

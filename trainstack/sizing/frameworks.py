@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..parallel_degrees import PARALLEL_DEGREES, unsupported_degrees  # noqa: F401 - the degree rules, kept importable here
+from ..profile.kernels import ATTENTION_BY_FRAMEWORK, default_attention
 
 if TYPE_CHECKING:
     from ..profile import TrainingSpec
@@ -21,7 +22,7 @@ class Framework:
     loss: str                    # default training.loss
     keeps_outputs: bool          # the training loop holds the step's outputs (logits) across steps
     qlora_upcast: bool           # peft prepare_model_for_kbit_training: non-quantised weights and the residual in fp32
-    fused_kernels: bool          # compiled / fused element-wise kernels (norms, rotary, activations)
+    fused_kernels: bool          # compiled element-wise kernels (norms, rotary, activations): torch.compile
     source: str
     transformer_engine: bool = False  # Transformer Engine layers: fused attention (cuDNN), norm+linear fusions
     fsdp_fp32_params: bool = False    # FSDP2 mixed precision: the sharded parameters are the fp32 master copy
@@ -33,8 +34,11 @@ FRAMEWORKS: dict[str, Framework] = {
                     "transformers ForCausalLMLoss upcasts the logits to fp32 (Trainer.compute_loss drops the outputs); "
                     "peft prepare_model_for_kbit_training "
                     "casts every non-quantised parameter to fp32; eager kernels (the H200 calibration)"),
-    "torchtune": Framework("chunked", False, False, True,
-                           "torchtune CEWithChunkedOutputLoss (8 chunks, fp32 per chunk); recipes run with compile"),
+    "torchtune": Framework("chunked", False, False, False,
+                           "torchtune CEWithChunkedOutputLoss (8 chunks, fp32 per chunk); compile off unless the "
+                           "config sets it (pytorch/torchtune@14857d88 recipes/configs/llama3_1/"
+                           "8B_lora_single_device.yaml: 'compile: False # set it to True for better memory and "
+                           "performance')"),
     "torchtitan": Framework("full", False, False, False,
                             "torchtitan cross_entropy over pred.float(), pred deleted before backward; compile off "
                             "by default (training.compile); FSDP2 fully_shard with MixedPrecisionPolicy(param_dtype="
@@ -45,8 +49,9 @@ FRAMEWORKS: dict[str, Framework] = {
     "megatron": Framework("fused", False, False, True,
                           "Megatron-LM/NeMo fused vocab-parallel cross entropy; Transformer Engine fused kernels",
                           transformer_engine=True),
-    "llm-foundry": Framework("fused", False, False, True,
-                             "llm-foundry MPT loss_fn fused_crossentropy (flash-attn); fused/flash kernels"),
+    "llm-foundry": Framework("fused", False, False, False,
+                             "llm-foundry MPT loss_fn fused_crossentropy (flash-attn) and flash attention; the "
+                             "element-wise kernels run eagerly (Composer compiles only with a compile_config)"),
     "litgpt": Framework("chunked", False, False, False,
                         "litgpt lm_head_chunk_size=128 with chunked_cross_entropy; eager kernels"),
 }
@@ -63,8 +68,19 @@ def framework(t: TrainingSpec) -> Framework:
 
 
 def fused_kernels(t: TrainingSpec) -> bool:
-    """Element-wise kernels fused or compiled: ``training.compile`` when given, else the framework's."""
+    """Element-wise kernels compiled (torch.compile fuses each chain between two matmuls into one kernel):
+    ``training.compile`` when given, else the framework's."""
     return FRAMEWORKS[t.framework].fused_kernels if t.compile is None else t.compile
+
+
+def attention_kind(t: TrainingSpec) -> str:
+    """The attention implementation in force: ``training.attention``, else the framework's default
+    (trainstack/profile/kernels.py ATTENTION_BY_FRAMEWORK, each with its source)."""
+    return t.attention or default_attention(t.framework)
+
+
+def attention_source(t: TrainingSpec) -> str:
+    return ATTENTION_BY_FRAMEWORK[t.framework][2]
 
 
 def transformer_engine(t: TrainingSpec) -> bool:

@@ -119,9 +119,10 @@ class Links:
     pp: Link
     labels: tuple[str, ...]
     problem: Optional[Reason] = None
+    rep: Optional[Link] = None   # hybrid sharding: the replicas of one shard, reducing its gradients
 
     def __iter__(self):
-        return iter((self.tp, self.cp, self.dp, self.ep, self.pp))
+        return iter(x for x in (self.tp, self.cp, self.dp, self.ep, self.pp, self.rep) if x is not None)
 
 
 def links(lay: Layout, gpu: GpuModel, per_node: int, nodes: int, interconnect: str, network: str,
@@ -137,13 +138,16 @@ def _links(lay: Layout, per_node: int, nodes: int, fab: Fabric) -> Links:
         inside, fewest, spanned = group_span(size, stride, outer, per_node)
         return Link(dim, size, inside, fewest, spanned, per_node, fab.bus_gbs, fab.node_bytes_s)
 
-    shard = lay.dp * lay.cp
-    ep = max(1, min(lay.ep, shard))  # expert parallelism within the ranks holding the same weights
+    same = lay.same_weights
+    ep = max(1, min(lay.ep, same))  # expert parallelism within the ranks holding the same weights
+    rep = None
+    if lay.replicas > 1:  # hybrid sharding: a shard group is consecutive dp ranks, its replicas at its stride
+        rep = link("rep", lay.replicas, lay.tp * lay.shard, lay.world // (lay.tp * same))
     out = Links(tp=link("tp", lay.tp, 1, lay.world // lay.tp),
                 cp=link("cp", lay.cp, lay.tp, lay.dp * lay.pp),
-                dp=link("dp", shard, lay.tp, lay.pp),
+                dp=link("dp", lay.shard, lay.tp, lay.world // (lay.tp * lay.shard)),
                 ep=link("ep", ep, lay.tp, lay.world // (lay.tp * ep)),
-                pp=link("pp", lay.pp, lay.tp * lay.cp * lay.dp, 1), labels=fab.labels)
+                pp=link("pp", lay.pp, lay.tp * lay.cp * lay.dp, 1), labels=fab.labels, rep=rep)
     gpus = per_node * nodes
     if lay.world > gpus:
         return _with(out, reason(ReasonCode.LAYOUT_WORLD_SIZE,
@@ -158,7 +162,7 @@ def _links(lay: Layout, per_node: int, nodes: int, fab: Fabric) -> Links:
 
 
 def _with(out: Links, why: Reason) -> Links:
-    return Links(out.tp, out.cp, out.dp, out.ep, out.pp, out.labels + (why.message,), why)
+    return Links(out.tp, out.cp, out.dp, out.ep, out.pp, out.labels + (why.message,), why, out.rep)
 
 
 def group_span(size: int, stride: int, outer: int, per_node: int) -> tuple[int, int, int]:

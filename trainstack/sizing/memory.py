@@ -29,8 +29,9 @@ from ..models import Architecture
 from ..profile import TrainingSpec
 from . import constants as K
 from .allocator import reserved_bytes
+from .intervals import estimate_class, interval
 from .param_bytes import trainable_params
-from .parallel import Layout, layout_for, micro_batches, stages
+from .parallel import DEFAULT_GPUS_PER_NODE, Layout, layout_for, micro_batches, stages
 from .phases import phase_components
 
 #: Breakdown keys, in display order.
@@ -69,11 +70,19 @@ class MemoryEstimate(BaseModel):
     peak_stage: Optional[str] = Field(None, description="With pipeline parallelism: the stage reported (first, "
                                                         "middle, last)")
     micro_batches_in_flight: float = Field(1.0, description="Micro-batches whose activations that stage holds")
+    peak_gib_interval: Optional[tuple[float, float]] = Field(
+        None, description="Central 80 % interval of the peak: the leave-one-source-out errors of the estimate's class "
+                          "(sizing/intervals.py)")
+    required_gib_interval: Optional[tuple[float, float]] = Field(
+        None, description="The same interval of required_gib_per_gpu; the fit verdict uses its upper end")
+    interval_class: Optional[str] = Field(None, description="The class the interval is for: */framework/method/dense-moe")
+    interval_labels: tuple[str, ...] = ()
 
 
 def memory_estimate(arch: Architecture, training: TrainingSpec, gpus: int = 1,
                     allocator: str = "default", weights_cast_on_gpu: bool = False,
-                    keeps_outputs: Optional[bool] = None, layout: Optional[Layout] = None) -> MemoryEstimate:
+                    keeps_outputs: Optional[bool] = None, layout: Optional[Layout] = None,
+                    gpus_per_node: int = DEFAULT_GPUS_PER_NODE) -> MemoryEstimate:
     """Peak, reserved and required memory per GPU of a job on ``gpus`` GPUs: the profile's layout
     (its tensor/pipeline/context degrees; data parallel the rest, ZeRO shards over it), or ``layout``.
     With pipeline parallelism the stage that needs the most is reported.
@@ -84,8 +93,9 @@ def memory_estimate(arch: Architecture, training: TrainingSpec, gpus: int = 1,
     16 bits there (the calibration harness does this; ``from_pretrained(torch_dtype=...)`` does not).
     ``keeps_outputs``: the loop holds each step's outputs (``out = model(...)``, as the calibration
     harness does) until the next step replaces them; default: the framework's (none keep them).
+    ``gpus_per_node``: the node size hybrid sharding (``training.sharding: hybrid``) shards within.
     """
-    lay = layout or layout_for(training, max(1, int(gpus)))
+    lay = layout or layout_for(training, max(1, int(gpus)), gpus_per_node)
     return _memory(arch, training, lay, allocator, bool(weights_cast_on_gpu), keeps_outputs)
 
 
@@ -106,7 +116,13 @@ def _memory(arch: Architecture, t: TrainingSpec, lay: Layout, allocator: str = "
     required = reserved + K.CUDA_CONTEXT_GIB * K.GIB
     if lay.world > 1:
         required += K.NCCL_BUFFERS_GIB * K.GIB
+    cls = estimate_class(arch, t, None)
+    band = interval("memory", 1.0, cls, digits=6)
+    lo, hi = (band.low, band.high) if band else (1.0, 1.0)
     return MemoryEstimate(
+        peak_gib_interval=(round(lo * peak / K.GIB, 2), round(hi * peak / K.GIB, 2)) if band else None,
+        required_gib_interval=(round(lo * required / K.GIB, 2), round(hi * required / K.GIB, 2)) if band else None,
+        interval_class=cls.key("memory"), interval_labels=(band.labels if band else ("no residuals: no interval",)),
         peak_gib_per_gpu=round(peak / K.GIB, 3), reserved_gib_per_gpu=round(reserved / K.GIB, 3),
         required_gib_per_gpu=round(required / K.GIB, 3), allocator=allocator,
         breakdown_gib={k: round(phases[name].get(k, 0.0) / K.GIB, 3) for k in COMPONENTS},

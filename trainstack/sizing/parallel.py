@@ -27,17 +27,23 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..models import Architecture
-from ..parallel_degrees import DEGREE_FIELDS, Layout, layout_problems  # noqa: F401 - the layout's rules, kept importable here
+from ..parallel_degrees import DEGREE_FIELDS, Layout, hybrid_replicas, layout_problems  # noqa: F401 - the layout's rules, kept importable here
 
 if TYPE_CHECKING:
     from ..profile import TrainingSpec
 
 
-def layout_for(t: TrainingSpec, gpus: int) -> Layout:
-    """The profile's own layout on ``gpus`` GPUs: its degrees (unset: 1), data parallel the rest."""
+#: GPUs per node assumed where a caller sizes memory without a node layout (hybrid sharding's shard group)
+DEFAULT_GPUS_PER_NODE = 8
+
+
+def layout_for(t: TrainingSpec, gpus: int, per_node: int = DEFAULT_GPUS_PER_NODE) -> Layout:
+    """The profile's own layout on ``gpus`` GPUs: its degrees (unset: 1), data parallel the rest; with
+    ``training.sharding: hybrid`` the replicas of per_node-GPU nodes."""
     tp, pp, cp = t.tensor_parallel or 1, t.pipeline_parallel or 1, t.context_parallel or 1
-    return Layout(tp=tp, pp=pp, cp=cp, dp=max(1, int(gpus) // (tp * pp * cp)), ep=t.expert_parallel,
-                  vp=t.virtual_pipeline_stages if pp > 1 else 1)
+    dp = max(1, int(gpus) // (tp * pp * cp))
+    return Layout(tp=tp, pp=pp, cp=cp, dp=dp, ep=t.expert_parallel, vp=t.virtual_pipeline_stages if pp > 1 else 1,
+                  replicas=hybrid_replicas(t.sharding, tp, cp, dp, per_node))
 
 
 def micro_batches(t: TrainingSpec, lay: Layout) -> int:
@@ -49,7 +55,7 @@ def expert_degree(arch: Architecture, t: TrainingSpec, lay: Layout) -> int:
     """training.expert_parallel on a MoE model, at most the ranks holding the same weights."""
     if not arch.is_moe:
         return 1
-    return max(1, min(t.expert_parallel, lay.shard))
+    return max(1, min(t.expert_parallel, lay.same_weights))
 
 
 # ---- pipeline stages -------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from ..models import Architecture
 from ..profile import TrainingSpec
 from . import constants as K
 from .activations import (
-    checkpoint_bytes, final_norm_bytes, full_layer_bytes, lora_layer_bytes, selective_layer_bytes,
+    checkpoint_bytes, eager_keys, final_norm_bytes, full_layer_bytes, lora_layer_bytes, selective_layer_bytes,
     vision_activation_bytes,
 )
 from .frameworks import DTENSOR_LOSS_PARALLEL_BYTES, KEPT_OUTPUT_BYTES, LOSS_BYTES, framework, loss_mode
@@ -80,12 +80,13 @@ def phase_components(arch: Architecture, t: TrainingSpec, dp: int, keeps_outputs
     layers = stage.layers
 
     # activations
+    keys = eager_keys(t)
     if lora is not None:
         ab = adapter_bytes(t)
-        layer = lora_layer_bytes(arch, lora, ab=ab)
-        first = layer if t.checkpointing == "full" else lora_layer_bytes(arch, lora, first=True, ab=ab)
+        layer = lora_layer_bytes(arch, lora, ab=ab, keys=keys)
+        first = layer if t.checkpointing == "full" else lora_layer_bytes(arch, lora, first=True, ab=ab, keys=keys)
     else:
-        layer = first = full_layer_bytes(arch, blay)
+        layer = first = full_layer_bytes(arch, blay, keys)
     if t.checkpointing == "selective":
         layer = selective_layer_bytes(arch, t, blay, layer)
         first = selective_layer_bytes(arch, t, blay, first)

@@ -34,11 +34,15 @@ from ..reasons import Reason
 from . import constants as K
 from .communication import data_parallel_seconds, model_parallel_labels, model_parallel_seconds
 from .compute_time import (
-    attention_efficiency, dense_tflops, matmul_efficiency, micro_seconds, step_terms, te_attention_efficiency,
+    attention_efficiency, dense_tflops, fp8_matmul_efficiency, matmul_efficiency, micro_seconds, step_terms,
+    te_attention_efficiency,
 )
 from .flops import flops_per_token
+from .intervals import estimate_class, fp8_unmeasured, interval
 from .links import Links, links
-from .parallel import Layout, Stage, bubble_fraction, bubble_micro_batches, layout_for, micro_batches, stages
+from .parallel import (
+    Layout, Stage, bubble_fraction, bubble_micro_batches, expert_degree, layout_for, micro_batches, stages,
+)
 
 
 class ThroughputEstimate(BaseModel):
@@ -67,6 +71,10 @@ class ThroughputEstimate(BaseModel):
     labels: tuple[str, ...] = ()
     problem: Optional[Reason] = Field(None, description="Why this layout has no speed on these nodes: its ranks "
                                                         "outnumber the GPUs, or no link carries a group of them")
+    tokens_per_second_per_gpu_interval: Optional[tuple[float, float]] = Field(
+        None, description="Central 80 % interval: the leave-one-source-out errors of the estimate's class "
+                          "(sizing/intervals.py)")
+    interval_class: Optional[str] = Field(None, description="generation/framework/method/dense-moe")
 
 
 def throughput_estimate(arch: Architecture, training: TrainingSpec, gpu: GpuModel, gpus_per_node: int = 1,
@@ -75,7 +83,7 @@ def throughput_estimate(arch: Architecture, training: TrainingSpec, gpu: GpuMode
     """Tokens per second of ``nodes`` x ``gpus_per_node`` GPUs of model ``gpu``: the profile's layout
     (its tensor/pipeline/context degrees; data parallel the rest), or ``layout``."""
     per_node, n = max(1, int(gpus_per_node)), max(1, int(nodes))
-    lay = layout or layout_for(training, per_node * n)
+    lay = layout or layout_for(training, per_node * n, per_node)
     return _throughput(arch, training, gpu, per_node, n, interconnect, network, network_gbps, lay)
 
 
@@ -84,7 +92,7 @@ def _throughput(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: in
                 interconnect: str, network: str, network_gbps: Optional[float],
                 lay: Optional[Layout] = None) -> ThroughputEstimate:
     gpus = per_node * nodes
-    lay = lay or layout_for(t, gpus)
+    lay = lay or layout_for(t, gpus, per_node)
     fl = flops_per_token(arch, t)
     model_fl = flops_per_token(arch, t, recompute=False)
     total_flops = fl["linear"] + fl["attention"]
@@ -97,8 +105,10 @@ def _throughput(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: in
         labels.append(f"speed on {gpu.name} from its dense TFLOPS and memory bandwidth at the fitted efficiencies "
                       f"of its generation ({gpu.architecture})")
     if arch.is_moe:
-        labels.append("MoE expert matmuls assumed to run at the dense matmul efficiency (grouped GEMMs "
-                      "of small experts may run slower; not calibrated)")
+        labels.append("MoE: balanced routing assumed; each expert's GEMMs timed at the size a balanced router "
+                      "gives it (roofline: FLOPs or operand bytes, whichever is slower)"
+                      + ("; transformers' per-expert Python loop priced per kernel launch" if t.framework == "hf"
+                         else ""))
     where = f"{gpus} GPU(s)" if lay.trivial else f"{dp} data-parallel rank(s)"
     if t.global_batch_size is not None and t.gradient_accumulation_steps is None \
             and t.global_batch(dp) != t.global_batch_size:
@@ -144,7 +154,14 @@ def _throughput(arch: Architecture, t: TrainingSpec, gpu: GpuModel, per_node: in
     if lay.pp > 1:
         labels.append(f"pipeline: {gas} micro-batch(es) per step over {lay.pp} stages, "
                       f"{bubble_fraction(lay, gas):.0%} of the step idle (the bubble)")
+    cls = estimate_class(arch, t, gpu.architecture)
+    band = interval("speed", per_gpu, cls, fp8_unmeasured_gpu=fp8_unmeasured(t, gpu.name))
+    if band is not None:
+        labels.append(f"tokens/s per GPU 80 % interval {band.low:,.0f}-{band.high:,.0f}: leave-one-source-out errors "
+                      f"of {band.basis} ({band.rows} rows, {band.sources} sources)")
+        labels += band.labels
     return ThroughputEstimate(
+        tokens_per_second_per_gpu_interval=(band.low, band.high) if band else None, interval_class=cls.key("speed"),
         **{**empty, "flops_per_token": total_flops}, tokens_per_second_per_gpu=round(per_gpu, 1),
         tokens_per_second=round(per_gpu * gpus, 1), step_seconds=round(step, 6),
         compute_seconds=round(step_one, 6), communication_seconds=round(comm, 6),
@@ -161,8 +178,9 @@ def pipeline_pace(arch: Architecture, t: TrainingSpec, gpu: GpuModel, lay: Layou
     eff, att_eff, te_eff = matmul_efficiency(gpu), attention_efficiency(gpu), te_attention_efficiency(gpu)
     pace = None
     for stage in stages(arch.num_layers, lay, gas):
-        terms = step_terms(arch, t, linear_peak, attn_peak, bandwidth, None if lay.trivial else stage)
-        micro = micro_seconds(terms, eff, att_eff, te_eff)
+        terms = step_terms(arch, t, linear_peak, attn_peak, bandwidth, None if lay.trivial else stage,
+                           ep=expert_degree(arch, t, lay), matmul_eff=eff, shard=lay.shard)
+        micro = micro_seconds(terms, eff, att_eff, te_eff, fp8_matmul_efficiency(gpu))
         attention_seconds = terms["attention"] / att_eff + terms["te_attention"] / te_eff
         mp = model_parallel_seconds(arch, t, lay, stage, lk, attention_seconds)
         opt = terms["optimizer"] / K.BANDWIDTH_EFFICIENCY  # the optimizer step, once per step
