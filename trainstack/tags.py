@@ -69,6 +69,8 @@ def base_tags(plan: Plan, role: Optional[str] = None, zone: Optional[str] = None
 JOB_SETTINGS = "trainstack:job-settings"
 #: a self-healing pool node's tag naming the scale-to-0 rule its agent executes when the job ends
 SCALE_RULE_TAG = "trainstack:scale-to-zero"
+#: a node's rank, or ``pool`` on a multi-node self-healing pool's nodes (they take theirs from the rendezvous)
+NODE_RANK = "trainstack:node-rank"
 
 
 def node_tags(plan: Plan, zone: str, rank: "int | str", job_settings_digest: Any = None,
@@ -77,7 +79,7 @@ def node_tags(plan: Plan, zone: str, rank: "int | str", job_settings_digest: Any
     ``rank``: the node's rank, or ``pool`` (a multi-node self-healing pool's nodes take theirs from
     the rendezvous). ``job_settings_digest`` (a string or a deploy-time Output) adds the job settings tag."""
     tags: dict[str, Any] = base_tags(plan, role=ROLE_TRAINING, zone=zone)
-    tags["trainstack:node-rank"] = str(rank)
+    tags[NODE_RANK] = str(rank)
     tags["trainstack:gpus-per-node"] = str(plan.gpus_per_node)
     if plan.gpu_model:
         tags["trainstack:gpu-model"] = plan.gpu_model

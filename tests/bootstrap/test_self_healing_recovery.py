@@ -471,3 +471,119 @@ def status_view(ess):
     profile = profile_for("llama3-70b-full", merged(
         {"resources": {"gpus": 24, "max_nodes": 8, "deadline_hours": None}}, PROFILE_CHANGES))
     return build_view(profile, plan, prediction_for(profile, plan), heartbeats=beats)
+
+
+# ---- issue 33: every way a healing run ends bills nothing after it; node 0 loss; no split (issue 31 item 3) ----
+
+def started(ess, tmp: Path, checkpoints: int = 10) -> tuple[Instance, ...]:
+    ess.start()
+    nodes = tuple(ess.instances.values())
+    wait_for(lambda: len({e["node"] for e in events(tmp) if e["event"] == "round"}) == 3, 60,
+             "the first rendezvous round of 3 nodes")
+    wait_for(lambda: len(os.listdir(tmp / "cpfs" / "checkpoints")) >= checkpoints, 60, f"{checkpoints} checkpoints")
+    return nodes
+
+
+def ended_cleanly(ess, anchor: Instance, pool: list[Instance], rc: int = 0) -> float:
+    """Node 0's job exits ``rc``, the pool scales to 0 through its rule, node 0 stops: 0 CNY after the job."""
+    assert anchor.launch.wait(timeout=120) == rc, anchor.log()
+    for inst in pool:
+        wait_for(lambda: inst in ess.released, 90, f"{inst.id} released by the scale-to-0 rule\n{inst.log()}")
+    wait_for(lambda: anchor in ess.stopped, 30, "node 0's StopInstance")
+    assert {c["ScalingRuleAri"] for c in ess.rule_calls} == {RULE} and ess.size == 0
+    ended = job_end(ess.tmp)
+    assert_nothing_bills_after(ess, ended)
+    return ended
+
+
+def no_imdsv1(ess) -> None:
+    """Every metadata read of every node carried a session token (the fake answers 401 without one)."""
+    every = list(ess.instances.values()) + ess.released + ess.stopped
+    for inst in {i.id: i for i in every}.values():
+        assert inst.cloud.gets and all(token for _, token in inst.cloud.gets), inst.id
+
+
+def run_record(ess) -> dict:
+    plan = ess.plan
+    key = f"status/{plan.node_names()[0]}/run.json"
+    prefix = plan.storage.oss.prefix if hasattr(plan.storage.oss, "prefix") else ""
+    keys = [k for k in ess.store.keys(plan.storage.oss.bucket) if k.endswith(key)]
+    assert keys, f"no run record under {prefix}{key}"
+    return json.loads(ess.store.read(plan.storage.oss.bucket, keys[0]))
+
+
+def test_node_0_rebooting_mid_job_rejoins_and_the_pool_waits_for_it(ess, tmp_path):
+    anchor, node_1, node_2 = started(ess, tmp_path)
+    rebooted = ess.reboot_anchor(anchor, replaced=False)
+    assert rebooted.id == anchor.id and rebooted.ip == anchor.ip
+    ended_cleanly(ess, rebooted, [node_1, node_2])
+    log = events(tmp_path)
+    # the pool nodes launched into the same run again instead of finishing alone
+    for inst in (node_1, node_2):
+        assert "launching into it again" in inst.log(), inst.log()
+        assert [e["event"] for e in log if e["node"] == inst.id][-1] == "done"
+    assert "the run was going on when node 0 (re)started" in rebooted.log() or "job_resumed" in json.dumps(
+        [e for e in log if e["node"] == anchor.id])
+    last = [e for e in log if e["event"] == "round" and e["node"] == anchor.id][-1]
+    assert last["resume_step"] > 10 and len(os.listdir(tmp_path / "cpfs" / "checkpoints")) == STEPS
+    record = run_record(ess)
+    assert record["state"] == "ended" and record["reason"] == "succeeded" and record["generation"] == ess.digest
+    no_imdsv1(ess)
+
+
+def test_a_replaced_node_0_restarts_the_job_from_the_latest_checkpoint(ess, tmp_path):
+    anchor, node_1, node_2 = started(ess, tmp_path)
+    new = ess.reboot_anchor(anchor, replaced=True)  # `pulumi up --replace` or ECS auto-recovery
+    assert new.id != anchor.id and new.ip == anchor.ip
+    ended_cleanly(ess, new, [node_1, node_2])
+    rounds = [e for e in events(tmp_path) if e["event"] == "round" and e["node"] == new.id]
+    assert rounds and rounds[0]["resume_step"] > 10  # from the latest checkpoint, not from step 1
+    assert len(os.listdir(tmp_path / "cpfs" / "checkpoints")) == STEPS
+    assert run_record(ess)["node0"] == anchor.id  # the run it resumed, started by the old node 0
+    no_imdsv1(ess)
+
+
+def test_a_failed_job_ends_the_cluster_too(ess, tmp_path):
+    """The trainer fails on every node until the restarts run out: node 0 stops, the pool goes to 0."""
+    anchor, node_1, node_2 = started(ess, tmp_path)
+    (tmp_path / "fail").touch()
+    ended_cleanly(ess, anchor, [node_1, node_2], rc=1)
+    assert run_record(ess)["reason"] == "failed"
+    stop = json.loads((anchor.root / "state" / "stop-reason.json").read_text())
+    assert stop["reason"] == "failed"
+    view = status_view(ess)
+    assert view.job.stop is not None and view.job.stop.reason == "failed" and view.job.stop.at
+    no_imdsv1(ess)
+
+
+def test_the_budget_guard_stops_node_0_and_the_pool_goes_to_0(ess, tmp_path):
+    anchor, node_1, node_2 = started(ess, tmp_path)
+    marker = {"at": time.time(), "message": "the hourly budget is spent", "reason": "budget"}
+    (anchor.root / "run" / "guard-stop").write_text(json.dumps(marker))
+    ended_cleanly(ess, anchor, [node_1, node_2], rc=15)
+    assert run_record(ess)["reason"] == "guard"
+    assert json.loads((anchor.root / "state" / "stop-reason.json").read_text())["reason"] == "budget"
+    # the guard asked node 0's trainer to checkpoint first (the fake's 80 short steps may finish in the grace)
+    assert "checkpoint_signal" in [e["event"] for e in events(tmp_path) if e["node"] == anchor.id]
+
+
+def test_a_replacement_arriving_after_a_settings_change_joins_the_running_generation(ess, tmp_path):
+    """`pulumi up` after a job.command edit: settings.json and the tag ESS gives new nodes name generation 2;
+    a replacement launched mid-job still trains with generation 1, the one node 0's run names."""
+    anchor, node_1, node_2 = started(ess, tmp_path)
+    first = ess.digest
+    edited = hand_edited(ess.plan, job=ess.plan.job.model_copy(update={"command": ess.plan.job.command + " --lr 1e-5"}))
+    ess.store_digest = publish_generation(edited, tmp_path / "oss")
+    assert ess.digest != first
+    replacement = ess.interrupt(node_1)
+    assert replacement.cloud.tags[JOB_SETTINGS_TAG] == ess.digest  # ESS tagged it with the new generation
+    ended_cleanly(ess, anchor, [node_2, replacement])
+    log = events(tmp_path)
+    start = {i.id: next(e["argv"] for e in log if e["event"] == "start" and e["node"] == i.id)
+             for i in (node_2, replacement)}
+    without_addr = lambda argv: [w for k, w in enumerate(argv) if k == 0 or argv[k - 1] != "--local-addr"]  # noqa
+    assert without_addr(start[replacement.id]) == without_addr(start[node_2.id])  # the old command, same run
+    assert "--lr" not in " ".join(start[replacement.id])
+    assert (replacement.root / "etc" / ".job-settings.sha256").read_text().split()[0] == first
+    last = [e for e in log if e["event"] == "round" and e["node"] == anchor.id][-1]
+    assert last["members"] == sorted([anchor.ip, node_2.ip, replacement.ip])

@@ -37,6 +37,13 @@ OUTPUT_KEYS = ("scalingConfigurationId", "lifecycleState")
 #: group's last configuration, delete the group with it (:1936-1990)
 STEP_KEYS = ("active", "enable", "forceDelete")
 HTTP_TOKENS_REQUIRED = "required"
+#: inputs ModifyScalingConfiguration sends again in place (trainstack.cloud.ess.modify_request): each reaches
+#: only nodes ESS launches later; a running node keeps what it was launched with
+UPDATE_KEYS = ("scalingConfigurationName", "instanceName", "hostName", "instanceDescription", "instanceType",
+               "imageId", "spotStrategy", "spotPriceLimits", "spotDuration", "internetMaxBandwidthOut",
+               "httpEndpoint", "httpTokens", "systemDiskCategory", "systemDiskPerformanceLevel", "systemDiskSize",
+               "systemDiskEncrypted", "systemDiskName", "roleName", "userData", "tags", "networkInterfaces",
+               "securityGroupIds", "dataDisks", "keyName", *STEP_KEYS)
 
 
 def network_interfaces(plan: Plan, security_group_id: Any) -> Optional[list[dict[str, Any]]]:
