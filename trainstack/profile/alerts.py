@@ -57,7 +57,8 @@ class AlertsSpec(_Strict):
                                                "(never the URL itself)")
     format: AlertFormat = Field(description="dingtalk (robot, markdown), slack (incoming webhook, text + blocks) "
                                             "or json (the event record)")
-    events: tuple[AlertEvent, ...] = Field(ALERT_EVENTS, min_length=1, description="Which events are posted")
+    events: tuple[AlertEvent, ...] = Field(ALERT_EVENTS, min_length=1, strict=False,  # a YAML list
+                                           description="Which events are posted")
     relay: Optional[str] = Field(
         None, description="An HTTP(S) forward proxy inside network.vpc_cidr (IPv4:port) the nodes post through, "
                           "instead of network.internet_egress")
