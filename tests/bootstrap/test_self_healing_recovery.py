@@ -285,7 +285,15 @@ class FakeEss:
         --replace`: a new instance and system disk; delete-before-replace frees the IP first)."""
         with self.lock:
             self.instances.pop(anchor.id, None)
+            pool = [i.id for i in self.instances.values() if i.kind == "pool"]
+        gone = time.time()
         self._kill(anchor, signal.SIGKILL if replaced else signal.SIGTERM)
+        # A real reboot or replacement takes minutes, the pool's agents lose node 0's store in seconds: node 0
+        # is back only after each pool node's agent gave up on it (racing the fake's 3 s store timeout with a
+        # ~3 s fake reboot let the pool rejoin in place, the case this test does not mean).
+        wait_for(lambda: {e["node"] for e in events(self.tmp) if e["t"] >= gone and e["node"] in pool
+                          and e["event"] in ("store_lost", "gave_up")} == set(pool), 30,
+                 "the pool's agents losing node 0's rendezvous store")
         if replaced:
             anchor.billed_until = time.time()
             self.released.append(anchor)
