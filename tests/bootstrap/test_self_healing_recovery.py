@@ -110,6 +110,8 @@ while True:
     failed = False
     while step <= int(os.environ["FAKE_STEPS"]):
         time.sleep(0.03)
+        while os.path.exists(os.environ["FAKE_HOLD"]) and live() == members:  # the test holds the job mid-run
+            time.sleep(0.02)
         if os.path.exists(os.environ["FAKE_FAIL"]):  # the trainer fails on every node: restarts run out
             record("gave_up")
             sys.exit(1)
@@ -215,6 +217,7 @@ class FakeEss:
         env = dict(os.environ, PATH=f"{self.bin}:{os.environ['PATH']}", FAKE_NODE=iid, FAKE_LOG=str(self.tmp / "log"),
                    FAKE_STEPS=str(STEPS), FAKE_RDZV_ROOT=str(self.tmp / "rendezvous"),
                    FAKE_CPFS_MOUNT=self.plan.storage.cpfs.mount_path, FAKE_FAIL=str(self.tmp / "fail"),
+                   FAKE_HOLD=str(self.tmp / "hold"),
                    TRAINSTACK_ETC=str(node), TRAINSTACK_LIB=str(node), TRAINSTACK_STATE=str(root / "state"),
                    TRAINSTACK_RUN=str(root / "run"), TRAINSTACK_WORKDIR=str(root / "work"),
                    TRAINSTACK_METADATA_URL=cloud.url, TRAINSTACK_ECS_ENDPOINT=cloud.url,
@@ -522,7 +525,11 @@ def run_record(ess) -> dict:
 
 def test_node_0_rebooting_mid_job_rejoins_and_the_pool_waits_for_it(ess, tmp_path):
     anchor, node_1, node_2 = started(ess, tmp_path)
+    (tmp_path / "hold").touch()  # however slow the machine, the job cannot end before node 0 goes away
     rebooted = ess.reboot_anchor(anchor, replaced=False)
+    wait_for(lambda: {e["node"] for e in events(tmp_path) if e["event"] in ("restart", "store_lost", "gave_up")}
+             >= {node_1.id, node_2.id}, 30, "the pool's worker groups failing without node 0")
+    (tmp_path / "hold").unlink()
     assert rebooted.id == anchor.id and rebooted.ip == anchor.ip
     ended_cleanly(ess, rebooted, [node_1, node_2])
     log = events(tmp_path)
