@@ -16,38 +16,40 @@ terraform-provider-alicloud ace5bcf8 resource_alicloud_ess_scaling_configuration
   replacement when a reclaim notice arrives), ``compensate_with_on_demand`` from the plan
   (``spot: allow`` only), explicit removal policies, no deletion protection, ``release`` scaling
   policy, tags with ``trainstack:name`` and ``trainstack:zone``.
-- ``ess.ScalingConfiguration`` (what every node of the group is made of, as ``Cluster`` makes an
-  ``ecs.Instance``): the planned type, ``SpotWithPriceLimit`` with the plan's ESS bid
-  (``spot_price_limits``: 2 decimals at most, rounded down), the image, the cluster security
-  group, no public bandwidth, metadata on (``http_endpoint``; ESS exposes no ``http_tokens``,
-  the bootstrap uses IMDSv2 tokens anyway), encrypted ESSD system and data disks, the node RAM
-  role by name (``role_name``: attached at launch), the same bootstrap as node 0 of the instance
-  path (rank 1's for a multi-node pool), no ``network_interfaces`` (ESS refuses them next to the
-  security groups the provider requires at create, so a multi-node self-healing plan talks TCP:
-  trainstack.layout.network), and the training-node tags of ``trainstack/tags.py``
-  (``trainstack:role=training``, ``trainstack:zone``, ``trainstack:gpu-model``,
-  ``trainstack:gpus-per-node``, rank 0 or ``pool``, and
-  ``trainstack:job-settings``: the running node keeps the settings it was launched with, since a
-  changed configuration reaches only the next node ESS launches).
-  ``active`` + ``enable`` put the group in service; ``force_delete`` lets ``pulumi destroy`` delete
-  this last configuration together with its group.
+- the scaling configuration (what every node of the group is made of, as ``Cluster`` makes an
+  ``ecs.Instance``): ``components.ess_pool.EssScalingConfiguration`` over the ESS SDK, since the
+  provider's ``ess.ScalingConfiguration`` cannot ask for eRDMA or metadata tokens
+  (trainstack.layout.pool_configuration): the planned type, ``SpotWithPriceLimit`` with the plan's ESS
+  bid, the image, no public bandwidth, ``httpTokens=required`` (IMDSv2 only), on eRDMA plans a
+  Standard primary interface and a HighPerformance secondary one (an ERI) each in the cluster security
+  group, else that security group, encrypted ESSD disks, the node RAM role, the bootstrap (rank 1's for
+  a multi-node pool), and the training-node tags with the job-settings digest and the scale-to-0 rule.
+- ``ess.ScalingRule`` ``TotalCapacity 0``: the one rule the node role may execute (``ess:ExecuteScalingRule``
+  on this group only, trainstack.layout.identity): when the job ends a pool node scales the pool to 0.
+  So the group's ``min_size`` is 0 and ``desired_capacity`` the pool's size; once a node scaled it down,
+  state and reality differ until ``pulumi up --refresh`` sets the size again (docs/self-healing.md).
 
-Billing: the pool's node is never stopped by the bootstrap (a stopped node would fail the ESS
-health check and be replaced, rerunning the job); it runs until the stack is destroyed. The node
-role therefore gets no ``StopInstance`` permission at all (nothing to widen to ``*``).
+Billing: a pool node is never stopped (a stopped node would fail the ESS health check and be
+replaced); at the job's end it executes the scale-to-0 rule and ESS releases the pool's nodes.
 """
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import json
+
 import pulumi
 import pulumi_alicloud as alicloud
 
+from trainstack.layout.identity import scale_policy_document
+from trainstack.layout.lifecycle import ram_policy_rotate_strategy
+from trainstack.layout.pool_configuration import configuration_inputs
 from trainstack.plan import Plan
 
+from .ess_pool import EssScalingConfiguration
 from .network import Network
-from trainstack.tags import MAX_TAGS, base_tags, node_tags, within_limit
+from trainstack.tags import MAX_TAGS, base_tags, within_limit
 
 #: ESS removal order when a group has to shrink (a 1-node pool only shrinks on destroy).
 REMOVAL_POLICIES = ["OldestScalingConfiguration", "OldestInstance"]
@@ -57,7 +59,8 @@ class SpotPool(pulumi.ComponentResource):
     """The ESS scaling group and its scaling configuration of a self-healing spot plan."""
 
     group: alicloud.ess.ScalingGroup
-    configuration: alicloud.ess.ScalingConfiguration
+    scale_to_zero: alicloud.ess.ScalingRule
+    configuration: EssScalingConfiguration
 
     def __init__(self, name: str, plan: Plan, network: Network, image_id: pulumi.Input[str],
                  user_data: pulumi.Input[str], role_name: pulumi.Input[str],
@@ -67,48 +70,39 @@ class SpotPool(pulumi.ComponentResource):
         pool, st = plan.spot_pool, plan.storage
         assert pool is not None and plan.zone is not None, "TrainingStack fills in the zone"
         zone = plan.zone
-        node_name = plan.pool_node_name() if pool.anchor else plan.node_names()[0]
         vswitch = network.pool_vswitch if pool.anchor else network.vswitch
         assert vswitch is not None, "the rule book gives a multi-node pool its vSwitch"
         child = pulumi.ResourceOptions(parent=self)
 
         self.group = alicloud.ess.ScalingGroup(
             f"{name}-group", scaling_group_name=f"{plan.name[:54]}-spot-pool",
-            min_size=pool.min_size, max_size=pool.max_size, desired_capacity=pool.max_size,
+            min_size=0, max_size=pool.max_size, desired_capacity=pool.max_size,  # min 0: the scale-to-0 rule
             vswitch_ids=[vswitch.id], multi_az_policy=pool.multi_az_policy,
             on_demand_base_capacity=pool.on_demand_base, on_demand_percentage_above_base_capacity=0,
             spot_instance_remedy=True, compensate_with_on_demand=pool.compensate_with_on_demand,
             removal_policies=list(REMOVAL_POLICIES), scaling_policy="release", group_deletion_protection=False,
             tags=within_limit(base_tags(plan, zone=zone), MAX_TAGS, "a scaling group"), opts=child)
 
-        args: dict = dict(
-            scaling_group_id=self.group.id, scaling_configuration_name=f"{plan.name[:54]}-spot-node",
-            instance_name=node_name, host_name=node_name,
-            instance_description=f"trainstack {plan.name}: self-healing spot GPU node",
-            instance_type=plan.instance_type, image_id=image_id,
-            spot_strategy="SpotWithPriceLimit",
-            spot_price_limits=[alicloud.ess.ScalingConfigurationSpotPriceLimitArgs(
-                instance_type=plan.instance_type, price_limit=pool.price_limit)],
-            spot_duration=plan.spot_duration_hours,
-            security_group_ids=[network.security_group.id], internet_max_bandwidth_out=0,
-            http_endpoint="enabled",
-            system_disk_category=st.system_disk_category,
-            system_disk_performance_level=st.system_disk_performance_level,
-            system_disk_size=st.system_disk_gib, system_disk_encrypted=True, system_disk_name=f"{node_name}-system",
-            role_name=role_name, user_data=user_data,
-            tags=node_tags(plan, zone, "pool" if pool.anchor else 0, job_settings_digest),
-            active=True, enable=True, force_delete=True,
-        )
+        # TotalCapacity 0 (resource_alicloud_ess_scaling_rule.go at ace5bcf8: adjustment_type/_value update in place)
+        self.scale_to_zero = alicloud.ess.ScalingRule(
+            f"{name}-scale-to-zero", scaling_group_id=self.group.id, scaling_rule_name=f"{plan.name[:50]}-scale-to-0",
+            scaling_rule_type="SimpleScalingRule", adjustment_type="TotalCapacity", adjustment_value=0, opts=child)
+        region = plan.region
+        self.scale_policy = alicloud.ram.Policy(
+            f"{name}-scale-to-zero", policy_name=f"{plan.name[:50]}-scale-to-0",
+            policy_document=self.group.id.apply(lambda gid: json.dumps(scale_policy_document(region, gid))),
+            description=f"trainstack {plan.name}: pool nodes may execute the scale-to-0 rule of their group only",
+            rotate_strategy=ram_policy_rotate_strategy(), tags=base_tags(plan), opts=child)
+        self.scale_attachment = alicloud.ram.RolePolicyAttachment(
+            f"{name}-scale-to-zero", role_name=role_name, policy_name=self.scale_policy.policy_name,
+            policy_type="Custom", opts=child)
+        inputs = configuration_inputs(plan, zone=zone, scaling_group_id=self.group.id, image_id=image_id,
+                                      security_group_id=network.security_group.id, user_data=user_data,
+                                      role_name=role_name, job_settings_digest=job_settings_digest,
+                                      scale_rule=self.scale_to_zero.ari)
+        self.configuration = EssScalingConfiguration(
+            f"{name}-config", inputs,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on, self.scale_attachment]))
 
-        disk = st.data_disk
-        if disk is not None:
-            args["data_disks"] = [alicloud.ess.ScalingConfigurationDataDiskArgs(
-                category=disk.category, performance_level=disk.performance_level, size=disk.size_gib,
-                encrypted=True, delete_with_instance=True, name=f"{node_name}-data")]
-        if plan.network.key_pair:
-            args["key_name"] = plan.network.key_pair
-        self.configuration = alicloud.ess.ScalingConfiguration(
-            f"{name}-config", opts=pulumi.ResourceOptions(parent=self, depends_on=list(depends_on)), **args)
-
-        self.register_outputs({"scaling_group_id": self.group.id,
+        self.register_outputs({"scaling_group_id": self.group.id, "scale_to_zero_rule": self.scale_to_zero.ari,
                                "scaling_configuration_id": self.configuration.id})

@@ -3,7 +3,9 @@
 Markers (docs/DESIGN.md): every training node carries the tags ``trainstack:role=training`` and
 ``trainstack:zone=<zone>`` (and, from trainstack, ``trainstack:planned-price``); the PAI-DLC job is a
 resource (a ``pulumi-python:dynamic:Resource``) whose inputs hold ``kind: pai-dlc-job`` with its ECS
-spec, pod count, RDMA setting and planned price. DLC inputs are read in both spellings
+spec, pod count, RDMA setting and planned price; a self-healing pool's scaling configuration is a
+dynamic resource whose inputs hold ``kind: ess-scaling-configuration`` and the provider resource's own
+(camelCase) names (components/ess_pool.py), so it is read as a ScalingConfiguration. DLC inputs are read in both spellings
 (``ecs_spec``/``ecsSpec``, ``pod_count``/``podCount``, ...). The nodes are the pure checks'
 ``GpuNode`` (trainstack.rules.stack_view).
 
@@ -17,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from trainstack.dlc_job import KIND as DLC_KIND
+from trainstack.layout.pool_configuration import KIND as ESS_KIND
 from trainstack.plan import PlannedPrice
 from trainstack.rules import stack_view as V
 from trainstack.rules.checks.gpu import looks_like_gpu_type as _looks_like_gpu_type
@@ -69,6 +72,16 @@ def looks_like_gpu_type(name: str) -> bool:
 def is_dlc_job(props: Mapping[str, Any]) -> bool:
     """The DLC job marker; ``kind`` is a literal, so an unknown ``kind`` is not a DLC job."""
     return props.get("kind") == DLC_KIND
+
+
+def is_ess_configuration(resource_type: str, props: Mapping[str, Any]) -> bool:
+    """trainstack's own ESS scaling configuration (a dynamic resource with ``kind: ess-scaling-configuration``)."""
+    return resource_type == DYNAMIC and props.get("kind") == ESS_KIND
+
+
+def declares_node(resource_type: str, props: Mapping[str, Any]) -> bool:
+    """Whether the resource is a node declaration whose disks and instance settings the policies judge."""
+    return resource_type in NODE_TYPES or is_ess_configuration(resource_type, props)
 
 
 def spot_strategy(props: Mapping[str, Any]) -> str:
@@ -131,10 +144,11 @@ def node_of(resource_type: str, props: Mapping[str, Any], name: str, urn: str = 
     """The GPU node a resource declares, or ``None`` when it declares none. ``region``: its provider's."""
     if is_dlc_job(props):
         return _dlc_node(props, name, urn, resource_type, region)
-    if resource_type not in NODE_TYPES:
+    if not declares_node(resource_type, props):
         return None
-    kind = {INSTANCE: "ecs", INSTANCE_SET: "instance-set", LAUNCH_TEMPLATE: "launch-template",
-            SCALING_CONFIGURATION: "ess"}[resource_type]
+    kind = "ess" if is_ess_configuration(resource_type, props) else {
+        INSTANCE: "ecs", INSTANCE_SET: "instance-set", LAUNCH_TEMPLATE: "launch-template",
+        SCALING_CONFIGURATION: "ess"}[resource_type]
     keys = ("instanceType", "instanceTypes", "instanceTypeOverrides") if kind == "ess" else ("instanceType",)
     types = _types(props, *keys)
     strategy = spot_strategy(props)
@@ -150,7 +164,8 @@ def node_of(resource_type: str, props: Mapping[str, Any], name: str, urn: str = 
         training=P.role(props) == TRAINING, count=count,
         spot=strategy in SPOT_STRATEGIES, spot_strategy=strategy,
         spot_price_limits=_spot_limits(props, types) if strategy == "SpotWithPriceLimit" else {},
-        zone=_maybe(P.tag(props, P.ZONE_TAG)), high_performance=_high_performance(props), region=region,
+        zone=_maybe(P.tag(props, P.ZONE_TAG)), high_performance=_high_performance(props),
+        region=(P.as_str(props.get("region")) or region) if kind == "ess" and resource_type == DYNAMIC else region,
         planned_price=_planned_price(P.tag(props, PLANNED_PRICE)))
 
 

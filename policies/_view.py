@@ -50,7 +50,7 @@ def disks_of(resource_type: str, p: Mapping[str, Any], name: str) -> list[V.Disk
     """Every disk a resource declares (a standalone disk, or a node's data and system disks)."""
     if resource_type in DISK_TYPES:
         return [_disk(name, "disk", p.get("category"), p.get("performanceLevel"), p.get("size"))]
-    if resource_type not in N.NODE_TYPES:
+    if not N.declares_node(resource_type, p):
         return []
     out = [_disk(name, f"data disk {i}", P.first(d, "category", "diskCategory"), d.get("performanceLevel"),
                  P.first(d, "size", "diskSize"))
@@ -90,7 +90,7 @@ def tagged_of(resource_type: str, p: Mapping[str, Any], name: str) -> list[V.Tag
 
 
 def instance_of(resource_type: str, p: Mapping[str, Any], name: str) -> list[V.InstanceSettings]:
-    if resource_type not in N.NODE_TYPES:
+    if not N.declares_node(resource_type, p):
         return []
     return [V.InstanceSettings(
         resource=name, resource_type=resource_type, has_deployment_set="deploymentSetId" in p,
@@ -113,8 +113,9 @@ def storage_of(resource_type: str, p: Mapping[str, Any], name: str, protect: boo
 
 #: the resource types that can hold each part (None: any resource with ``tags``, or a DLC job)
 PART_TYPES: dict[str, Optional[frozenset[str]]] = {
-    "disks": frozenset(N.NODE_TYPES) | frozenset(DISK_TYPES), "ingress": frozenset({N.SECURITY_GROUP_RULE}),
-    "instances": frozenset(N.NODE_TYPES), "ram_policies": frozenset({RAM_POLICY, *RAM_ATTACHMENTS}),
+    # a dynamic resource only when its kind is the ESS scaling configuration (N.declares_node)
+    "disks": frozenset(N.NODE_TYPES) | frozenset(DISK_TYPES) | {N.DYNAMIC},
+    "ingress": frozenset({N.SECURITY_GROUP_RULE}), "instances": frozenset(N.NODE_TYPES) | {N.DYNAMIC}, "ram_policies": frozenset({RAM_POLICY, *RAM_ATTACHMENTS}),
     "ram_attachments": frozenset({RAM_POLICY, *RAM_ATTACHMENTS}), "nodes": None, "tagged": None, "storage": None,
 }
 

@@ -75,6 +75,7 @@ RESOURCES: dict[str, str] = {
     "alicloud:ecs/eipAssociation:EipAssociation": "alicloud_eip_association",
     "alicloud:ess/scalingGroup:ScalingGroup": "alicloud_ess_scaling_group",
     "alicloud:ess/scalingConfiguration:ScalingConfiguration": "alicloud_ess_scaling_configuration",
+    "alicloud:ess/scalingRule:ScalingRule": "alicloud_ess_scaling_rule",
     "alicloud:nas/fileSystem:FileSystem": "alicloud_nas_file_system",
     "alicloud:nas/protocolService:ProtocolService": "alicloud_nas_protocol_service",
     "alicloud:nas/protocolMountTarget:ProtocolMountTarget": "alicloud_nas_protocol_mount_target",
@@ -870,6 +871,9 @@ def trainstack_providers() -> dict[str, Any]:
 
     dlc, cpfs = ROOT / "components" / "dlc.py", ROOT / "components" / "cpfs_export.py"
     qp = ROOT / "components" / "queue_pairs.py"
+    from trainstack.layout import pool_configuration as pc
+
+    ess = ROOT / "components" / "ess_pool.py"
 
     def lookup_facts(path: Path) -> tuple[list[str], list[str], list[str]]:
         """(replaced on, outputs, not compared) of a lookup provider whose diff names its inputs."""
@@ -904,6 +908,17 @@ def trainstack_providers() -> dict[str, Any]:
             "why": "a read-only lookup of the type's queue pairs (DescribeInstanceTypes), kept in state: only another "
                    "type or ERI count is a new lookup",
             "source": _line_of(qp, r"def diff\(self")},
+        pc.KIND: {
+            "replace": sorted(pc.REPLACE_KEYS), "outputs": sorted(pc.OUTPUT_KEYS), "not_compared": [],
+            "updated": sorted(pc.UPDATE_KEYS), "update_effect": "next_instance_only",
+            "update_why": "ModifyScalingConfiguration: only nodes ESS launches later get it, running nodes keep "
+                          "what they were launched with (scaling_group_id is ForceNew, every other argument is "
+                          "updated: terraform-provider-alicloud ace5bcf8 "
+                          "resource_alicloud_ess_scaling_configuration.go:45-48)",
+            "delete_before_replace": False,
+            "why": "a scaling configuration belongs to one scaling group: another group or region is a new "
+                   "configuration, created (and activated) before the old one is deleted",
+            "source": _line_of(ess, r"def diff\(self")},
     }
 
 

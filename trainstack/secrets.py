@@ -17,7 +17,7 @@ key and value of a document:
   Alibaba Cloud AccessKey IDs (``LTAI...``), 30-character AccessKey secrets, STS tokens
   (``CAIS...``), AWS key IDs (``AKIA``/``ASIA``/``ABIA``/``ACCA``), GitHub (``ghp_``...,
   ``github_pat_``), GitLab (``glpat-``), OpenAI-style (``sk-``, ``sk-proj-``), Hugging Face
-  (``hf_``), JWTs, ``Bearer`` tokens, PEM/OpenSSH/PGP private keys, credentials in URIs
+  (``hf_``), Slack webhook URLs, JWTs, ``Bearer`` tokens, PEM/OpenSSH/PGP private keys, credentials in URIs
   (``user:pass@``, signed query strings), and secret-named flags or assignments inside a command
   line (``--password X``, ``HF_TOKEN=...``).
 
@@ -164,6 +164,9 @@ SHAPES: tuple[Shape, ...] = (
     Shape("an API key (sk-...)", re.compile(_B + r"sk-(?:proj-|svcacct-|admin-|ant-[a-z0-9]+-)?[A-Za-z0-9_-]{20,}"),
           hints=("sk-",)),
     Shape("a Hugging Face token", re.compile(_B + r"hf_[A-Za-z0-9]{20,}" + _E), hints=("hf_",)),
+    # gitleaks slack-webhook-url (cmd/generate/config/rules/slack.go): the path is the webhook's token
+    Shape("a Slack webhook URL", re.compile(r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/"
+                                            r"[A-Za-z0-9+/]{43,56}"), hints=("hooks.slack.com",)),
     Shape("a JSON Web Token", re.compile(r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*"), hints=("eyj",)),
     Shape("a bearer token", re.compile(r"(?i:\bbearer)\s+[A-Za-z0-9._~+/-]{8,}=*"), hints=("bearer",)),
     Shape("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"), hints=("-----begin",)),
@@ -179,6 +182,7 @@ SHAPES: tuple[Shape, ...] = (
     Shape("an Alibaba Cloud AccessKey secret", re.compile(_B + r"[0-9A-Za-z]{30}" + _E), in_output=False),
 )
 _ALI_SECRET = SHAPES[-1]
+_PRIVATE_KEY = next(s for s in SHAPES if s.kind == "a private key")
 #: ``user:pass@registry.example.com/...`` (an image reference with credentials; not ``img:tag@sha256:``)
 _IMAGE_CREDENTIALS = re.compile(r"^[^/\s:@]+:[^/\s@]+@(?!sha\d+:)[^/\s@]+[./:]")
 #: ``--password X`` / ``--api-key=X`` / ``-p=X`` inside a command line
@@ -340,7 +344,7 @@ def redact_text(text: str) -> str:
     """``text`` for output: a private key as a whole, other credential shapes where they appear.
     Cached: a plan document holds each name, type and URN several times, and is redacted again
     when rendered (a pure function of the text, so the cache changes no answer)."""
-    if any(True for _ in SHAPES[9].pattern.finditer(text)):  # a private key: nothing of it is shown
+    if any(True for _ in _PRIVATE_KEY.pattern.finditer(text)):  # a private key: nothing of it is shown
         return REDACTED
     for _, hit in list(_shape_hits(text, output=True)):
         text = text.replace(hit, REDACTED)

@@ -67,14 +67,19 @@ def base_tags(plan: Plan, role: Optional[str] = None, zone: Optional[str] = None
 
 #: The SHA-256 of the job settings document the node trusts (trainstack.bootstrap.render.JOB_SETTINGS_TAG).
 JOB_SETTINGS = "trainstack:job-settings"
+#: a self-healing pool node's tag naming the scale-to-0 rule its agent executes when the job ends
+SCALE_RULE_TAG = "trainstack:scale-to-zero"
+#: a node's rank, or ``pool`` on a multi-node self-healing pool's nodes (they take theirs from the rendezvous)
+NODE_RANK = "trainstack:node-rank"
 
 
-def node_tags(plan: Plan, zone: str, rank: "int | str", job_settings_digest: Any = None) -> dict[str, Any]:
+def node_tags(plan: Plan, zone: str, rank: "int | str", job_settings_digest: Any = None,
+              scale_rule: Any = None) -> dict[str, Any]:
     """Training-node tags; GPU model, count and the planned price are plain values policies read at preview.
     ``rank``: the node's rank, or ``pool`` (a multi-node self-healing pool's nodes take theirs from
     the rendezvous). ``job_settings_digest`` (a string or a deploy-time Output) adds the job settings tag."""
     tags: dict[str, Any] = base_tags(plan, role=ROLE_TRAINING, zone=zone)
-    tags["trainstack:node-rank"] = str(rank)
+    tags[NODE_RANK] = str(rank)
     tags["trainstack:gpus-per-node"] = str(plan.gpus_per_node)
     if plan.gpu_model:
         tags["trainstack:gpu-model"] = plan.gpu_model
@@ -82,6 +87,8 @@ def node_tags(plan: Plan, zone: str, rank: "int | str", job_settings_digest: Any
         tags[PLANNED_PRICE] = price_text(price)
     if job_settings_digest is not None:
         tags[JOB_SETTINGS] = job_settings_digest
+    if scale_rule is not None:  # the pool's scale-to-0 rule (its ARI: a deploy-time value)
+        tags[SCALE_RULE_TAG] = scale_rule
     return within_limit(tags, MAX_TAGS, "a GPU node")
 
 

@@ -151,9 +151,13 @@ def publish_settings(plan, cloud: "FakeCloud", store_root: Path, **kwargs) -> st
 
     from trainstack.bootstrap.render import JOB_SETTINGS_TAG, render_job_settings
 
+    from trainstack.bootstrap.node import GENERATIONS_DIR
     settings = render_job_settings(plan, **kwargs)
     oss = plan.storage.oss
     DirStore(store_root).write(oss.bucket, oss.job_settings_key, settings.document.encode())
+    if plan.elastic:  # each generation at its content-addressed key too (components/job_settings.py)
+        DirStore(store_root).write(oss.bucket, f"{oss.job_prefix}{GENERATIONS_DIR}{settings.digest}.json",
+                                   settings.document.encode())
     cloud.tags[JOB_SETTINGS_TAG] = settings.digest
     return settings.digest
 

@@ -166,7 +166,8 @@ def test_oss_needs_no_internet_egress():
     everything = "\n".join(files.values())
     assert "ossutil" not in everything and "alicdn" not in everything and "gosspublic" not in everything
     assert urls_in(everything) == {"http://mirrors.cloud.aliyuncs.com/pypi/simple/", "http://100.100.100.200",
-                                   "https://ecs-vpc.%s.aliyuncs.com", "https://kms-vpc.%s.aliyuncs.com"}
+                                   "https://ecs-vpc.%s.aliyuncs.com", "https://kms-vpc.%s.aliyuncs.com",
+                                   "https://ess-vpc.%s.aliyuncs.com"}  # the pool's scale-to-0 (trainstack_pool.py)
     env = env_of(files["/etc/trainstack/node.env"])
     assert env["OSS_SDK_SPEC"] == "alibabacloud-oss-v2==1.4.1"
     assert env["OSS_VENV"] == "/opt/trainstack/oss-venv"

@@ -46,7 +46,7 @@ def test_two_node_profiles_validate_for_every_launcher(tmp_path, capsys, command
 
 @pytest.mark.parametrize("job, fragment", [
     ({"command": "torchrun --nnodes 3 train.py"}, "the plan runs 2 node(s)"),
-    ({"env": {"STOP_ON": "never", "CHECKPOINT_DIR": "/"}}, "STOP_ON is set by trainstack itself"),
+    ({"env": {"TRAINSTACK_RUN": "/", "NNODES": "3"}}, "NNODES is set by trainstack itself"),
     ({"secrets": {"MASTER_ADDR": {"kms_secret": "x"}}}, "MASTER_ADDR is set by trainstack itself"),
 ])
 def test_validate_and_plan_refuse_alike(tmp_path, capsys, job, fragment):

@@ -78,6 +78,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             rid = state.get("roleName", rid)
         elif short == "Policy":
             rid = state.get("policyName", rid)
+        elif short == "ScalingRule":  # what ESS answers: the rule's ARI (ExecuteScalingRule's ScalingRuleAri)
+            state["ari"] = f"ari:acs:ess:cn-shenzhen:{ACCOUNT_ID}:scalingrule/asr-{args.name}"
         elif short == "ProtocolMountTarget":
             state["exportId"] = f"exp-{args.name}"
         elif args.typ == "pulumi-python:dynamic:Resource" and state.get("kind") == "cpfs-export-address":
@@ -172,7 +174,11 @@ class Engine:
         return self.monitor.registrations
 
     def of_type(self, token_suffix: str) -> list[Registration]:
-        """Registrations whose type token ends with e.g. ``ecs/instance:Instance``."""
+        """Registrations whose type token ends with e.g. ``ecs/instance:Instance``; ``kind:K``: trainstack's
+        dynamic resources of kind K (``kind:ess-scaling-configuration``)."""
+        if token_suffix.startswith("kind:"):
+            return [r for r in self.resources if r.type == "pulumi-python:dynamic:Resource"
+                    and r.inputs.get("kind") == token_suffix[5:]]
         return [r for r in self.resources if r.type.endswith(token_suffix)]
 
     def one(self, token_suffix: str) -> Registration:

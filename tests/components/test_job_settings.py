@@ -62,6 +62,6 @@ def test_the_settings_and_the_user_data_name_the_set_and_nodes_come_after_it(eng
 def test_a_pool_nodes_configuration_comes_after_the_programs_too(engine):
     engine.declare(spot_pool_plan())
     (settings,) = [o for o in engine.of_type(OBJECT) if o.inputs["key"] == "job/settings.json"]
-    (config,) = engine.of_type("ess/scalingConfiguration:ScalingConfiguration")
+    (config,) = engine.of_type("kind:ess-scaling-configuration")  # components/ess_pool.py (issue 33)
     assert settings.urn in config.dependencies
     assert f"BOOT_PROGRAMS_SHA256={program_set().digest}" in base64.b64decode(config.inputs["userData"]).decode()

@@ -48,7 +48,7 @@ def uncovered(registrations) -> list[str]:
             if dyn is None:
                 out.append(f"{r.name}: dynamic kind {inputs.get('kind')!r} has no facts")
             else:
-                out += [f"{r.name}: {k}" for k in inputs if k not in (*dyn.replace, *dyn.outputs, *dyn.not_compared)]
+                out += [f"{r.name}: {k}" for k in inputs if k not in (*dyn.replace, *dyn.outputs, *dyn.not_compared, *dyn.updated)]
             continue
         rf = facts.resource(r.type)
         if rf is None:
@@ -73,7 +73,7 @@ def test_the_plans_above_reach_every_resource_type_the_components_create(engine_
         seen |= {r.type for r in eng.resources if r.custom and not r.type.startswith("pulumi:providers:")}
     for token in ("alicloud:ecs/ecsDeploymentSet:EcsDeploymentSet", "alicloud:oss/bucketObject:BucketObject",
                   "alicloud:ecs/ecsDisk:EcsDisk", "alicloud:ecs/ecsDiskAttachment:EcsDiskAttachment",
-                  "alicloud:ess/scalingGroup:ScalingGroup", "alicloud:ess/scalingConfiguration:ScalingConfiguration",
+                  "alicloud:ess/scalingGroup:ScalingGroup", "alicloud:ess/scalingRule:ScalingRule",
                   "alicloud:vpc/natGateway:NatGateway", "alicloud:vpc/snatEntry:SnatEntry",
                   "alicloud:nas/protocolService:ProtocolService", "alicloud:pai/workspaceDataset:WorkspaceDataset",
                   DYNAMIC):

@@ -18,8 +18,11 @@ from trainstack.errors import InputError
 from trainstack.plan import CpfsPlan, SpotPoolPlan, StoragePlan
 from trainstack.tags import planned_price, price_text
 
+from conftest import ACCOUNT_ID
+
 GROUP = "ess/scalingGroup:ScalingGroup"
-CONFIG = "ess/scalingConfiguration:ScalingConfiguration"
+CONFIG = "kind:ess-scaling-configuration"  # components/ess_pool.py over the ESS API
+CONFIG_TYPE = "pulumi-python:dynamic:Resource"
 INSTANCE = "ecs/instance:Instance"
 ESS_PREFIX = "alicloud:ess/"
 
@@ -47,7 +50,8 @@ def test_a_self_healing_plan_is_one_scaling_group_and_configuration_and_no_insta
 def test_the_group_keeps_one_spot_node_and_replaces_it_on_reclaim(engine):
     engine.declare(spot_pool_plan())
     g = engine.one(GROUP).inputs
-    assert (g["minSize"], g["maxSize"], g["desiredCapacity"]) == (1, 1, 1)
+    # min 0: the pool's one scaling rule takes it to 0 at the job's end (nothing bills after the job)
+    assert (g["minSize"], g["maxSize"], g["desiredCapacity"]) == (0, 1, 1)
     assert g["multiAzPolicy"] == "COST_OPTIMIZED"
     assert g["onDemandBaseCapacity"] == 0 and g["onDemandPercentageAboveBaseCapacity"] == 0
     assert g["spotInstanceRemedy"] is True
@@ -100,7 +104,8 @@ def test_the_configuration_carries_the_training_node_markers(engine):
         "team": "nlp", "trainstack:name": "qwen-7b-spot", "trainstack:role": "training",
         "trainstack:zone": engine.result.zone, "trainstack:node-rank": "0", "trainstack:gpus-per-node": "4",
         "trainstack:gpu-model": "A100-80G", "trainstack:job-settings": stack.job_settings.digest,
-        "trainstack:planned-price": price_text(planned_price(stack.plan))}  # the budget policy's channel
+        "trainstack:planned-price": price_text(planned_price(stack.plan)),  # the budget policy's channel
+        "trainstack:scale-to-zero": rule_ari(engine)}
 
 
 def test_the_configuration_boots_the_same_bootstrap_on_loopback_without_a_billing_stop(engine):
@@ -116,7 +121,9 @@ def test_the_configuration_boots_the_same_bootstrap_on_loopback_without_a_billin
     assert settings["hostfile"] == "127.0.0.1\n"
     assert "MASTER_ADDR=127.0.0.1\n" in settings["settings.env"] and "NNODES=1\n" in settings["settings.env"]
     env = files["/etc/trainstack/node.env"]["content"]
-    assert "STOP_ON=never\n" in env and "POWEROFF_FALLBACK=0\n" in env
+    # it never stops or powers off itself (ESS would replace it): at the job's end it scales its pool to 0
+    assert "POOL_ROLE=single\n" in env and "POWEROFF_FALLBACK=0\n" in env
+    assert "SCALE_RULE_TAG=trainstack:scale-to-zero\n" in env
     assert "/etc/systemd/system/trainstack-spot-watcher.service" in files
 
 
@@ -191,7 +198,7 @@ def _plan_json(tmp_path, capsys, profile):
 def test_offline_plan_of_a_self_healing_profile_passes_every_mandatory_policy(tmp_path, capsys):
     doc = _plan_json(tmp_path, capsys, PROFILE)
     types = [r["type"] for r in doc["resources"]]
-    assert types.count("alicloud:" + GROUP) == 1 and types.count("alicloud:" + CONFIG) == 1
+    assert types.count("alicloud:" + GROUP) == 1 and types.count(CONFIG_TYPE) == 1
     assert "alicloud:" + INSTANCE not in types
     assert doc["plan"]["spot_pool"]["price_limit"] == 138.96
     assert [v for v in doc["policy"] if v["level"] == "mandatory"] == []
@@ -205,7 +212,7 @@ def _policy_resources(doc):
 
 
 def _config_inputs(resources):
-    return next(r["inputs"] for r in resources if r["type"] == "alicloud:" + CONFIG)
+    return next(r["inputs"] for r in resources if r["inputs"].get("kind") == "ess-scaling-configuration")
 
 
 def _mandatory(resources):
@@ -214,7 +221,7 @@ def _mandatory(resources):
 
 def test_policies_judge_the_scaling_configuration(tmp_path, capsys):
     base = _policy_resources(_plan_json(tmp_path, capsys, PROFILE))
-    config = next(r["name"] for r in base if r["type"] == "alicloud:" + CONFIG)
+    config = next(r["name"] for r in base if r["inputs"].get("kind") == "ess-scaling-configuration")
     assert _mandatory(base) == set()
 
     pcie = json.loads(json.dumps(base))
@@ -262,16 +269,20 @@ def test_a_multi_node_plan_is_node_0_on_demand_plus_a_pool_of_the_others(engine)
     assert node.inputs["spotStrategy"] == "NoSpot" and "spotPriceLimit" not in node.inputs
     assert node.inputs["privateIp"] == plan.node_private_ips()[0] and node.inputs["httpTokens"] == "required"
     g = engine.one(GROUP).inputs
-    assert (g["minSize"], g["maxSize"], g["desiredCapacity"]) == (2, 2, 2)
+    assert (g["minSize"], g["maxSize"], g["desiredCapacity"]) == (0, 2, 2)
     assert g["vswitchIds"] == [f"switch-{plan.name}-network-pool-vswitch"]  # never the fixed-IP vSwitch
     assert g["compensateWithOnDemand"] is True and g["spotInstanceRemedy"] is True
     [pool_vswitch] = [s for s in engine.of_type("vpc/switch:Switch") if s.name.endswith("-pool-vswitch")]
     assert pool_vswitch.inputs["cidrBlock"] == plan.network.pool_vswitch_cidr
     c = engine.one(CONFIG).inputs
     assert c["spotStrategy"] == "SpotWithPriceLimit" and c["instanceType"] == plan.instance_type
-    # ESS refuses network_interfaces next to the security groups the provider needs at create: TCP everywhere
-    assert "networkInterfaces" not in c and c["securityGroupIds"] == [f"securitygroup-{plan.name}-network-sg"]
-    assert node.inputs["networkInterfaceTrafficMode"] == "Standard" and "networkInterfaces" not in node.inputs
+    # eRDMA through the ESS API: a Standard primary and a HighPerformance (ERI) secondary interface, each in
+    # the cluster security group, in place of SecurityGroupIds; IMDSv2 only
+    sg = f"securitygroup-{plan.name}-network-sg"
+    assert "securityGroupIds" not in c and c["networkInterfaces"] == [
+        {"instanceType": "Primary", "networkInterfaceTrafficMode": "Standard", "securityGroupIds": [sg]},
+        {"instanceType": "Secondary", "networkInterfaceTrafficMode": "HighPerformance", "securityGroupIds": [sg]}]
+    assert c["httpTokens"] == "required" and c["httpEndpoint"] == "enabled"
     assert c["tags"]["trainstack:node-rank"] == "pool"
 
 
@@ -283,7 +294,8 @@ def test_the_anchor_and_the_pool_boot_the_elastic_files(engine):
     deployed = engine.result.plan  # with the stack bucket's deploy-time name
     assert anchor == render_user_data(deployed, 0) and pool == render_user_data(deployed, 1)
     assert "STATUS_PER_INSTANCE=1" in pool and "STATUS_PER_INSTANCE" not in anchor
-    assert "STOP_ON=never" in pool and "STOP_ON=never" not in anchor  # node 0 stops billing at the end
+    # node 0 stops itself at the end; a pool node executes the scale-to-0 rule instead
+    assert "POOL_ROLE=pool" in pool and "POOL_ROLE=anchor" in anchor
 
 
 def test_only_node_0_may_be_stopped_and_the_pool_reports_under_its_own_prefix(engine):
@@ -311,3 +323,62 @@ def test_a_later_up_that_grows_the_cluster_keeps_node_0_and_resizes_the_pool(eng
     assert after.one(GROUP).inputs["maxSize"] == 3
     for s in before.of_type("vpc/switch:Switch"):
         assert after.by_urn(s.urn).inputs["cidrBlock"] == s.inputs["cidrBlock"]
+
+
+# --- issue 33: nothing bills after the job; issue 31 item 3: the cluster never splits ----------------------
+
+def rule_ari(engine):
+    return f"ari:acs:ess:cn-shenzhen:{ACCOUNT_ID}:scalingrule/asr-{engine.one('ess/scalingRule:ScalingRule').name}"
+
+
+def _actions(doc):
+    return {a for s in doc["Statement"] for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])}
+
+
+@pytest.mark.parametrize("make", [spot_pool_plan, elastic_plan], ids=["one-node", "multi-node"])
+def test_the_pool_scales_to_0_through_its_one_rule_and_a_permission_on_its_group_alone(engine, make):
+    plan = make()
+    engine.declare(plan)
+    group = engine.one(GROUP)
+    rule = engine.one("ess/scalingRule:ScalingRule").inputs
+    assert (rule["scalingGroupId"], rule["adjustmentType"], rule["adjustmentValue"]) == (
+        f"scalinggroup-{group.name}", "TotalCapacity", 0)
+    [scale] = [p for p in engine.of_type("ram/policy:Policy") if p.name.endswith("scale-to-zero")]
+    doc = json.loads(scale.inputs["policyDocument"])
+    assert doc["Statement"] == [{"Effect": "Allow", "Action": ["ess:ExecuteScalingRule"],
+                                 "Resource": [f"acs:ess:{plan.region}:*:scalinggroup/scalinggroup-{group.name}"]}]
+    attached = [a.inputs for a in engine.of_type("ram/rolePolicyAttachment:RolePolicyAttachment")
+                if a.inputs["policyName"] == scale.inputs["policyName"]]
+    assert len(attached) == 1 and attached[0]["roleName"].endswith("-train-node")
+    # no node role may resize or reconfigure the group itself
+    every = set().union(*(_actions(json.loads(p.inputs["policyDocument"])) for p in engine.of_type("ram/policy:Policy")))
+    assert {a for a in every if a.startswith("ess:")} == {"ess:ExecuteScalingRule"}
+    config = engine.one(CONFIG)
+    # the rule's ARI (known at deploy time) is the tag a pool node's agent reads to scale its pool to 0
+    assert config.inputs["tags"]["trainstack:scale-to-zero"] == rule_ari(engine)
+    pool_grants = {r.urn for r in engine.of_type("ram/rolePolicyAttachment:RolePolicyAttachment")
+                   if not r.name.endswith("stop-own-instances")}  # node 0's StopInstance on itself
+    assert pool_grants <= set(config.dependencies)  # every grant exists before a pool node launches
+
+
+def test_the_settings_every_node_trusts_are_writable_by_the_deploy_identity_alone(engine):
+    """The digest (and each generation under job/settings/) lives under job/: no node role may write there."""
+    plan = elastic_plan()
+    engine.declare(plan)
+    bucket = engine.result.plan.storage.oss.bucket
+    job = engine.result.plan.storage.oss.job_prefix
+    writes = {"oss:PutObject", "oss:DeleteObject", "oss:AppendObject", "oss:PutObjectAcl", "oss:*", "*",
+              "oss:CopyObject", "oss:RestoreObject", "oss:PutObjectTagging", "oss:AbortMultipartUpload"}
+    for p in engine.of_type("ram/policy:Policy"):
+        for s in json.loads(p.inputs["policyDocument"])["Statement"]:
+            actions = set(s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+            if not actions & writes:
+                continue
+            for r in s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]:
+                covered = r.split(f"{bucket}/", 1)[-1] if f"{bucket}/" in r else None
+                assert covered is None or not (f"{job}settings".startswith(covered.rstrip("*"))
+                                               or covered.startswith(job)), (p.name, r)
+    [generation] = [o for o in engine.of_type("oss/bucketObject:BucketObject") if o.name.endswith("-generation")]
+    assert generation.inputs["acl"] == "private"
+    digest = engine.value(engine.result.job_settings.digest)
+    assert generation.inputs["key"] == f"{job}settings/{digest}.json"

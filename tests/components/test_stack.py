@@ -201,7 +201,8 @@ def test_sample_stack_deploys_with_the_real_resolver(engine, fake_dlc, stack_fil
     if exports["target"] == "dlc":
         assert nodes == [] and len(fake_dlc.instances) == 1
         return
-    pooled = sum(int(g.inputs["maxSize"]) for g in engine.of_type("ess/scalingGroup:ScalingGroup"))
+    groups = engine.of_type("ess/scalingGroup:ScalingGroup")
+    pooled = sum(int(g.inputs["maxSize"]) for g in groups)
     assert len(nodes) + pooled == exports["nodes"] >= 1  # a self-healing plan's pool holds the rest
     assert {n.inputs["instanceType"] for n in nodes} <= {exports["instance_type"]}
     assert sorted(n.inputs["privateIp"] for n in nodes) == sorted(exports["node_private_ips"])
@@ -209,7 +210,9 @@ def test_sample_stack_deploys_with_the_real_resolver(engine, fake_dlc, stack_fil
     spot = exports["plan_summary"]["spot"]
     anchored = bool(pooled and nodes)  # node 0 of a multi-node self-healing plan is on-demand
     assert {n.inputs["spotStrategy"] for n in nodes} <= {"NoSpot" if anchored or not spot else "SpotWithPriceLimit"}
-    for config in engine.of_type("ess/scalingConfiguration:ScalingConfiguration"):
+    configs = engine.of_type("kind:ess-scaling-configuration")  # components/ess_pool.py (issue 33)
+    assert len(configs) == len(groups)
+    for config in configs:
         assert config.inputs["spotStrategy"] == "SpotWithPriceLimit" and spot
     if spot:
         assert engine.of_type("ecs/ecsDeploymentSet:EcsDeploymentSet") == []

@@ -44,7 +44,7 @@ def files_in(user_data: str) -> set[str]:
 
 def user_data_of(engine) -> dict[str, str]:
     """resource name -> decoded user data of every node and scaling configuration declared."""
-    found = engine.of_type("ecs/instance:Instance") + engine.of_type("ess/scalingConfiguration:ScalingConfiguration")
+    found = engine.of_type("ecs/instance:Instance") + engine.of_type("kind:ess-scaling-configuration")
     assert found
     return {r.name: base64.b64decode(r.inputs["userData"]).decode() for r in found}
 

@@ -40,8 +40,8 @@ def test_every_policy_is_kebab_case_checks_whether_and_has_its_default_level():
         assert p.description.startswith("Checks whether "), p.name
         assert p.enforcement_level == DEFAULT_ENFORCEMENT[p.name]
     advisory = {n for n, lv in DEFAULT_ENFORCEMENT.items() if lv == EnforcementLevel.ADVISORY}
-    assert advisory == {"checkpoint-storage-protected", "required-tags", "metadata-tokens-required",
-                        "self-healing-over-tcp"}
+    assert advisory == {"checkpoint-storage-protected", "required-tags", "self-healing-over-tcp"}
+    assert DEFAULT_ENFORCEMENT["metadata-tokens-required"] == EnforcementLevel.MANDATORY  # issue 33
     stack = {p.name for p in ALL_POLICIES if isinstance(p, StackValidationPolicy)}
     assert stack == {"multi-node-requires-rdma", "spot-requires-checkpoint-storage", "gpu-hourly-budget",
                      "self-healing-over-tcp"}
@@ -178,12 +178,12 @@ def _healing_cluster(instance_type):
 
 
 def test_a_self_healing_cluster_over_tcp_is_advisory_not_blocked():
-    """Issue 23: ESS pool nodes cannot get eRDMA through pulumi-alicloud 4.0, so the cluster talks TCP;
+    """Issue 23: a provider ScalingConfiguration cannot give pool nodes eRDMA, so the cluster talks TCP;
     self-healing-over-tcp reports it (advisory), multi-node-requires-rdma does not block it."""
     resources = _healing_cluster(ERDMA_8)
     assert stack_violations("multi-node-requires-rdma", resources) == []
     msgs = stack_violations("self-healing-over-tcp", resources)
-    assert len(msgs) == 2 and all("talk TCP, not eRDMA" in m for m in msgs)
+    assert len(msgs) == 2 and all("no HighPerformance interface" in m and "NCCL talks TCP" in m for m in msgs)
     # an RDMA-class type and one zone are still required, and plain clusters are not reported
     blocked = stack_violations("multi-node-requires-rdma", _healing_cluster(NVLINK_8))
     assert len(blocked) == 2 and all("has no RDMA" in m for m in blocked)
@@ -446,3 +446,64 @@ def test_required_tags_default_and_configured():
     one(violations("required-tags", VPC, {"tags": {"owner": " "}}, config=cfg), "missing tags owner, cost-center")
     assert violations("required-tags", SG_RULE, _rule()) == []
     assert violations("required-tags", DYNAMIC, {"kind": "pai-dlc-job", "ecs_spec": NVLINK_8}) == []
+
+
+# ---- issue 33: trainstack's own scaling configuration (kind: ess-scaling-configuration) ------------------
+
+def _ess_config(name="pool-cfg", interfaces=True, tokens="required", **extra):
+    inputs = {"kind": "ess-scaling-configuration", "region": "cn-shenzhen", "scalingGroupId": UNKNOWN,
+              "instanceType": ERDMA_8, "spotStrategy": "SpotWithPriceLimit", "httpEndpoint": "enabled",
+              "systemDiskCategory": "cloud_essd", "systemDiskPerformanceLevel": "PL1", "systemDiskSize": 200,
+              "spotPriceLimits": [{"instanceType": ERDMA_8, "priceLimit": 100.0}],
+              "tags": {"trainstack:role": "training", "trainstack:zone": "cn-shenzhen-f"}, **extra}
+    if tokens is not None:
+        inputs["httpTokens"] = tokens
+    if interfaces:
+        inputs["networkInterfaces"] = [
+            {"instanceType": "Primary", "networkInterfaceTrafficMode": "Standard", "securityGroupIds": ["sg-1"]},
+            {"instanceType": "Secondary", "networkInterfaceTrafficMode": "HighPerformance",
+             "securityGroupIds": ["sg-1"]}]
+    else:
+        inputs["securityGroupIds"] = ["sg-1"]
+    return inputs
+
+
+def _ess_cluster(**kw):
+    group = res(SCALING_GROUP, "pool", {"minSize": 0, "maxSize": 2})
+    config = res(DYNAMIC, "pool-cfg", _ess_config(**kw), depends={"scalingGroupId": [group]})
+    return _nodes(ERDMA_8, 1, **HP) + [group, config]  # node 0 with its own HighPerformance primary ENI
+
+
+def test_the_eri_pool_is_a_healing_cluster_over_erdma_and_no_policy_reports_tcp():
+    resources = _ess_cluster()
+    assert stack_violations("self-healing-over-tcp", resources) == []
+    assert stack_violations("multi-node-requires-rdma", resources) == []
+    # without the HighPerformance interface the same cluster talks TCP, and the policy says so
+    tcp = stack_violations("self-healing-over-tcp", _ess_cluster(interfaces=False))
+    assert len(tcp) == 1 and tcp[0].startswith("pool-cfg: ")
+
+
+def test_the_pool_counts_its_groups_size_for_the_budget_and_its_type_is_judged():
+    resources = _ess_cluster()
+    over = stack_violations("gpu-hourly-budget", resources, config={"max_hourly_cost_cny": 1})
+    assert len(over) == 1 and "pool-cfg" in over[0]
+    one(violations("known-instance-type", DYNAMIC, _ess_config(instanceType="ecs.gn7i-c8g1.24xlarge")),
+        "ecs.gn7i-c8g1.24xlarge")
+    one(violations("essd-minimum-size", DYNAMIC, _ess_config(systemDiskPerformanceLevel="PL2")), "system disk")
+
+
+@pytest.mark.parametrize("tokens", [None, "optional"])
+def test_metadata_tokens_are_required_on_the_pool_configuration(tokens):
+    one(violations("metadata-tokens-required", DYNAMIC, _ess_config(tokens=tokens)), "httpTokens")
+    assert violations("metadata-tokens-required", DYNAMIC, _ess_config()) == []
+
+
+def test_the_providers_scaling_configuration_cannot_require_tokens_and_is_refused():
+    one(violations("metadata-tokens-required", SCALING_CONFIGURATION,
+                   {"instanceType": ERDMA_8, "httpEndpoint": "enabled"}), "cannot require metadata tokens",
+        "ess-scaling-configuration")
+
+
+def test_other_dynamic_resources_are_no_nodes_and_no_instances():
+    assert violations("metadata-tokens-required", DYNAMIC, {"kind": "ecs-queue-pairs", "instance_type": ERDMA_8}) == []
+    assert violations("known-instance-type", DYNAMIC, {"kind": "cpfs-export-address", "instanceType": "x"}) == []

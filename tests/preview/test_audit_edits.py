@@ -4,7 +4,7 @@ The edits were audited against terraform-provider-alicloud (release/v2 ace5bcf8)
 docs; each case here plans the sample before and after its edit with the real program (the day-two
 harness of test_day_two.py) and asserts what `pulumi up` does. F = llama3-70b-full, H =
 llama3-70b-spot-heal, Q = qwen-7b-spot, L = llama3-8b-lora, D = qwen-7b-dlc. The five cases issue 31
-item 3 (self-healing clusters never split) will fix are strict xfails, so they flip when it lands.
+item 3 (self-healing clusters never split) fixed were strict xfails until it landed (issue 33's branch).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from trainstack.preview.diff import diff_documents
 
 F, H, Q, L, D = "llama3-70b-full", "llama3-70b-spot-heal", "qwen-7b-spot", "llama3-8b-lora", "qwen-7b-dlc"
 CPFS = "alicloud:nas/fileSystem:FileSystem"
-GROUP, CONFIG = "alicloud:ess/scalingGroup:ScalingGroup", "alicloud:ess/scalingConfiguration:ScalingConfiguration"
+GROUP = "alicloud:ess/scalingGroup:ScalingGroup"
+CONFIG = "pulumi-python:dynamic:Resource"  # the pool's configuration: kind ess-scaling-configuration (issue 33)
 BUCKET, SWITCH = "alicloud:oss/bucket:Bucket", "alicloud:vpc/switch:Switch"
 DLC = "pulumi-python:dynamic:Resource"
-ITEM_3 = "issue 31 item 3: a self-healing cluster must never split (node 0 and the pool reach new settings together)"
 NEW_IMAGE = "m-offline-newer-family-image"
 
 
@@ -322,10 +322,10 @@ CASES = [
     *[Case(f"dataset-half-{n}", n, scale("dataset_gib", 0.5), every_shrink_is_impossible) for n in (F, H, Q, L)],
     *[Case(f"{what.__name__}-{n}", n, what, only_job_settings_reach_the_nodes) for n in (F, Q)
       for what in (command, env, secret)],
-    *[Case(f"{what.__name__}-{H}", H, what, no_split, xfail=ITEM_3) for what in (command, env, secret)],
+    *[Case(f"{what.__name__}-{H}", H, what, no_split) for what in (command, env, secret)],
     Case("nodes-up-F", F, gpus(32), _f_grows),
     Case("nodes-up-Q", Q, gpus(8), _q_type_change),
-    Case("nodes-up-H", H, gpus(32, max_hourly_cost=800), _h_grows_without_touching, xfail=ITEM_3),
+    Case("nodes-up-H", H, gpus(32, max_hourly_cost=800), _h_grows_without_touching),
     Case("nodes-down-H", H, h_fewer_nodes, _h_node0_replaced_pool_removed),
     Case("healing-off-H", H, lambda p: p["resources"].update(self_healing=False), _h_node0_replaced_pool_removed),
     Case("on-demand-to-spot-F", F, spot("require"), _f_spot),
@@ -378,10 +378,9 @@ def test_the_diff_gives_the_providers_answer(case):
 
 def test_the_audit_covers_the_issues_edits():
     assert len(CASES) == 40 and len({c.id for c in CASES}) == len(CASES)
-    assert sum(1 for c in CASES if c.xfail) == 4
+    assert sum(1 for c in CASES if c.xfail) == 0
 
 
-@pytest.mark.xfail(strict=True, reason=ITEM_3)
 def test_node_0_of_a_healing_cluster_is_replaced_delete_first():
     """Node 0 holds a fixed private IP (the rendezvous address); create-before-delete would ask for the
     address the old node still holds (layout/lifecycle.py)."""

@@ -265,15 +265,35 @@ def test_upgrading_trainstack_touches_no_running_gpu_node(name):
 
 def test_growing_a_self_healing_cluster_resizes_its_pool_in_place_and_says_so():
     """3 -> 4 nodes: node 0 and the vSwitches stay; the ESS group's size changes in place, and the diff
-    marks it disruptive (a shrink would release running nodes; an added node joins only the next job)."""
+    does not mark it disruptive (no running node is touched: an added node waits for a seat until the next
+    job start; a shrink, which releases running nodes, still is: test_a_shrinking_pool_is_disruptive)."""
     def grow(p):
         p["resources"].update(gpus=32, max_hourly_cost=800)
 
     d = day_two("llama3-70b-spot-heal", grow)
     assert (nodes(d, "base"), nodes(d)) == (3, 4)
-    assert not [c for c in d["resources"]["changed"] if c["replace"]] and not d["resources"]["removed"]
+    # the one "replacement": the new settings generation at its new content-addressed key (the old one is
+    # retained, never deleted: a running pool node may still fetch it)
+    replaced = [c for c in d["resources"]["changed"] if c["replace"]]
+    assert [c["name"] for c in replaced] == ["llama3-70b-spot-heal-job-settings-generation"]
+    assert replaced[0]["lifecycle"]["retain_on_delete"] and not d["resources"]["removed"]
     [group] = changed(d, "alicloud:ess/scalingGroup:ScalingGroup")
-    assert group["disruptive"] and {c["path"] for c in group["changes"]} == {"minSize", "maxSize", "desiredCapacity"}
-    assert all(c["effect"] == "resize" for c in group["changes"])
+    assert not group["disruptive"] and {c["path"] for c in group["changes"]} == {"maxSize", "desiredCapacity"}
+    assert all(c["effect"] == "resize" and "the group grows" in c["reason"] for c in group["changes"])
     [node_0] = changed(d, INSTANCE)
     assert not node_0["disruptive"] and {c["path"] for c in node_0["changes"]} == {"tags.trainstack:job-settings"}
+    # node 0 and the pool take the new settings at the same point: the next job start (issue 31 item 3)
+    [config] = [c for c in d["resources"]["changed"] if (c.get("inputs") or {}).get("kind") ==
+                "ess-scaling-configuration" or c["name"].endswith("-pool-config")]
+    digest = {c["takes_effect"] for r in (node_0, config) for c in r["changes"]
+              if c["path"] == "tags.trainstack:job-settings"}
+    assert digest == {"next_job_start"}
+
+
+def test_a_shrinking_pool_is_disruptive_and_a_growing_one_is_not():
+    from trainstack.preview.change_rules import Verdict, grows
+
+    resize = Verdict("update", "ModifyScalingGroup", disruptive=True, effect="resize")
+    assert grows(resize, 2, 3) and grows(resize, 2, 2)
+    assert not grows(resize, 3, 2) and not grows(resize, None, 3) and not grows(resize, "2", 3)
+    assert not grows(Verdict("update", "x", effect="restart"), 1, 2)

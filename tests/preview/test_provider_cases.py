@@ -132,10 +132,12 @@ CASES = [
     Case("ram-policy-new-version", "llama3-8b-lora", "alicloud:ram/policy:Policy", "policyDocument(json).Version",
          "2", False, False, "update",
          ("alicloud/resource_alicloud_ram_policy.go:284",), "CreatePolicyVersion on HasChange(\"policy_document\")"),
-    Case("spot-pool-template-only", "qwen-7b-heal", "alicloud:ess/scalingConfiguration:ScalingConfiguration",
-         "userData", "bmV3Cg==", False, False, "update",
-         ("alicloud/resource_alicloud_ess_scaling_configuration.go:1058",),
-         "ModifyScalingConfiguration: only nodes created later get it"),
+    Case("spot-pool-template-only", "qwen-7b-heal", "pulumi-python:dynamic:Resource",
+         "userData", "bmV3Cg==", False, False, "update", ("components/ess_pool.py:",),
+         "EssConfigurationProvider.update: ModifyScalingConfiguration, only nodes created later get it"),
+    Case("scale-to-zero-rule-in-place", "qwen-7b-heal", "alicloud:ess/scalingRule:ScalingRule",
+         "adjustmentValue", 1, False, False, "update", ("alicloud/resource_alicloud_ess_scaling_rule.go:399",),
+         "ModifyScalingRule on HasChange(\"adjustment_value\")"),
     Case("dlc-job-is-replaced-delete-first", "qwen-7b-dlc", "pulumi-python:dynamic:Resource", "command",
          "torchrun train.py --epochs 2", True, False, "replace", ("components/dlc.py:",),
          "DlcJobProvider.diff replaces on any input, delete_before_replace=True"),
@@ -176,7 +178,8 @@ def _side(plan: dict, resources: list[dict]) -> dict:
 
 def run_case(case: Case) -> dict:
     plan = sample_plans.plan(case.plan)
-    kind = {"command": "pai-dlc-job", "export_id": "cpfs-export-address"}.get(case.path) \
+    kind = {"command": "pai-dlc-job", "export_id": "cpfs-export-address",
+            "userData": "ess-scaling-configuration"}.get(case.path) \
         if case.type.startswith("pulumi-python") else None
     base = copy.deepcopy(_resource(plan, case.type, kind))
     provider = copy.deepcopy(next(r for r in plan["resources"] if r["type"].startswith("pulumi:providers:")))

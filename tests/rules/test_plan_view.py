@@ -75,7 +75,7 @@ def _normal(view, plan: Plan, exports: dict) -> dict:
         a["policy_name"] = None if a["policy_type"] == "Custom" else a["policy_name"]
     for p in d["ram_policies"]:
         for s in p["statements"]:
-            s["resources"] = [re.sub(r"instance/.*$", "instance/ID", r) for r in s["resources"]]
+            s["resources"] = [re.sub(r"(instance|scalinggroup)/.*$", r"\1/ID", r) for r in s["resources"]]
     for i in d["instances"]:
         i["deployment_set"] = "SET" if i["deployment_set"] else None
     return {k: sorted(json.dumps(x, sort_keys=True) for x in v) if isinstance(v, list) else v for k, v in d.items()}

@@ -207,12 +207,13 @@ def test_the_rendezvous_id_follows_what_the_job_runs_not_its_budget():
     assert ids[0].startswith(base.name + "-") and ids[0] != ids[1] and ids[0] == ids[2]
 
 
-def test_a_self_healing_plan_talks_tcp_and_is_priced_and_timed_for_it():
-    """ESS pool nodes cannot get eRDMA through pulumi-alicloud 4.0, so no node uses it, and the
-    estimate is the TCP one (slower than the same nodes on eRDMA)."""
+def test_a_self_healing_plan_uses_one_eri_per_node_and_is_sized_for_it():
+    """Issue 33: pool nodes get eRDMA through the ESS API's HighPerformance interface (one ERI, on an
+    index they cannot choose), so the whole ring is sized at one ERI's share: below the same nodes with
+    two ERIs each, above TCP."""
     healing = resolve(parse_profile(multi()))
     plain = resolve(parse_profile(doc(MULTI_NODE_70B, spot="allow", self_healing=False, max_hourly_cost=None)))
-    assert healing.network.rdma == "none" and healing.network.eri_per_node == 0
-    assert plain.network.rdma == "erdma" and plain.nodes == healing.nodes
+    assert healing.network.rdma == "erdma" and healing.network.eri_per_node == 1
+    assert plain.network.rdma == "erdma" and plain.network.eri_per_node == 2 and plain.nodes == healing.nodes
     assert healing.estimate.tokens_per_second < plain.estimate.tokens_per_second
-    assert any("NCCL talks TCP" in label for label in healing.labels)
+    assert any(label.startswith("self-healing pricing: node 0 on-demand") for label in healing.labels)

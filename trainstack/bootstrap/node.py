@@ -21,11 +21,18 @@ from trainstack.launchers import Launch, LaunchError, render_launch, topology_fr
 from trainstack.launchers.command import parse as parse_launcher
 from trainstack.plan import Plan
 
+from .alerts import alerts_env_pairs
 from .heartbeat import nproc_per_node, status_uri
+from ..tags import SCALE_RULE_TAG
 from .locations import classify_code_uri, cpfs_source, shown_uri
 from .options import BootstrapOptions
 from .programs import program_set, programs_uri
-from .reserved import reserved_problems
+from .reserved import LAUNCH_ARRAY, SECRETS_ARRAY, reserved_problems  # noqa: F401 (files.py)
+
+
+#: node 0's run record under its status prefix; the settings generations under job/ (trainstack_pool.py)
+RUN_RECORD = "run.json"
+GENERATIONS_DIR = "settings/"
 
 ERDMA_INSTALLER_URL = "http://mirrors.cloud.aliyuncs.com/erdma/erdma_installer-{version}.tar.gz"
 OSS_VENV = "/opt/trainstack/oss-venv"
@@ -33,8 +40,6 @@ OSS_VENV = "/opt/trainstack/oss-venv"
 POOL_NODE_ADDRESS = "127.0.0.1"
 ETC = "/etc/trainstack"
 DEEPSPEED_HOSTFILE = f"{ETC}/deepspeed-hostfile"
-#: the arrays job.env defines for the launch script
-LAUNCH_ARRAY, SECRETS_ARRAY = "LAUNCH_ARGV", "JOB_SECRETS"
 #: The instance tag that carries the SHA-256 of the job settings document (the node trusts it: only
 #: the deployer can tag instances; the node role may read tags, never write them).
 JOB_SETTINGS_TAG = "trainstack:job-settings"
@@ -65,10 +70,11 @@ class Node:
         self.pool_node = plan.spot_pool is not None and not (plan.elastic and rank == 0)
         if self.pool_node:
             # a self-healing pool node is replaced by ESS with a new private IP, and ESS health checks
-            # replace a stopped node: it is never stopped at job end (it runs until `pulumi destroy`;
-            # docs/self-healing.md). A 1-node job rendezvous on loopback; a multi-node one through
-            # torchrun elastic on node 0 (the anchor, a plain node outside the pool).
-            opts = replace(opts, stop_on="never", poweroff_fallback=False)
+            # replace a stopped node: it never stops or powers off itself; where stop_on says the job's end
+            # stops billing, it executes the pool's scale-to-0 rule instead (trainstack-launch stop_cluster;
+            # docs/self-healing.md). A 1-node job rendezvous on loopback; a multi-node one through torchrun
+            # elastic on node 0 (the anchor, a plain node outside the pool).
+            opts = replace(opts, poweroff_fallback=False)
         self.plan, self.rank, self.opts = plan, rank, opts
         self.code = classify_code_uri(plan.job.code_uri)
         self.cpfs = cpfs_source(cpfs_address) if storage.cpfs and cpfs_address else None
@@ -97,16 +103,12 @@ class Node:
         return launch
 
     def job_problems(self, launch: Optional[Launch] = None) -> list[Problem]:
-        """job.env, job.secrets and the command's NAME=value words that would override a
-        variable of trainstack's own node files, its launchers or the shell."""
+        """job.env, job.secrets and the command's NAME=value words that would override what trainstack
+        exports to the trainer (launcher topology, TRAINSTACK_*, the launch arrays) or the shell's."""
         names = {"job.env": list(self.plan.job.env), "job.secrets": list(self.plan.job.secrets)}
         if launch is not None:
             names["job.command"] = [k for k, _ in launch.user_env]
-        return reserved_problems(names, self.node_env_names())
-
-    def node_env_names(self) -> set[str]:
-        pairs = self.node_env_pairs() + self.settings_env_pairs(check=False)
-        return {name for name, _ in pairs} | {LAUNCH_ARRAY, SECRETS_ARRAY}
+        return reserved_problems(names)
 
     def setup_steps(self) -> list[tuple[str, str]]:
         """(function, what) of each step of the setup at every boot (``SETUP_STEPS``), after the node
@@ -159,7 +161,26 @@ class Node:
                   ("SETUP_STEPS", " ".join(function for function, _ in self.setup_steps()))]
         if p.elastic and self.rank > 0:  # pool nodes share these files: each instance reports under its own id
             pairs.append(("STATUS_PER_INSTANCE", 1))
-        return pairs + self.status_env_pairs()
+        return pairs + self.pool_env_pairs() + self.status_env_pairs()
+
+    def pool_env_pairs(self) -> list[tuple[str, object]]:
+        """A self-healing node's part in the cluster's state machine (trainstack_pool.py): its role
+        (``single``: a 1-node pool; ``anchor``: node 0; ``pool``), the scale-to-0 rule's tag, and on a
+        multi-node plan the run record, node 0's and the pool's status places and the generations."""
+        p = self.plan
+        if p.spot_pool is None:
+            return []
+        role = "single" if not p.elastic else "anchor" if self.rank == 0 else "pool"
+        pairs: list[tuple[str, object]] = [("POOL_ROLE", role), ("SCALE_RULE_TAG", SCALE_RULE_TAG)]
+        if p.elastic:
+            oss = p.storage.oss
+            assert oss is not None
+            node0 = status_uri(p, p.node_names()[0])
+            pairs += [("RUN_URI", f"{node0}{RUN_RECORD}"), ("NODE0_STATUS_URI", node0),
+                      ("POOL_STATUS_URI", status_uri(p, p.pool_node_name())),
+                      ("GENERATIONS_URI", f"oss://{oss.bucket}/{oss.job_prefix}{GENERATIONS_DIR}"),
+                      ("NODE0_LOSS_SECONDS", p.spot_pool.join_timeout_seconds), ("POOL_SEATS", p.nodes - 1)]
+        return pairs
 
     def status_env_pairs(self) -> list[tuple[str, object]]:
         """What the heartbeat needs for the node's life (docs/status.md): its name and type, where its
@@ -209,7 +230,7 @@ class Node:
              math.ceil(p.job.max_runtime_hours * 3600) if p.job.max_runtime_hours else ""),
             ("CPFS_SOURCE", self.cpfs or ""), ("CPFS_MOUNT", s.cpfs.mount_path if s.cpfs else ""),
             ("PROGRAMS_SHA256", program_set().digest),
-        ] + self.guard_env_pairs()
+        ] + self.guard_env_pairs() + alerts_env_pairs(p)
 
     def plan_launcher(self) -> str:
         parsed = parse_launcher(self.plan.job.command)

@@ -1,7 +1,7 @@
 """The node programs: what runs on a node besides its setup, and how a node trusts them.
 
 The programs (the setup, from templates/setup/; the launch script, the agent and its modules by
-duty, the heartbeat, the budget guard, the spot watcher, the NCCL check, from templates/programs/)
+duty, the heartbeat, the budget guard, the spot watcher, alerts, the NCCL check, from templates/programs/)
 do not travel in the user data,
 which ECS caps at 32 KB: `pulumi up` writes each to the stack bucket at a content-addressed key,
 ``job/programs/<sha256>/<name>``, with a manifest naming the whole set,
@@ -45,7 +45,7 @@ BOOT_FRAGMENTS = ("head-boot.sh", "00-common.sh", "58-python.sh", "65-oss.sh", "
 PROGRAMS = (SETUP, "trainstack-launch.sh", "trainstack_agent.py", "trainstack_metadata.py", "trainstack_cloud.py",
             "trainstack_store.py", "trainstack_programs.py", "trainstack_settings.py", "trainstack_sync.py",
             "trainstack_launch.py", "trainstack_spot.py", "trainstack_heartbeat.py", "trainstack_guard.py",
-            "nccl_check.py")
+            "trainstack_events.py", "trainstack_pool.py", "trainstack_alerts.py", "nccl_check.py")
 #: What the user data carries as well: what installs the others (trainstack_programs.py) and stops
 #: billing when that fails (trainstack_cloud.py), with what they import and nothing else.
 BOOT_PROGRAMS = ("trainstack_metadata.py", "trainstack_cloud.py", "trainstack_store.py", "trainstack_programs.py")

@@ -156,6 +156,9 @@ class DynamicFacts(_Frozen):
     replace: tuple[str, ...]
     outputs: tuple[str, ...] = ()
     not_compared: tuple[str, ...] = ()  # inputs its diff never looks at
+    updated: tuple[str, ...] = ()  # inputs its ``update`` sends again in place
+    update_effect: Optional[str] = None  # what such an update does to running nodes (an Effect name)
+    update_why: Optional[str] = None
     delete_before_replace: bool
     why: str
     source: str

@@ -31,6 +31,12 @@ JOB_SETTINGS_ACTIONS = ["oss:GetObject"]
 READ_ACTIONS = ["oss:ListObjects", "oss:GetObject", "oss:GetBucketInfo"]
 TAG_READ_ACTIONS = ["ecs:ListTagResources"]
 STOP_ACTIONS = ["ecs:StopInstance", "ecs:StopInstances"]
+#: a self-healing pool node scales its pool to 0 at the job's end: ExecuteScalingRule on its scaling group
+#: only (the group holds one rule, TotalCapacity 0: components/spot_pool.py), never ModifyScalingGroup.
+#: Resource: the group's ARN, acs:ess:<region>:<account>:scalinggroup/<id> (Auto Scaling, "Manage Auto
+#: Scaling resources with resource-level authentication",
+#: https://www.alibabacloud.com/help/en/auto-scaling/use-cases/resource-level-authentication)
+SCALE_ACTIONS = ["ess:ExecuteScalingRule"]
 #: RAM action of KMS GetSecretValue; a secret encrypted with the user's own key also needs
 #: kms:Decrypt on that key (GetSecretValue API reference; KMS RAM resource formats
 #: acs:kms:${region}:${account}:secret/${name} and .../key/${key-id}:
@@ -117,14 +123,15 @@ def oss_policy_document(plan: Plan) -> Optional[dict]:
 
 
 def kms_policy_document(plan: Plan) -> Optional[dict]:
-    """GetSecretValue on exactly the job's secrets (Decrypt on their own keys); None without any."""
-    secrets = plan.job.secrets
+    """GetSecretValue on exactly the job's secrets and the alerts webhook's secret (Decrypt on their own
+    keys); None without any."""
+    secrets = list(plan.job.secrets.values()) + ([plan.job.alerts] if plan.job.alerts else [])
     if not secrets:
         return None
-    names = sorted({s.kms_secret for s in secrets.values()})
+    names = sorted({s.kms_secret for s in secrets})
     statements = [{"Effect": "Allow", "Action": SECRET_ACTIONS,
                    "Resource": [f"acs:kms:{plan.region}:*:secret/{n}" for n in names]}]
-    keys = sorted({s.kms_key_id for s in secrets.values() if s.kms_key_id})
+    keys = sorted({s.kms_key_id for s in secrets if s.kms_key_id})
     if keys:
         statements.append({"Effect": "Allow", "Action": DECRYPT_ACTIONS,
                            "Resource": [f"acs:kms:{plan.region}:*:key/{k}" for k in keys]})
@@ -163,6 +170,13 @@ def stop_policy_document(region: str, instance_ids: Sequence[str]) -> dict:
     return {"Version": "1", "Statement": [{
         "Effect": "Allow", "Action": STOP_ACTIONS,
         "Resource": [f"acs:ecs:{region}:*:instance/{i}" for i in instance_ids]}]}
+
+
+def scale_policy_document(region: str, scaling_group_id: str) -> dict:
+    """ExecuteScalingRule on exactly this scaling group (its one rule scales it to 0)."""
+    return {"Version": "1", "Statement": [{
+        "Effect": "Allow", "Action": SCALE_ACTIONS,
+        "Resource": [f"acs:ess:{region}:*:scalinggroup/{scaling_group_id}"]}]}
 
 
 def tag_read_policy_document() -> dict:

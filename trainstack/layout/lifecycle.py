@@ -11,8 +11,9 @@ the provider behaviour that makes it necessary (provider facts: trainstack/catal
   (ForceNew: a catalog refresh would replace running spot nodes), and ``status`` (the node stops
   itself when its job ends). A stated ``image_id`` or spot price limit is managed: its change shows
   in the diff as what it is (a wipe, a replacement).
-* **Fixed-IP nodes** are replaced delete-before-replace: the new node takes the old node's private IP,
-  which the old one holds until it is deleted (create-before-delete would fail).
+* **Fixed-IP nodes** (node 0 of a self-healing cluster too) are replaced delete-before-replace: the new
+  node takes the old node's private IP, which the old one holds until it is deleted (create-before-delete
+  would fail).
 * **The CPFS protocol service** is replaced delete-before-replace (a file system allows one) and its
   throughput is left to CPFS (``protocol_throughput`` is ForceNew: tying it to the capacity would
   replace the service on every resize).
@@ -54,8 +55,10 @@ def node_lifecycle(plan: Plan) -> Lifecycle:
 
 
 def fixed_ips(plan: Plan) -> bool:
-    """Whether the nodes get fixed private IPs (every ECS cluster; a self-healing pool's node does not)."""
-    return plan.target == "ecs" and plan.spot_pool is None
+    """Whether the cluster's instances hold fixed private IPs: every ECS cluster, node 0 of a multi-node
+    self-healing plan too (its IP is the rendezvous address; a replacement node 0 takes it back, which
+    create-before-delete would ask for while the old node holds it). A 1-node pool's node does not."""
+    return plan.target == "ecs" and (plan.spot_pool is None or plan.elastic)
 
 
 def retained(plan: Plan) -> Lifecycle:

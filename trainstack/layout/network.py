@@ -46,15 +46,20 @@ VSWITCH_MASK_MAX = int(_LIMITS.number("vpc.vswitch.mask_max"))
 #: source the facts are read from, so they could not get one (an ERI without it takes the type's
 #: whole maximum and blocks the others: ecs.eri.queue_pairs_shared_per_instance).
 MAX_ERIS_PER_NODE = 2
-#: A multi-node self-healing plan talks TCP: an ESS pool node could get eRDMA only through the scaling
-#: configuration's ``network_interfaces``, which ESS refuses next to SecurityGroupId(s) ("If you use both
-#: methods at the same time, the call fails": CreateScalingConfiguration / ModifyScalingConfiguration,
-#: https://www.alibabacloud.com/help/doc-detail/459376.html), while terraform-provider-alicloud (ace5bcf8,
-#: resource_alicloud_ess_scaling_configuration.go Create) refuses to create one without them; and an
-#: ESS launch template in pulumi-alicloud 4.0 has no traffic mode. Node 0 goes without it too: NCCL
-#: needs one transport on every rank.
-POOL_WITHOUT_RDMA = ("self-healing: no {rdma} on any node (an ESS pool node cannot get it through pulumi-alicloud "
-                     "4.0): NCCL talks TCP over the VPC ({gbps} Gbit/s per node), and the estimate uses that bandwidth")
+#: A multi-node self-healing plan runs eRDMA where the family has ERIs: ESS's CreateScalingConfiguration takes
+#: ``NetworkInterfaces.N`` (InstanceType Primary|Secondary, NetworkInterfaceTrafficMode Standard|HighPerformance,
+#: SecurityGroupIds) in place of SecurityGroupId(s), and HighPerformance there is an ERI
+#: (alibabacloud-ess20220222 1.13.3 models/_create_scaling_configuration_request.py:973-1014). The model has
+#: no QueuePairNumber and no NetworkCardIndex, so a pool node gets one ERI on an index it cannot choose.
+#: RoCE (SCC) cannot be asked of ESS at all: those plans talk TCP.
+POOL_WITHOUT_RDMA = ("self-healing: no {rdma} on any node (an ESS scaling configuration cannot ask for it): NCCL "
+                     "talks TCP over the VPC ({gbps} Gbit/s per node), and the estimate uses that bandwidth")
+#: eRDMA is sized at what one ERI is sure to give: the type's ERI bandwidth over its ERIs (ebmgn7ex reaches
+#: 160 Gbit/s only with two ERIs on different card indexes, families.yaml; no source states one ERI's own
+#: figure, so its even share is assumed).
+POOL_SINGLE_ERI = ("self-healing over eRDMA: each pool node has one ERI (ESS cannot set a second one or its card "
+                   "index), so the whole ring is sized at one ERI's bandwidth: {gbps:g} Gbit/s = the type's "
+                   "{total:g} Gbit/s over its {eris} ERI(s) (assumed even share: no source gives one ERI's figure)")
 #: Preferred sizes: the node and ERI vSwitches a /20 (4,092 addresses), the services vSwitch a /24.
 NODE_PREFIX, ERI_PREFIX, SERVICES_PREFIX, POOL_PREFIX = 20, 20, 24, 20
 #: Addresses the services vSwitch must offer at least: protocol service + NAT + the file system's own.
@@ -113,16 +118,19 @@ def plan_network(profile: TrainingProfile, inst: Optional[ResolvedInstance], nod
     dset, groups = None, 0
     healing = heals_multi_node(profile, nodes, spot)
     if inst is not None and nodes > 1:
-        rdma = inst.rdma if inst.rdma in TRAINING_RDMA and not healing else "none"
+        rdma = inst.rdma if inst.rdma in TRAINING_RDMA and not (healing and inst.rdma != "erdma") else "none"
         if tcp_note := pool_tcp_note(profile, inst, nodes, spot):
             notes.append(tcp_note)
         if rdma == "erdma":
-            eri = max(1, inst.type.eri_count or 1)
+            eri = 1 if healing else max(1, inst.type.eri_count or 1)
+            if healing:
+                notes.append(pool_eri_note(inst))
             if eri > MAX_ERIS_PER_NODE:
                 notes.append(f"{MAX_ERIS_PER_NODE} of the type's {eri} ERIs: further ERIs could not get a queue pair "
                              "number in pulumi-alicloud 4.0 (alicloud_ecs_network_interface has none)")
                 eri = MAX_ERIS_PER_NODE
-            jumbo = bool(inst.family.jumbo_frames)
+            # ESS has no jumbo-frame setting (CreateScalingConfigurationRequest): one MTU on every node of a ring
+            jumbo = bool(inst.family.jumbo_frames) and not healing
             env = dict(ERDMA_NCCL_ENV)
             qp_max = inst.type.queue_pair_number_max
             if qp_max:
@@ -152,8 +160,8 @@ def plan_network(profile: TrainingProfile, inst: Optional[ResolvedInstance], nod
                          "offline; nodes share one zone and vSwitch")
     node_cidr = n.vswitch_cidr or default_vswitch_cidr(n.vpc_cidr)
     eri_cidr = services_cidr = None
-    # the ERI block is kept free on a self-healing plan too (no ERIs there), so turning healing on or off
-    # moves neither the services vSwitch (CPFS) nor the pool's
+    # the ERI block is kept free on a self-healing plan too (one ERI per node there: no ERI vSwitch), so turning
+    # healing on or off moves neither the services vSwitch (CPFS) nor the pool's
     block_eri = eri
     if healing and inst is not None and inst.rdma == "erdma":
         block_eri = min(max(1, inst.type.eri_count or 1), MAX_ERIS_PER_NODE)
@@ -182,7 +190,30 @@ def pool_tcp_note(profile: TrainingProfile, inst: Optional[ResolvedInstance], no
     """Why a multi-node self-healing plan has no RDMA its type offers (None: nothing given up)."""
     if inst is None or not heals_multi_node(profile, nodes, spot) or inst.rdma not in TRAINING_RDMA:
         return None
+    if inst.rdma == "erdma":
+        return None  # the pool gets one ERI (pool_eri_note)
     return POOL_WITHOUT_RDMA.format(rdma=inst.rdma, gbps=inst.type.network_bandwidth_gbps or "?")
+
+
+def pool_eri_gbps(inst: ResolvedInstance) -> Optional[float]:
+    """The eRDMA bandwidth of a pool node's single ERI (see POOL_SINGLE_ERI); None when unknown."""
+    total = inst.type.rdma_bandwidth_gbps or inst.type.network_bandwidth_gbps
+    if total is None:
+        return None
+    return round(total / max(1, inst.type.eri_count or 1), 3)
+
+
+def pool_eri_note(inst: ResolvedInstance) -> str:
+    total = inst.type.rdma_bandwidth_gbps or inst.type.network_bandwidth_gbps or 0
+    return POOL_SINGLE_ERI.format(gbps=pool_eri_gbps(inst) or 0, total=total, eris=max(1, inst.type.eri_count or 1))
+
+
+def healing_network(inst: ResolvedInstance) -> tuple[str, Optional[float]]:
+    """(RDMA kind, Gbit/s) a multi-node self-healing ring runs at: one ERI where the family has eRDMA,
+    else TCP over the VPC (an ESS pool node cannot get RoCE)."""
+    if inst.rdma == "erdma":
+        return "erdma", pool_eri_gbps(inst)
+    return "none", inst.type.network_bandwidth_gbps
 
 
 def _block(vpc: str, taken: list[str], prefix: int, need: int, what: str) -> str:

@@ -64,8 +64,8 @@ def plan_spot_pool(profile: TrainingProfile, nodes: int, spot: bool,
     if nodes == 1:
         notes = [f"self-healing: an ESS scaling group keeps 1 spot node running and replaces it when reclaimed "
                  f"(spot price limit {limit} CNY/h)",
-                 "self-healing: the node is not stopped when the job ends (ESS would replace it); run "
-                 "`pulumi destroy --exclude-protected` to stop paying"]
+                 "self-healing: when the job ends the node executes the pool's scale-to-0 rule (ESS would replace "
+                 "a stopped node): nothing bills after the job; the next `pulumi up --refresh` sets the size back"]
         pool = SpotPoolPlan(compensate_with_on_demand=compensate, price_limit=limit, notes=())
     else:
         workers = nodes - 1
@@ -75,8 +75,9 @@ def plan_spot_pool(profile: TrainingProfile, nodes: int, spot: bool,
                  f"self-healing: torchrun elastic with a fixed world size ({nodes}:{nodes} nodes, up to "
                  f"{MAX_RESTARTS} restarts); the survivors wait up to {JOIN_TIMEOUT_SECONDS // 60} min for a "
                  "replacement and resume from the latest checkpoint on CPFS",
-                 "self-healing: the pool's nodes are not stopped when the job ends (ESS would replace them); run "
-                 "`pulumi destroy --exclude-protected` to stop paying"]
+                 "self-healing: when the job ends (success, failure, restarts exhausted, budget guard) a pool node "
+                 "executes the pool's scale-to-0 rule and node 0 stops itself: nothing bills after the job; "
+                 "`pulumi up --refresh` sets the pool's size back, starting node 0 starts the next job"]
         pool = SpotPoolPlan(min_size=workers, max_size=workers, compensate_with_on_demand=compensate,
                             price_limit=limit, anchor=True, rendezvous_port=RENDEZVOUS_PORT,
                             max_restarts=MAX_RESTARTS, join_timeout_seconds=JOIN_TIMEOUT_SECONDS)

@@ -13,7 +13,8 @@ from ..plan import spot_price_limit
 from ..profile import TrainingProfile
 from .assembly import Choice, Collector, layout_reasons
 from .cost import candidate_storage
-from .engine import SPOT_RESTART_ALLOWANCE
+from .engine import SPOT_RESTART_ALLOWANCE, anchor_nodes
+from .healing import pool_prices
 from .layouts import LayoutPick
 
 
@@ -66,7 +67,7 @@ def ecs_labels(profile: TrainingProfile, catalog: Catalog, choice: Choice, limit
                storage_notes: tuple[str, ...], pool_labels: list[str]) -> list[str]:
     best = choice.best
     stated = profile.resources.spot_price_limit
-    labels = list(best.labels)
+    labels = list(best.labels) + list(choice.labels)
     if best.zone is None:
         labels.append("zone chosen at deploy time from current stock (not seen in the price snapshot)")
     known_zones = sorted({z for p in catalog.prices.get(profile.region, {}).values() for z in p.zones})
@@ -84,4 +85,7 @@ def ecs_labels(profile: TrainingProfile, catalog: Catalog, choice: Choice, limit
     labels += pool_labels
     if tcp_note := pool_tcp_note(profile, choice.inst, best.nodes, best.spot):
         labels.append(tcp_note)
+    if anchor_nodes(profile, best.target, best.nodes, best.spot):
+        prices = pool_prices(choice.quote, best.gpus_per_node, best.nodes, profile.resources.spot == "allow")
+        labels += prices.labels(best.nodes) if prices else []
     return labels

@@ -9,7 +9,7 @@ from typing import Callable, Literal, Optional, TypeVar
 from .. import sizing
 from ..catalog import PriceQuote, ResolvedInstance
 from ..errors import InputError, Problem
-from ..plan import Candidate, JobPlan, ParallelismPlan, Plan, PolicyException, Rejection
+from ..plan import AlertsPlan, Candidate, JobPlan, ParallelismPlan, Plan, PolicyException, Rejection
 from ..profile import TrainingProfile
 from ..sizing.parallel import Layout, bubble_fraction, layout_for, micro_batches
 from .engine import anchor_nodes, choose_layout, layout_options, node_network
@@ -71,6 +71,15 @@ class Collector:
         return InputError(f"{first.message} (and {len(problems) - 1} more)", problems=problems, hint=first.hint)
 
 
+def alerts_plan(profile: TrainingProfile) -> Optional[AlertsPlan]:
+    """The profile's alerts as the nodes run them (the webhook by its secret's name only)."""
+    a = profile.alerts
+    if a is None:
+        return None
+    return AlertsPlan(kms_secret=a.webhook.kms_secret, kms_key_id=a.webhook.kms_key_id, format=a.format,
+                      events=a.events, relay=a.relay, via="relay" if a.relay else "nat")
+
+
 def job_plan(profile: TrainingProfile, nproc_per_node: int, total_gpus: int,
              layout: Optional[Layout] = None) -> JobPlan:
     """What runs on the nodes (or pods), as the profile states it, with the plan's parallel layout."""
@@ -82,7 +91,7 @@ def job_plan(profile: TrainingProfile, nproc_per_node: int, total_gpus: int,
                    nproc_per_node=nproc_per_node, method=t.method, precision=t.precision, zero_stage=t.zero_stage,
                    gradient_checkpointing=t.gradient_checkpointing, micro_batch_size=t.micro_batch_size,
                    sequence_length=t.sequence_length, gradient_accumulation_steps=t.accumulation_steps(lay.dp),
-                   parallel=plan_layout(lay), global_batch_size=t.global_batch_size)
+                   parallel=plan_layout(lay), global_batch_size=t.global_batch_size, alerts=alerts_plan(profile))
 
 
 def candidate_layout(profile: TrainingProfile, inst: ResolvedInstance, c: Candidate) -> LayoutPick:

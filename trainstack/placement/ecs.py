@@ -16,6 +16,7 @@ from ..profile import TrainingProfile
 from ..reasons import Reason, ReasonCode, reason
 from .allowances import NO_ALLOWANCES, PolicyAllowances
 from .assemble import Choice, assemble
+from .healing import compare, spot_fraction
 from .engine import (
     Option, Resolution, closest, evaluate, family_rejection, node_counts, ranked, size, static_rejection,
     unverified_labels, zone_for,
@@ -66,6 +67,16 @@ def considered(profile: TrainingProfile, catalog: Optional[Catalog] = None,
     return Resolution(plan=None, candidates=cands, rejected=rejected)
 
 
+def healing_labels(profile: TrainingProfile, catalog: Catalog, feasible: list) -> list[str]:
+    """Self-healing next to the same nodes on-demand, with the break-even spot fraction (trainstack.placement.healing)."""
+    if not profile.resources.self_healing:
+        return []
+    found = compare(profile, feasible)
+    if found is None:
+        return []
+    return [found.label(spot_fraction(catalog.quote(profile.region, found.healing.instance_type or "")))]
+
+
 def resolve_ecs(profile: TrainingProfile, catalog: Catalog, res: Optional[Resolution] = None,
                 allowances: PolicyAllowances = NO_ALLOWANCES) -> Resolution:
     """The cheapest (or fastest) feasible ECS plan; ``res.plan`` is None when nothing is feasible (or,
@@ -75,8 +86,10 @@ def resolve_ecs(profile: TrainingProfile, catalog: Catalog, res: Optional[Resolu
     if feasible:
         best = feasible[0]
         inst = catalog.instance(best.instance_type or "")
+        quote = catalog.quote(profile.region, inst.name)
         res.assembled(assemble(profile, catalog, Choice(
-            target="ecs", best=best, inst=inst, quote=catalog.quote(profile.region, inst.name),
+            target="ecs", best=best, inst=inst, quote=quote,
             alternatives=tuple(feasible[1:ALTERNATIVES_SHOWN + 1]), rejected=tuple(res.rejected),
+            labels=tuple(healing_labels(profile, catalog, feasible)),
             exceptions=tuple(e for e in [allowances.exception_for(inst)] if e is not None))))
     return res

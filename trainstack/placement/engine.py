@@ -32,6 +32,7 @@ from ..errors import InputError
 from ..plan import Candidate, Plan, Rejection
 from .. import calibration_overlay
 from ..profile import TrainingProfile
+from ..layout.network import healing_network
 from ..layout.spot_pool import heals_multi_node
 from ..reasons import Reason, ReasonCode, reason
 from .allowances import NO_ALLOWANCES, PolicyAllowances
@@ -196,12 +197,12 @@ class Sized:
 
 
 def node_network(inst: ResolvedInstance, nodes: int, tcp: bool = False) -> tuple[str, Optional[float]]:
-    """(RDMA kind, Gbit/s) the nodes talk over; ``tcp``: a multi-node self-healing plan, whose pool nodes
-    cannot get eRDMA (trainstack.layout.network), so every node uses the VPC network."""
+    """(RDMA kind, Gbit/s) the nodes talk over; ``tcp``: a multi-node self-healing plan, whose pool nodes get
+    one ERI at most (trainstack.layout.network.healing_network: the whole ring at one ERI's bandwidth, or TCP)."""
     if nodes < 2:
         return "none", inst.type.rdma_bandwidth_gbps or inst.type.network_bandwidth_gbps
     if tcp:
-        return "none", inst.type.network_bandwidth_gbps
+        return healing_network(inst)
     return inst.rdma, inst.type.rdma_bandwidth_gbps or inst.type.network_bandwidth_gbps
 
 

@@ -13,7 +13,7 @@ price rounding), ``schema`` (the one schema version and how older saved plans ar
 
 from .cost import CostBreakdown, CostItem
 from .base import DEPLOYMENT_SET_MAX, ESSD_MAX_GIB, ESSD_MIN_GIB, ess_price_limit, spot_price_limit
-from .job import JobPlan, JobSecretPlan, LayoutOption, ParallelismPlan, ParallelLayout
+from .job import AlertsPlan, JobPlan, JobSecretPlan, LayoutOption, ParallelismPlan, ParallelLayout
 from .model import (
     CapacityPlan, Candidate, FallbackCandidate, Plan, PlannedPrice, PolicyException, PriceProvenance, Rejection,
     ReservationPlan,
@@ -26,7 +26,7 @@ from .schema import PLAN_SCHEMA_VERSION
 
 __all__ = [
     "CapacityPlan", "Candidate", "CostBreakdown", "CostItem", "CpfsPlan", "FallbackCandidate", "DEPLOYMENT_SET_MAX", "DataDiskPlan", "DlcPlan", "ESSD_MAX_GIB", "ESSD_MIN_GIB",
-    "EstimateSummary", "ImageLookup", "ImagePlan", "JobPlan", "JobSecretPlan", "LayoutOption", "NetworkPlan",
+    "AlertsPlan", "EstimateSummary", "ImageLookup", "ImagePlan", "JobPlan", "JobSecretPlan", "LayoutOption", "NetworkPlan",
     "OssPlan", "PLAN_SCHEMA_VERSION", "ParallelLayout", "ParallelismPlan", "Plan", "PlannedPrice", "PolicyException", "PriceProvenance", "Rejection", "ReservationPlan",
     "SpotPoolPlan", "StoragePlan", "ess_price_limit", "spot_price_limit",
 ]

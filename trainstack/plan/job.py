@@ -17,6 +17,18 @@ class JobSecretPlan(_Frozen):
     kms_key_id: Optional[str] = None
 
 
+class AlertsPlan(_Frozen):
+    """Where the node agent posts the job's events (profile ``alerts``): the webhook by its KMS secret's
+    name only (its value, the URL, is read on the node), the body format, the events, the way out."""
+
+    kms_secret: str
+    kms_key_id: Optional[str] = None
+    format: Literal["dingtalk", "slack", "json"]
+    events: tuple[str, ...]
+    relay: Optional[str] = Field(None, description="IPv4:port of an HTTP(S) forward proxy inside the VPC")
+    via: Literal["nat", "relay"] = Field(description="How a post leaves the VPC: the NAT gateway or the relay")
+
+
 class ParallelLayout(_Frozen):
     """How the job's GPUs split it: tensor x pipeline x context x data parallel (expert parallelism
     splits the routed experts over that many of the data x context ranks). World size = the product of
@@ -95,10 +107,12 @@ class JobPlan(_Frozen):
                                      description="The degrees the launcher passes (tensor, pipeline, context, ...)")
     global_batch_size: Optional[int] = Field(None, ge=1, description="training.global_batch_size, when stated "
                                              "(launchers/intent.py keeps it at the plan's node count)")
+    alerts: Optional[AlertsPlan] = Field(None, description="Profile alerts: the node agent's webhook posts")
 
     @model_serializer(mode="wrap")
     def _omit_unstated(self, handler):  # absent unless stated: other plans stay byte-identical
         out = handler(self)
-        if isinstance(out, dict) and out.get("global_batch_size", 0) is None:
-            del out["global_batch_size"]
+        for key in ("global_batch_size", "alerts"):
+            if isinstance(out, dict) and out.get(key, 0) is None:
+                del out[key]
         return out

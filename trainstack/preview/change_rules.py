@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
 from trainstack.catalog.provider_facts import Effect, ProviderFacts, ResourceFacts, normalize
+from trainstack.layout.pool_configuration import KIND as POOL_KIND
+from trainstack.tags import NODE_RANK as RANK_TAG
 
 from ..fsutil import json_or_none
 
@@ -33,7 +35,7 @@ DYNAMIC = "pulumi-python:dynamic:Resource"
 INSTANCE = "alicloud:ecs/instance:Instance"
 BUCKET_OBJECT = "alicloud:oss/bucketObject:BucketObject"
 DISKS = frozenset({"alicloud:ecs/ecsDisk:EcsDisk", "alicloud:ecs/disk:Disk"})
-NODE_TEMPLATES = frozenset({"alicloud:ess/scalingConfiguration:ScalingConfiguration"})
+NODE_TEMPLATES = frozenset({"alicloud:ess/scalingConfiguration:ScalingConfiguration"})  # and kind POOL_KIND
 #: The job settings channel (trainstack.bootstrap.render; the key of OssPlan.job_settings_key) and the
 #: node tag that carries its digest (trainstack.tags.JOB_SETTINGS).
 JOB_SETTINGS_PREFIX = "job/"
@@ -159,6 +161,9 @@ def _dynamic(facts: ProviderFacts, entry: dict, path: str) -> Verdict:
     top = normalize(path).split(".", 1)[0]
     if top in dyn.replace:
         return Verdict("replace", f"{dyn.why} ({dyn.source})", sources=(dyn.source,))
+    if top in dyn.updated:
+        return Verdict("update", f"{dyn.update_why} ({dyn.source})", effect=dyn.update_effect, sources=(dyn.source,),
+                       disruptive=(dyn.update_effect or "") in DISRUPTIVE_EFFECTS)
     return Verdict("no-api-call", f"the {kind} provider's diff does not compare `{top}` ({dyn.source})",
                    sources=(dyn.source,))
 
@@ -172,6 +177,14 @@ def is_node_program(entry: dict) -> bool:
     return entry["type"] == BUCKET_OBJECT and key.startswith(JOB_SETTINGS_PREFIX) and key != JOB_SETTINGS_KEY
 
 
+def heals_multi_node(entry: dict) -> bool:
+    """A multi-node self-healing pool's configuration: its nodes launch into the settings generation node 0's
+    run names (trainstack_pool.py), never the digest ESS tagged them with (trainstack:rank is ``pool``)."""
+    inputs = entry.get("inputs") or {}
+    tags = inputs.get("tags") if isinstance(inputs.get("tags"), dict) else {}
+    return inputs.get("kind") == POOL_KIND and tags.get(RANK_TAG) == "pool"
+
+
 def takes_effect(entry: dict, path: str, verdict: Verdict) -> str:
     """When a judged change reaches the running job (see the module docstring)."""
     if verdict.replace:
@@ -180,6 +193,8 @@ def takes_effect(entry: dict, path: str, verdict: Verdict) -> str:
         return "never"
     if verdict.action == "unknown":
         return "unknown"
+    if path == JOB_SETTINGS_TAG_PATH and heals_multi_node(entry):
+        return "next_job_start"  # node 0 and the pool together: the cluster never splits (issue 31 item 3)
     if verdict.effect == "next_instance_only" or entry["type"] in NODE_TEMPLATES or is_node_program(entry):
         return "new_nodes_only"
     if is_job_settings(entry) or (entry["type"] == INSTANCE and path == JOB_SETTINGS_TAG_PATH):
@@ -192,6 +207,13 @@ def takes_effect(entry: dict, path: str, verdict: Verdict) -> str:
 def ignored_takes_effect(entry: dict) -> str:
     """A change the program's ignore_changes skip: a node created later gets it (a running one never)."""
     return "new_nodes_only" if entry["type"] == INSTANCE else "never"
+
+
+def grows(verdict: Verdict, before: Any, after: Any) -> bool:
+    """A group resize that only adds nodes: ESS launches them and touches no running node (an added node of a
+    self-healing job waits for a seat until the next job start), so it is not disruptive; a shrink still is."""
+    return (verdict.effect == "resize" and isinstance(before, (int, float)) and isinstance(after, (int, float))
+            and after >= before)
 
 
 def effect_label(e: Effect) -> str:

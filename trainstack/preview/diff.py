@@ -12,16 +12,17 @@ trainstack lacks some fields; those are reported as unknown, never read as "noth
 from __future__ import annotations
 
 import math
-
+from dataclasses import replace as with_fields
 from typing import Any, Optional
 
 from trainstack.catalog.provider_facts import ProviderFacts, load_provider_facts
 
 from ..dlc_job import KIND as DLC_KIND
+from ..layout.pool_configuration import KIND as POOL_KIND
 from ..errors import EXIT_BAD_INPUT, EXIT_POLICY
 from ..redaction import redact_input
 from .change_rules import (
-    DYNAMIC, effect_label, ignored_takes_effect, is_job_settings, judge, matches, replace_effects, takes_effect,
+    DYNAMIC, effect_label, grows, ignored_takes_effect, is_job_settings, judge, matches, replace_effects, takes_effect,
 )
 from .impossible import impossible_updates
 from .propagation import FIELD, delete_first_cascade, entry_chain, propagate, records_dependencies
@@ -34,7 +35,7 @@ INSTANCE = "alicloud:ecs/instance:Instance"
 #: Resources that are (or run) GPU nodes: their replacements and disruptions lead the PR comment.
 NODE_TYPES = frozenset({INSTANCE, "alicloud:ess/scalingGroup:ScalingGroup",
                         "alicloud:ess/scalingConfiguration:ScalingConfiguration"})
-NODE_KINDS = frozenset({DLC_KIND})
+NODE_KINDS = frozenset({DLC_KIND, POOL_KIND})
 PROVIDER_PREFIX = "pulumi:providers:"
 LIFECYCLE = ("protect", "retain_on_delete", "ignore_changes", "delete_before_replace", "replace_on_changes")
 SUMMARY_FIELDS = ("target", "instance_type", "gpu_model", "nodes", "gpus_per_node", "zone", "spot",
@@ -112,6 +113,10 @@ def judged_changes(facts: ProviderFacts, base: dict, head: dict, opts: dict,
                                 takes_effect=ignored_takes_effect(head)))
             continue
         v = judge(facts, head, c["path"], provider_inputs)
+        if grows(v, c["before"], c["after"]):
+            v = with_fields(v, disruptive=False, reason=f"the group grows: ESS launches nodes and touches no running one "
+                                                    f"(an added node of a running self-healing job waits for a seat "
+                                                    f"until the next job start); {v.reason}")
         change = dict(c, replace=v.replace, disruptive=v.disruptive, action=v.action, reason=v.reason,
                       takes_effect=takes_effect(head, c["path"], v))
         if v.effect:

@@ -46,6 +46,7 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
         total_basis = basis[1].format(money(cost.get("compute_total_cny")))
     else:  # a plan saved before the breakdown: its figures count the GPU instances only
         hourly_basis = total_basis = "GPU instances only, saved by an older trainstack ("
+    alerts = (plan.get("job") or {}).get("alerts") if isinstance(plan.get("job"), dict) else None
     return [
         ("target", str(s.get("target") or "unknown")),
         ("instance type", f"{s.get('instance_type') or 'quota (no ECS type)'}{gpu}"),
@@ -63,7 +64,14 @@ def summary_rows(doc: dict) -> list[tuple[str, str]]:
         *([("after destroy", f"{money(cost.get('after_destroy_monthly_cny'))} per month (what `pulumi destroy` "
                              "keeps)")] if "breakdown" in cost else []),
         *exception_rows(plan),
-    ]
+    ] + ([("alerts", alerts_text(alerts))] if isinstance(alerts, dict) else [])
+
+
+def alerts_text(a: dict) -> str:
+    """The plan's alerts in words: by the secret's name (the URL is never in a plan)."""
+    via = f"relay {a.get('relay')}" if a.get("via") == "relay" else "NAT gateway"
+    return (f"{a.get('format')} to the webhook in KMS secret {a.get('kms_secret')} on "
+            f"{', '.join(a.get('events') or [])}, via {via}")
 
 
 def exception_rows(plan: dict) -> list[tuple[str, str]]:

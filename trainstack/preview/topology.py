@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..dlc_job import KIND as DLC_KIND
+from ..layout.pool_configuration import KIND as POOL_KIND
 
 #: Above this many nodes, the nodes are drawn as one box.
 MAX_NODES_DRAWN = 8
@@ -113,7 +114,7 @@ def build(resources: list[dict]) -> Topology:
                 topo.links.append(Link(vpc, box))
         elif t == INSTANCE:
             nodes.append(r)
-        elif t == SCALING_CONFIGURATION:
+        elif t == SCALING_CONFIGURATION or p.get("kind") == POOL_KIND:  # the provider's, or trainstack's over ESS
             pools.append(r)
         elif t == NAT:
             box = add(r, "nat", [f"NAT gateway {r['name']}", "internet egress (SNAT)"])
@@ -151,6 +152,9 @@ def build(resources: list[dict]) -> Topology:
                               f"{size:g} x {p.get('instanceType') or 'node'}" if isinstance(size, (int, float))
                               else str(p.get("instanceType") or "node"),
                               f"spot ≤ {limits[0]} CNY/h · replaced when reclaimed" if limits else "",
+                              "eRDMA (one ERI per node)" if any(isinstance(n, dict) and n.get(
+                                  "networkInterfaceTrafficMode") == "HighPerformance"
+                                  for n in p.get("networkInterfaces") or []) else "",
                               _disks(p)])
         if group is not None and (vsw := up(group, ("vswitch",))):
             topo.links.append(Link(vsw, box))

@@ -16,6 +16,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from ..models import Architecture
 from ..parallel_degrees import Layout, layout_problems, unsupported_degrees
+from .alerts import AlertsSpec
 from .base import CONTROL, _Strict
 from .infrastructure import AccessSpec, NetworkSpec, StorageSpec
 from .job import JobSecret, JobSpec  # noqa: F401 - importable from here as before
@@ -44,6 +45,9 @@ class TrainingProfile(_Strict):
     storage: StorageSpec = Field(default_factory=StorageSpec)
     network: NetworkSpec = Field(default_factory=NetworkSpec)
     access: AccessSpec = Field(default_factory=AccessSpec)
+    alerts: Optional[AlertsSpec] = Field(
+        None, description="Post job start, preemption, replacement, job end and guard stops to a webhook from KMS "
+                          "(ECS; needs network.internet_egress or alerts.relay: docs/alerts.md)")
     image_id: Optional[str] = Field(None, max_length=128)
     tags: dict[str, str] = Field(default_factory=dict)
     price_book: Optional[str] = Field(

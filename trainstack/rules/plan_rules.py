@@ -14,6 +14,7 @@ from ..errors import InputError, Problem
 from ..layout import deployment_set_layout
 from ..plan import ESSD_MAX_GIB, ESSD_MIN_GIB, Plan
 from ..tags import MAX_BUCKET_TAGS, MAX_TAGS, ROLE_CHECKPOINT, base_tags, node_tags, within_limit
+from .alerts_rules import alerts_plan_problems
 from .day_two import day_two_problems
 
 #: ESS spot protection: 1 hour or none (``ScalingConfiguration.spot_duration``).
@@ -211,7 +212,7 @@ def _bootstrap(plan: Plan) -> list[Optional[Problem]]:
 
 
 PLAN_RULES: tuple[Callable[[Plan], list[Optional[Problem]]], ...] = (
-    _disks, _spot_pool, _tags, _deployment_sets, _launch, _dlc, _bootstrap, day_two_problems)
+    _disks, _spot_pool, _tags, _deployment_sets, _launch, _dlc, alerts_plan_problems, _bootstrap, day_two_problems)
 
 
 def plan_problems(plan: Plan) -> list[Problem]:

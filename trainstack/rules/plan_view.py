@@ -19,9 +19,10 @@ from typing import Any, Optional
 
 from ..dlc_job import job_inputs
 from ..layout import deployment_set_layout
-from ..layout.identity import node_role_grants, stop_policy_document
+from ..layout.identity import node_role_grants, scale_policy_document, stop_policy_document
 from ..layout.lifecycle import network_lifecycle, retained, services_vswitch_lifecycle
 from ..layout.network import ssh_rule_cidrs
+from ..layout.pool_configuration import HTTP_TOKENS_REQUIRED, network_interfaces
 from ..plan import Plan
 from ..tags import PLANNED_PRICE, ROLE_CHECKPOINT, base_tags, node_tags, parse_price_text
 from . import stack_view as V
@@ -174,25 +175,32 @@ def _cluster(b: _Builder, name: str) -> None:
 
 
 def _pool(b: _Builder, name: str) -> None:
+    """The ESS group, its scale-to-0 rule's RAM policy and the scaling configuration: trainstack's dynamic
+    resource (kind: ess-scaling-configuration, trainstack.layout.pool_configuration), read as the policy
+    pack reads it (policies/_nodes.py)."""
     plan, pool, st = b.plan, b.plan.spot_pool, b.plan.storage
     assert pool is not None
     b.tagged(f"{name}-group", "group", base_tags(plan, zone=b.zone))
+    _ram_policy(b, f"{name}-scale-to-zero", scale_policy_document(plan.region, "(scaling group)"))
     config = f"{name}-config"
+    # the scale-to-0 rule's ARI tag is a deploy-time value the engine leaves out at preview: not in the view
     tags = node_tags(plan, b.zone, "pool" if pool.anchor else 0, DIGEST)
     b.parts["nodes"].append(V.GpuNode(
-        name=config, urn=f"plan:{config}", resource_type=T["config"], kind="ess",
+        name=config, urn=f"plan:{config}", resource_type=T["dynamic"], kind="ess",
         instance_types=(plan.instance_type or "",), training=True, count=pool.max_size, spot=True,
         spot_strategy="SpotWithPriceLimit", spot_price_limits={plan.instance_type or "*": pool.price_limit},
-        zone=b.zone, region=plan.region, planned_price=_planned(tags)))
-    b.parts["instances"].append(V.InstanceSettings(resource=config, resource_type=T["config"],
-                                                   spot_strategy="SpotWithPriceLimit", http_endpoint="enabled"))
+        zone=b.zone, high_performance=network_interfaces(plan, "(security group)") is not None, region=plan.region,
+        planned_price=_planned(tags)))
+    b.parts["instances"].append(V.InstanceSettings(resource=config, resource_type=T["dynamic"],
+                                                   spot_strategy="SpotWithPriceLimit", http_endpoint="enabled",
+                                                   http_tokens=HTTP_TOKENS_REQUIRED))
     if st.data_disk is not None:
         d = st.data_disk
         b.parts["disks"].append(V.Disk(resource=config, label="data disk 0", category=d.category,
                                        performance_level=d.performance_level, size_gib=d.size_gib))
     b.parts["disks"].append(V.Disk(resource=config, label="system disk", category=st.system_disk_category,
                                    performance_level=st.system_disk_performance_level, size_gib=st.system_disk_gib))
-    b.tagged(config, "config", tags)
+    b.tagged(config, "dynamic", tags)
 
 
 def _dlc_job(b: _Builder, name: str) -> None:

@@ -95,13 +95,15 @@ POLICY_SPECS: tuple[PolicySpec, ...] = (
                            "team-*, Resource \"*\") or attach the all-bucket OSS system policies."),
     # advisory: the ESS scaling configuration of self-healing spot pools cannot require tokens
     # (docs/policies.md "Metadata tokens"); set it mandatory to refuse such pools
-    PolicySpec(name=METADATA_TOKENS_REQUIRED, kind="resource", level="advisory",
-               description="Checks whether ECS instances and launch templates require metadata tokens (IMDSv2), "
-                           "and reports ESS scaling configurations, which cannot."),
-    # advisory: a multi-node self-healing cluster (an ESS pool) talks TCP, since ESS pool nodes cannot get
-    # eRDMA through pulumi-alicloud 4.0 (docs/self-healing.md); set it mandatory to refuse such clusters
+    # mandatory: every node trainstack declares requires tokens (a pool's through the ESS API, issue 33)
+    PolicySpec(name=METADATA_TOKENS_REQUIRED, kind="resource", level="mandatory",
+               description="Checks whether ECS instances, launch templates and scaling configurations require "
+                           "metadata tokens (IMDSv2); pulumi-alicloud's ess.ScalingConfiguration and EcsInstanceSet "
+                           "cannot, trainstack's ess-scaling-configuration does."),
+    # advisory: a multi-node self-healing cluster on a type whose RDMA ESS cannot give its pool nodes (RoCE;
+    # eRDMA pools get one ERI each: docs/self-healing.md) talks TCP; set it mandatory to refuse such clusters
     PolicySpec(name=SELF_HEALING_OVER_TCP, kind="stack", level="advisory",
                description="Checks whether a multi-node self-healing cluster (an ESS pool of training nodes) runs "
-                           "its eRDMA types over TCP."),
+                           "its eRDMA types without HighPerformance interfaces (over TCP)."),
 )
 SPECS_BY_NAME: dict[str, PolicySpec] = {s.name: s for s in POLICY_SPECS}

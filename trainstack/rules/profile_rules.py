@@ -14,6 +14,7 @@ from ..catalog.limits import service_limits
 from ..catalog.price_book import catalog_for
 from ..errors import InputError, Problem, did_you_mean
 from ..profile import TrainingProfile
+from .alerts_rules import alerts_profile_problems
 from .dlc_profile import dlc_profile_problems
 
 
@@ -56,7 +57,7 @@ def profile_problems(profile: TrainingProfile, catalog: Catalog) -> list[Problem
             catalog.instance(t, path=f"resources.instance_types[{i}]")
         except InputError as exc:
             problems.extend(exc.problems)
-    problems += dlc_profile_problems(profile, catalog)
+    problems += dlc_profile_problems(profile, catalog) + alerts_profile_problems(profile)
     if profile.price_book is not None:
         try:
             catalog_for(profile, catalog)

@@ -32,7 +32,9 @@ MAX_DEPTH = 16
 CLOCK_SKEW_SECONDS = 300.0
 
 NodeState = Literal["starting", "training", "stopping", "interrupted", "finished", "stopped"]
-StopCause = Literal["budget", "deadline", "max_runtime"]
+#: why a job stopped: trainstack stopped it (the budget guard, max runtime), or, on a self-healing
+#: cluster, how its run ended (trainstack_pool.py: the pool went to 0 and node 0 stopped after it)
+StopCause = Literal["budget", "deadline", "max_runtime", "succeeded", "failed", "node0_lost", "no_run"]
 
 
 class _Record(BaseModel):

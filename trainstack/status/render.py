@@ -42,7 +42,10 @@ def render_text(v: StatusView) -> str:
     if j.exit_code is not None:
         job += f", exit {j.exit_code}"
     if j.stop is not None:
-        job += f", stopped by trainstack: {j.stop.reason} ({j.stop.message})"
+        if j.stop.reason in ("budget", "deadline", "max_runtime"):
+            job += f", stopped by trainstack: {j.stop.reason} ({j.stop.message})"
+        else:  # a self-healing cluster's run: the pool went to 0 and node 0 stopped after it
+            job += f", ended: {j.stop.reason} ({j.stop.message}" + (f", at {j.stop.at})" if j.stop.at else ")")
     lines.append(f"job       {job}")
     if g.tokens_done is not None:
         of = f" of {_tokens(g.tokens_total)}" if g.tokens_total else ""

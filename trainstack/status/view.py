@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..plan import Plan
 from ..profile import TrainingProfile
 from ..sizing import memory_estimate
-from .record import DlcJobObservation, Heartbeat, InstanceObservation, StopReason
+from .record import DlcJobObservation, Heartbeat, InstanceObservation, StopCause, StopReason
 
 STATUS_SCHEMA_VERSION = 1
 #: A heartbeat older than this (five missed beats at the default 60 s) is stale: the node or its
@@ -48,7 +48,7 @@ class PlanView(_View):
 
 
 class StopView(_View):
-    reason: Literal["budget", "deadline", "max_runtime"]
+    reason: StopCause
     message: str
     at: Optional[str]
 
@@ -58,7 +58,8 @@ class JobView(_View):
     dlc_status: Optional[str] = Field(None, description="PAI's own status word (DLC plans)")
     dlc_job_id: Optional[str] = None
     exit_code: Optional[int] = None
-    stop: Optional[StopView] = Field(None, description="Why trainstack stopped the job (budget guard, max runtime)")
+    stop: Optional[StopView] = Field(None, description="Why and when the job stopped (budget guard, max runtime; "
+                                                       "on a self-healing cluster how its run ended)")
     started_at: Optional[str] = None
 
 
@@ -309,8 +310,10 @@ def build_view(profile: TrainingProfile, plan: Plan, prediction: Prediction, *,
         f"in {plan.region} with the plan's storage and network, catalog {plan.catalog_date or 'undated'}")
     labels.append("spend is an estimate: instance hours x each node's share of the plan's all-in hourly price "
                   "(nodes, disks, CPFS, bucket, NAT; traffic and requests on top); the bill is the truth")
-    if stop is not None:
+    if stop is not None and stop.reason in ("budget", "deadline", "max_runtime"):
         labels.append(f"stopped by trainstack ({stop.reason}): {stop.message}")
+    elif stop is not None:
+        labels.append(f"the run ended ({stop.reason}): {stop.message}; the pool went to 0 and node 0 stopped")
     return StatusView(
         stack=plan.name, target=plan.target, region=plan.region, observed_at=iso(now) or "",
         plan=PlanView(instance_type=plan.instance_type, gpu_model=plan.gpu_model, nodes=plan.nodes,

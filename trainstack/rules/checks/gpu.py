@@ -65,8 +65,9 @@ def _rdma_alternatives(cat: Catalog, gpu_count: int, limit: int = 4) -> list[str
 
 def self_healing(nodes: Sequence[GpuNode]) -> bool:
     """A multi-node self-healing cluster: an ESS pool among several training nodes (trainstack's node 0
-    plus its pool). Its eRDMA types run without HighPerformance interfaces by necessity, which
-    self-healing-over-tcp reports instead (an RDMA-class type and one zone are still required here)."""
+    plus its pool). Where its eRDMA types run without HighPerformance interfaces (a provider
+    ScalingConfiguration cannot set them), self-healing-over-tcp reports it instead (an RDMA-class type
+    and one zone are still required here)."""
     return any(n.kind == "ess" for n in nodes)
 
 
@@ -126,10 +127,11 @@ def self_healing_over_tcp(view: StackView, settings: dict, cat: Catalog) -> Iter
     for n in nodes:
         slow = [t for t in n.instance_types if cat.knows(t) and cat.instance(t).rdma == "erdma"]
         if slow and n.kind != "dlc" and not n.high_performance:
-            yield _found(n, f"{n.name}: a self-healing cluster's nodes talk TCP, not eRDMA ({', '.join(slow)}): an "
-                            "ESS pool node cannot get a HighPerformance interface through pulumi-alicloud 4.0, and "
-                            "NCCL needs one transport on every rank; the plan is sized for TCP. Accept it for "
-                            "self-healing, or set this policy mandatory to refuse such clusters")
+            yield _found(n, f"{n.name}: a self-healing cluster's node has no HighPerformance interface on an eRDMA "
+                            f"type ({', '.join(slow)}), so NCCL talks TCP on every rank (it needs one transport): "
+                            "declare the pool's scaling configuration with networkInterfaces (a Standard primary "
+                            "and a HighPerformance secondary: trainstack's kind: ess-scaling-configuration), or "
+                            "accept TCP for self-healing")
 
 
 # ---- known-instance-type -----------------------------------------------------------------------

@@ -14,6 +14,9 @@ INSTANCE = "alicloud:ecs/instance:Instance"
 INSTANCE_SET = "alicloud:ecs/ecsInstanceSet:EcsInstanceSet"
 LAUNCH_TEMPLATE = "alicloud:ecs/ecsLaunchTemplate:EcsLaunchTemplate"
 SCALING_CONFIGURATION = "alicloud:ess/scalingConfiguration:ScalingConfiguration"
+#: trainstack's own scaling configuration (``kind: ess-scaling-configuration``, components/ess_pool.py): the
+#: views give a dynamic resource instance settings only for that kind, and it sets ``httpTokens`` itself
+ESS_CONFIGURATION = "pulumi-python:dynamic:Resource"
 SPOT_STRATEGIES = ("SpotWithPriceLimit", "SpotAsPriceGo")
 
 
@@ -34,16 +37,16 @@ def no_spot_in_deployment_set(items: Sequence[InstanceSettings], settings: dict,
 
 def metadata_tokens_required(items: Sequence[InstanceSettings], settings: dict, cat: Catalog) -> Iterator[Finding]:
     for i in items:
-        if i.resource_type not in (INSTANCE, LAUNCH_TEMPLATE, SCALING_CONFIGURATION, INSTANCE_SET):
+        if i.resource_type not in (INSTANCE, LAUNCH_TEMPLATE, SCALING_CONFIGURATION, INSTANCE_SET, ESS_CONFIGURATION):
             continue
         if (as_str(i.http_endpoint) or "enabled").lower() == "disabled":
             continue  # no metadata service at all: nothing to steal a role's credentials from
         if i.resource_type == SCALING_CONFIGURATION:
-            yield Finding(f"{i.resource}: an ESS scaling configuration cannot require metadata tokens (pulumi-alicloud "
-                          "4.0 / terraform-provider-alicloud expose only http_endpoint), so its nodes also answer "
-                          "token-less metadata requests, and a process on the node (or an SSRF) can read the RAM "
-                          "role's credentials without a token; trainstack's bootstrap uses tokens anyway. Accept it "
-                          "for self-healing spot pools, or set this policy mandatory to refuse them", i.resource)
+            yield Finding(f"{i.resource}: pulumi-alicloud 4.0's ess.ScalingConfiguration cannot require metadata "
+                          "tokens (it exposes only http_endpoint), so its nodes answer token-less metadata requests "
+                          "and a process on the node (or an SSRF) can read the RAM role's credentials without a "
+                          "token: declare the configuration through the ESS API with HttpTokens=required (trainstack's "
+                          "kind: ess-scaling-configuration, components/ess_pool.py)", i.resource)
         elif i.resource_type == INSTANCE_SET:
             yield Finding(f"{i.resource}: EcsInstanceSet cannot require metadata tokens; declare ecs.Instance nodes "
                           "with http_tokens=\"required\"", i.resource)

@@ -17,8 +17,13 @@
 # 19 the node programs the job settings name could not be fetched or did not match their sha256,
 # 124 max runtime reached. ELASTIC=1 (a multi-node self-healing plan): torchrun elastic, ranks from
 # the rendezvous on node 0, a node-local NCCL check (a replacement joins a running job).
+# POOL_ROLE (a self-healing plan, trainstack_pool.py): node 0 (anchor) records the run and its settings
+# generation; pool nodes launch into that generation, launch again while the run goes on (node 0 rebooting
+# or replaced), and scale the pool to 0 when it ends; node 0 stops itself. Nothing bills after the job.
 # job.env (the job's environment, launch command and secret names) is sourced only in the
-# subshells that start the NCCL check and the trainer: nothing in it can change this script.
+# subshells that start the NCCL check and the trainer, after they took what they run into TRAINSTACK_*
+# names: nothing in it can change this script, so the job may use any name but TRAINSTACK_*, the
+# topology the launchers export and the shell's (trainstack/bootstrap/reserved.py).
 set -uo pipefail # not -e: every way out must pass through finish (checkpoint upload, stop)
 
 ETC=${TRAINSTACK_ETC:-/etc/trainstack}
@@ -54,6 +59,7 @@ TORCHRUN=()
 DEADLINE=""
 TRAPPED=0
 STOPPED_FROM_OUTSIDE=0
+END_REASON=""
 
 log() { printf '%s trainstack-launch: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >&2; }
 agent() { python3 "$LIB/trainstack_agent.py" "$@"; }
@@ -64,11 +70,62 @@ oss() {
   "${TRAINSTACK_OSS_PYTHON:-$OSS_VENV/bin/python}" "$LIB/trainstack_agent.py" oss --region "$REGION" --endpoint "$endpoint" "$@"
 }
 signal_trainer() { agent signal-trainer "$1" --pidfile "$PIDFILE"; }
+# the self-healing cluster's state machine (trainstack_pool.py) and its events (trainstack_events.py)
+pool() { "${TRAINSTACK_OSS_PYTHON:-$OSS_VENV/bin/python}" "$LIB/trainstack_pool.py" --region "$REGION" --endpoint "$OSS_ENDPOINT" "$@"; }
+event() { python3 "$LIB/trainstack_events.py" "$@" || true; }
+GENERATION=""
 
 # the job settings of this rank from the channel into $ETC (kept when unchanged), then sourced
 fetch_settings() {
   oss "$OSS_ENDPOINT" job-settings "$JOB_SETTINGS_URI" "$ETC" --rank "$NODE_RANK" --tag "$JOB_SETTINGS_TAG"
 }
+# a self-healing node's settings: node 0 resumes the running run's generation or starts a new run with the
+# settings its tag names; a pool node takes the running generation (return 2: node 0 starts no run)
+choose_settings() {
+  local state gen
+  case "${POOL_ROLE:-}" in
+    anchor)
+      read -r state gen <<<"$(pool run-state "$RUN_URI")"
+      if [ "$state" = running ] && [ -n "$gen" ] && [ "$gen" != - ] \
+        && pool settings "$GENERATIONS_URI" "$ETC" --rank "$NODE_RANK" --generation "$gen"; then
+        GENERATION=$gen
+        event job_resumed generation="$gen" why="the run was going on when node 0 (re)started"
+        return 0
+      fi
+      fetch_settings || return 1
+      GENERATION=$(head -n 1 "$ETC/.job-settings.sha256")
+      pool run-start "$RUN_URI" --generation "$GENERATION" --instance "$(agent meta meta-data/instance-id)" || return 1
+      event job_started generation="$GENERATION"
+      ;;
+    pool)
+      GENERATION=$(pool generation "$RUN_URI" --wait "${TRAINSTACK_NODE0_LOSS_SECONDS:-$NODE0_LOSS_SECONDS}" --idle "${TRAINSTACK_POOL_IDLE_SECONDS:-900}") || return 2
+      pool settings "$GENERATIONS_URI" "$ETC" --rank "$NODE_RANK" --generation "$GENERATION" || return 1
+      event replacement_joined generation="$GENERATION"
+      ;;
+    *) fetch_settings ;;
+  esac
+}
+# a pool node added by growing the pool waits for a free seat (the running world keeps its size)
+wait_for_seat() {
+  local iid waited=0
+  [ "${POOL_ROLE:-}" = pool ] || return 0
+  iid=$(agent meta meta-data/instance-id) || return 0
+  until pool seat "$POOL_STATUS_URI" --seats "$POOL_SEATS" --self "$iid" --fresh "$((HEARTBEAT_SECONDS * 3))"; do
+    [ "$waited" = 0 ] && log "the running world is full ($POOL_SEATS pool nodes): waiting for a seat or the next job"
+    [ "$(pool run-state "$RUN_URI" | cut -d' ' -f1)" = running ] || return 1
+    sleep "${TRAINSTACK_POOL_POLL_SECONDS:-30}"
+    waited=1
+  done
+}
+end_reason() {
+  case $1 in
+    0) echo succeeded ;;
+    "$EXIT_GUARD") echo guard ;;
+    124) echo max_runtime ;;
+    *) echo failed ;;
+  esac
+}
+
 load_settings() {
   [ -f "$ETC/settings.env" ] || return 1
   # shellcheck source=/dev/null
@@ -153,9 +210,22 @@ last_heartbeat() { (exec_heartbeat --once); }
 load_job_env() { . "$ETC/job.env"; } # in a subshell only: the job's variables reach the job alone
 pip_install() { "$(command -v python || command -v python3)" -m pip install --index-url "$PIP_INDEX_URL" --trusted-host "$PIP_TRUSTED_HOST" "$@"; }
 
+# what ends billing at the job's end: a pool node scales its pool to 0 (ESS would replace a stopped one:
+# ExecuteScalingRule on the stack's one scale-to-0 rule); node 0 and every other node stop themselves
+stop_cluster() {
+  case "${POOL_ROLE:-}" in
+    pool | single)
+      log "scaling the self-healing pool to 0 (ExecuteScalingRule on the rule tagged $SCALE_RULE_TAG)"
+      python3 "$LIB/trainstack_pool.py" scale-to-zero --region "$REGION" --tag "$SCALE_RULE_TAG" \
+        || log "the scale-to-0 rule failed: the pool keeps billing until it is scaled in or destroyed"
+      ;;
+    *) stop_billing && [ "${POOL_ROLE:-}" = anchor ] && touch "$STATE/cluster-stopped" ;;
+  esac
+}
+
 stop_billing() {
   log "stopping this instance in no-charge mode (StopInstance, StoppedMode=StopCharging)"
-  python3 "$LIB/trainstack_cloud.py" stop-instance --region "$REGION" && return 0
+  python3 "$LIB/trainstack_cloud.py" stop-instance --region "$REGION" && { event node_stopped; return 0; }
   log "StopInstance failed: this node keeps billing until it is stopped"
   if [ "$POWEROFF_FALLBACK" = 1 ]; then
     log "powering off from inside (best effort)"
@@ -191,7 +261,24 @@ heartbeat_service() {
     sleep 1
     waited=$((waited + 1))
   done
+  (alerts follow) & # in the heartbeat's service: restarted with it at each job start (new settings)
   exec_heartbeat
+}
+# alerts COMMAND (trainstack_alerts.py): node.env and, of the job settings, only what the alerts need
+alerts() {
+  (
+    set -a
+    # shellcheck source=/dev/null
+    . "$ETC/node.env"
+    set +a
+    [ -f "$ETC/settings.env" ] || exit 0
+    # shellcheck source=/dev/null
+    . "$ETC/settings.env"
+    [ -n "${ALERTS_SECRET:-}" ] || exit 0
+    export NNODES ALERTS_SECRET ALERTS_FORMAT ALERTS_EVENTS ALERTS_RELAY PLAN_TOKENS_PER_SECOND PLAN_HOURLY_CNY \
+      TRAINSTACK_STATE=$STATE TRAINSTACK_RUN=$RUN
+    exec python3 "$LIB/trainstack_alerts.py" "$@"
+  )
 }
 
 # why the job stopped, for the heartbeat and `trainstack status` (kept until the job runs again)
@@ -200,6 +287,8 @@ record_stop_reason() {
     "$EXIT_GUARD") [ -f "$GUARD_MARKER" ] && cp "$GUARD_MARKER" "$STATE/stop-reason.json" ;;
     124) printf '{"at": %s, "message": "job.max_runtime_hours reached", "reason": "max_runtime"}\n' \
       "$(date +%s)" >"$STATE/stop-reason.json" ;;
+    *) [ -n "${POOL_ROLE:-}" ] && printf '{"at": %s, "message": "the job ended (exit %s): %s", "reason": "%s"}\n' \
+      "$(date +%s)" "$1" "${2:-$(end_reason "$1")}" "${2:-$(end_reason "$1")}" >"$STATE/stop-reason.json" ;;
   esac
 }
 
@@ -216,11 +305,35 @@ finish() {
     log "exit $rc after SIGTERM (systemctl stop, reboot, shutdown): the job resumes at the next start"
     exit "$rc"
   fi
-  record_stop_reason "$rc"
+  if [ "${POOL_ROLE:-}" = pool ] && [ -n "$GENERATION" ]; then
+    case $(pool after-exit "$RUN_URI" "$NODE0_STATUS_URI" --grace "${TRAINSTACK_POOL_GRACE_SECONDS:-60}" \
+      --loss "${TRAINSTACK_NODE0_LOSS_SECONDS:-$NODE0_LOSS_SECONDS}") in
+      rejoin)
+        log "exit $rc while the run goes on (node 0 rebooting or replaced): launching into it again"
+        sleep "${TRAINSTACK_POOL_POLL_SECONDS:-10}"
+        exec bash "$LIB/trainstack-launch.sh"
+        ;;
+      node0_lost)
+        log "no heartbeat from node 0 for ${TRAINSTACK_NODE0_LOSS_SECONDS:-$NODE0_LOSS_SECONDS}s: the job is lost, the pool goes to 0"
+        event node0_lost seconds="${TRAINSTACK_NODE0_LOSS_SECONDS:-$NODE0_LOSS_SECONDS}"
+        pool run-end "$RUN_URI" --reason node0_lost --rc "$rc" || true
+        END_REASON=node0_lost
+        ;;
+    esac
+  fi
+  record_stop_reason "$rc" "${END_REASON:-}"
   echo "$rc" >"$STATE/job-finished"
+  if [ "${POOL_ROLE:-}" = anchor ]; then
+    pool run-end "$RUN_URI" --reason "$(end_reason "$rc")" --rc "$rc" || log "WARNING: the run's end was not recorded"
+    event job_ended reason="$(end_reason "$rc")" rc="$rc" generation="$GENERATION"
+  elif [ "$NODE_RANK" = 0 ] && [ "${POOL_ROLE:-}" != pool ]; then
+    event job_ended reason="$(end_reason "$rc")" rc="$rc" generation="$(head -n 1 "$ETC/.job-settings.sha256" 2>/dev/null)"
+  fi
+  rm -f "$STATE/job-started"
   if [ -n "${STATUS_URI:-}" ]; then last_heartbeat || log "WARNING: the last heartbeat was not written"; fi
+  alerts wait --timeout "${TRAINSTACK_ALERTS_DRAIN_SECONDS:-30}" # bounded: the end reaches the webhook first
   case "$STOP_ON:$rc" in
-    always:* | success:0 | success:"$EXIT_GUARD") stop_billing ;;
+    always:* | success:0 | success:"$EXIT_GUARD") stop_cluster ;;
     *) log "exit $rc with stop_on=$STOP_ON: leaving the instance running" ;;
   esac
   exit "$rc"
@@ -283,10 +396,15 @@ nccl_check() {
   fi
   log "NCCL all-reduce check across $world GPUs on $nodes node(s)"
   (
+    # what the check runs, taken before job.env: the job's variables (any name but trainstack's TRAINSTACK_*,
+    # the topology and the shell's) reach the check and the trainer and cannot change what this script runs
+    TRAINSTACK_NCCL_CHECK=("${TORCHRUN[@]}" "$LIB/nccl_check.py")
+    TRAINSTACK_NCCL_CHECK_TIMEOUT=$NCCL_CHECK_TIMEOUT_SECONDS
+    TRAINSTACK_NCCL_CHECK_DEADLINE=$((RDZV_TIMEOUT_SECONDS + NCCL_CHECK_TIMEOUT_SECONDS))
+    unset TORCHRUN # an array cannot be exported: job.env's TORCHRUN would not reach the check
     load_job_env # the job's NCCL settings apply to the check too
-    NCCL_DEBUG=INFO TRAINSTACK_NCCL_CHECK_TIMEOUT=$NCCL_CHECK_TIMEOUT_SECONDS \
-      exec timeout "$((RDZV_TIMEOUT_SECONDS + NCCL_CHECK_TIMEOUT_SECONDS))" \
-      "${TORCHRUN[@]}" "$LIB/nccl_check.py"
+    NCCL_DEBUG=INFO TRAINSTACK_NCCL_CHECK_TIMEOUT=$TRAINSTACK_NCCL_CHECK_TIMEOUT \
+      exec timeout "$TRAINSTACK_NCCL_CHECK_DEADLINE" "${TRAINSTACK_NCCL_CHECK[@]}"
   ) 2>&1 | tee "$out"
   st=${PIPESTATUS[0]}
   if [ "$st" -ne 0 ]; then
@@ -342,10 +460,12 @@ run_trainer() {
   # handler. Every process of the job carries TRAINSTACK_TRAINER_PID, so the agent finds them all.
   (
     trap '' "$CHECKPOINT_SIGNAL"
+    TRAINSTACK_AGENT=$LIB/trainstack_agent.py TRAINSTACK_REGION=$REGION # before job.env (nccl_check says why)
+    unset TORCHRUN
     load_job_env
     export TRAINSTACK_TRAINER_PID=$BASHPID TRAINSTACK_LOCAL_ADDR
     if [ "${#JOB_SECRETS[@]}" -gt 0 ]; then
-      exec python3 "$LIB/trainstack_agent.py" exec --region "$REGION" "${JOB_SECRETS[@]/#/--secret=}" -- "${LAUNCH_ARGV[@]}"
+      exec python3 "$TRAINSTACK_AGENT" exec --region "$TRAINSTACK_REGION" "${JOB_SECRETS[@]/#/--secret=}" -- "${LAUNCH_ARGV[@]}"
     fi
     exec "${LAUNCH_ARGV[@]}"
   ) &
@@ -370,8 +490,13 @@ run_trainer() {
 }
 
 main() {
-  local rc now
+  local rc now chosen
   mkdir -p "$STATE" "$RUN"
+  if [ -f "$STATE/job-finished" ] && [ -f "$STATE/cluster-stopped" ] && [ "${POOL_ROLE:-}" = anchor ]; then
+    # node 0 stopped itself at the last job's end: only a person (or `pulumi up --refresh`) starts it again
+    log "started after the last job stopped the cluster: starting the next job"
+    rm -f "$STATE/job-finished" "$STATE/cluster-stopped"
+  fi
   if [ -f "$STATE/job-finished" ]; then
     log "the job already ran (exit $(cat "$STATE/job-finished")); remove $STATE/job-finished and restart trainstack-job to run it again"
     exit 0
@@ -380,7 +505,16 @@ main() {
     log "this spot instance is being reclaimed: not starting the job"
     exit 0
   fi
-  if ! fetch_settings || ! load_settings; then
+  chosen=0
+  choose_settings || chosen=$?
+  if [ "$chosen" = 2 ]; then
+    log "node 0 started no run to join: this pool node ends here"
+    record_stop_reason 0 no_run
+    echo 0 >"$STATE/job-finished"
+    stop_cluster
+    exit 0
+  fi
+  if [ "$chosen" != 0 ] || ! load_settings; then
     log "FATAL: cannot read the job settings $JOB_SETTINGS_URI (or they do not match this instance's $JOB_SETTINGS_TAG tag)"
     finish "$EXIT_SETTINGS"
   fi
@@ -409,9 +543,17 @@ main() {
       || { log "FATAL: no private IP from the metadata service"; finish "$EXIT_ADDRESS"; }
   fi
   nccl_check || finish 10
+  wait_for_seat || { log "the run ended while this node waited for a seat"; GENERATION=""; finish 0; }
   if [ -e "$GUARD_MARKER" ]; then
     log "budget guard: $(cat "$GUARD_MARKER"): not starting the trainer"
     finish "$EXIT_GUARD"
+  fi
+  if [ "$NODE_RANK" = 0 ] && [ "${POOL_ROLE:-}" != anchor ]; then # node 0 of a plain cluster (or a 1-node pool)
+    if [ -f "$STATE/job-started" ]; then
+      event job_resumed generation="$(head -n 1 "$ETC/.job-settings.sha256")" why="the node started again"
+    else
+      event job_started generation="$(head -n 1 "$ETC/.job-settings.sha256")" && touch "$STATE/job-started"
+    fi
   fi
   run_trainer
   rc=$?

@@ -10,6 +10,7 @@ import json
 import os
 import time
 
+from trainstack_events import emit
 from trainstack_metadata import atomic_write, log
 
 GUARD_MARKER = "guard-stop"
@@ -41,4 +42,5 @@ def check(rec, run_dir):
         verdict["at"] = rec["written_at"]
         atomic_write(marker, json.dumps(verdict, sort_keys=True) + "\n")
         log("budget guard: %s: asking the job to checkpoint and stop" % verdict["message"])
+        emit("guard_stop", os.path.join(run_dir, "events.jsonl"), message=verdict["message"])  # alerts post it
     return verdict or None

@@ -24,6 +24,8 @@ from trainstack_store import sdk_store, split_uri
 
 
 HEARTBEAT_SCHEMA = "trainstack.heartbeat/1"
+#: stop reasons that mean trainstack stopped the job (the others say how a self-healing run ended)
+TRAINSTACK_STOPS = ("budget", "deadline", "max_runtime")
 #: measured tokens/s is over the progress lines of this many recent seconds
 RATE_WINDOW_SECONDS = 600.0
 
@@ -203,7 +205,8 @@ class Heartbeat(object):
         deadline = self.number("DEADLINE_HOURS")
         finished = _read(os.path.join(self.state, "job-finished"))
         stop = _read_json(os.path.join(self.state, "stop-reason.json"))
-        state = ("stopped" if stop else "finished") if finished is not None else (
+        stopped = bool(stop) and stop.get("reason") in TRAINSTACK_STOPS  # not how a healing run ended
+        state = ("stopped" if stopped else "finished") if finished is not None else (
             "interrupted" if notice else "stopping" if os.path.exists(os.path.join(self.run, guard.GUARD_MARKER))
             else "training" if os.path.exists(os.path.join(self.run, "trainer.pid")) else "starting")
         recent, average, window = p.rates()

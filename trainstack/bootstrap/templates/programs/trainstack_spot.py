@@ -21,6 +21,16 @@ import time
 from trainstack_launch import DEFAULT_PIDFILE, signal_number, signal_trainer
 from trainstack_metadata import Metadata, MetadataError, atomic_write, log
 
+
+def _event(when, marker):
+    """The notice as an agent event (alerts post it); after the signal, and never in its way."""
+    try:
+        from trainstack_events import emit
+
+        emit("preemption_notice", os.path.join(os.path.dirname(marker), "events.jsonl"), termination_time=when)
+    except Exception as exc:  # an event is a report: the checkpoint signal has gone out already
+        log("preemption event not recorded: %s" % exc)
+
 TERMINATION_TIME = "meta-data/instance/spot/termination-time"
 
 
@@ -29,6 +39,7 @@ def on_notice(when, signum, marker, pidfile):
     sent = signal_trainer(pidfile, signum)
     log("spot termination notice for %s: marker %s written, signal %d sent to %s"
               % (when, marker, signum, sent or "no trainer (none running yet)"))
+    _event(when, marker)
 
 
 def main():

@@ -1,0 +1,97 @@
+"""What self-healing costs next to on-demand, priced by part (docs/self-healing.md "What a preemption costs").
+
+A multi-node self-healing plan bills three prices: node 0 on-demand, the pool at spot, and the pool at
+on-demand while ESS compensates a missing spot node (``compensate_with_on_demand``, ``spot: allow``). The
+resolver ranks healing against the same nodes on-demand by total cost; this module says, with the
+figures it ranked on, where healing breaks even: the spot price, as a fraction of on-demand, at which
+the healing plan's total equals the on-demand plan's.
+
+Healing total = hours_h x (P + (N-1) x f x P), on-demand total = hours_o x N x P, so the break-even
+fraction is f* = (N x hours_o / hours_h - 1) / (N - 1). Pure arithmetic over the two candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from ..catalog.models import PriceQuote
+from ..profile import TrainingProfile
+from .engine import anchor_nodes
+from ..plan import Candidate
+
+
+@dataclass(frozen=True)
+class HealingComparison:
+    healing: Candidate
+    on_demand: Candidate
+    break_even_spot_fraction: Optional[float]
+
+    def label(self, spot_fraction: Optional[float]) -> str:
+        h, o = self.healing, self.on_demand
+        head = (f"self-healing vs on-demand ({h.nodes} x {h.instance_type}): healing {h.total_cost_cny:,.2f} CNY "
+                f"({h.estimated_hours:g} h at {h.hourly_cost_cny:.2f} CNY/h, {h.tokens_per_second:,.0f} tokens/s), "
+                f"on-demand {o.total_cost_cny:,.2f} CNY ({o.estimated_hours:g} h at {o.hourly_cost_cny:.2f} CNY/h, "
+                f"{o.tokens_per_second:,.0f} tokens/s)")
+        f = self.break_even_spot_fraction
+        if f is None:
+            return head + "; healing never breaks even (it is slower by more than its spot savings can cover)"
+        now = f" (spot now at {spot_fraction:.0%})" if spot_fraction is not None else ""
+        return head + f"; healing breaks even at a spot price of {f:.1%} of on-demand{now}"
+
+
+def break_even(nodes: int, healing_hours: float, on_demand_hours: float) -> Optional[float]:
+    """The spot fraction f* at which both totals match (None: no fraction >= 0 does)."""
+    if nodes < 2 or healing_hours <= 0:
+        return None
+    f = (nodes * on_demand_hours / healing_hours - 1) / (nodes - 1)
+    return round(f, 4) if f >= 0 else None
+
+
+def compare(profile: TrainingProfile, candidates: Iterable[Candidate]) -> Optional[HealingComparison]:
+    """The cheapest healing candidate and the same type and node count on-demand (None: no such pair,
+    or a total cost is unknown)."""
+    rows = [c for c in candidates if c.feasible and c.total_cost_cny is not None and c.estimated_hours]
+    healing = sorted((c for c in rows if anchor_nodes(profile, c.target, c.nodes, c.spot) > 0),
+                     key=lambda c: c.total_cost_cny)
+    for h in healing:
+        twin = [c for c in rows if not c.spot and c.instance_type == h.instance_type and c.nodes == h.nodes]
+        if twin:
+            o = twin[0]
+            return HealingComparison(h, o, break_even(h.nodes, h.estimated_hours, o.estimated_hours))
+    return None
+
+
+def spot_fraction(quote: PriceQuote) -> Optional[float]:
+    if quote.spot_cny_per_hour is None or not quote.on_demand_cny_per_hour:
+        return None
+    return quote.spot_cny_per_hour / quote.on_demand_cny_per_hour
+
+
+@dataclass(frozen=True)
+class PoolPrices:
+    """The three hourly prices of a multi-node healing plan, each its own line (CNY/h)."""
+
+    node0_on_demand: float
+    pool_spot: float
+    pool_on_demand_fallback: Optional[float]
+
+    def labels(self, nodes: int) -> list[str]:
+        out = [f"self-healing pricing: node 0 on-demand {self.node0_on_demand:.2f} CNY/h + the pool's {nodes - 1} "
+               f"spot node(s) {self.pool_spot:.2f} CNY/h = {self.node0_on_demand + self.pool_spot:.2f} CNY/h"]
+        if self.pool_on_demand_fallback is not None:
+            out.append(f"self-healing pricing: while ESS compensates missing spot nodes with on-demand ones (spot: "
+                       f"allow), the pool bills up to {self.pool_on_demand_fallback:.2f} CNY/h instead of "
+                       f"{self.pool_spot:.2f} (not in the totals: it happens only while spot stock is gone)")
+        return out
+
+
+def pool_prices(quote: PriceQuote, gpus_per_node: int, nodes: int, compensate: bool) -> Optional[PoolPrices]:
+    """Node 0 on-demand, the pool at spot and the pool's on-demand fallback (None: a price is unknown)."""
+    od, spot = quote.on_demand_cny_per_hour, quote.spot_cny_per_hour
+    if od is None or spot is None or nodes < 2:
+        return None
+    unit = gpus_per_node if quote.per == "GPU" else 1
+    pool = nodes - 1
+    return PoolPrices(node0_on_demand=round(od * unit, 4), pool_spot=round(spot * unit * pool, 4),
+                      pool_on_demand_fallback=round(od * unit * pool, 4) if compensate else None)
