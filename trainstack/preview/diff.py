@@ -5,8 +5,8 @@ component refactor that keeps names does not read as delete-and-create. Each cha
 verdict from :mod:`.change_rules` (provider facts generated from the terraform-provider-alicloud
 source, and the lifecycle options the program declares): replaced, updated in place (and whether
 that stops, restarts or wipes a running node), or stored without an API call. Inputs the program
-lists in ``ignore_changes`` are no change (they are reported apart). A plan saved by an older
-trainstack lacks some fields; those are reported as unknown, never read as "nothing changed".
+lists in ``ignore_changes`` are no change (reported apart). An older saved plan's missing fields
+are reported as unknown, never read as "nothing changed".
 """
 
 from __future__ import annotations
@@ -210,8 +210,7 @@ def _line_key(item: dict) -> tuple[str, str]:
 
 
 def _lines(cost: dict) -> list:
-    lines = cost.get("breakdown")
-    return lines if isinstance(lines, list) else []
+    return cost["breakdown"] if isinstance(cost.get("breakdown"), list) else []
 
 
 def resource_cost_changes(b: dict, h: dict, base_known: bool) -> list[dict[str, Any]]:
