@@ -89,7 +89,7 @@ class FakeEss:
 
 def inputs(plan=None, **over):
     plan = plan or multi_node_erdma_plan(3, profile={"resources": {"spot": "allow", "self_healing": True,
-                                                                   "max_hourly_cost": 600}})
+                                                                   "max_hourly_cost": 650}})
     got = configuration_inputs(plan, zone="cn-shenzhen-c", scaling_group_id=GROUP, image_id="m-image",
                                security_group_id="sg-cluster", user_data="I2Nsb3VkLWNvbmZpZw==",
                                role_name="train-node", job_settings_digest="d" * 64,
@@ -218,6 +218,6 @@ def test_the_day_two_facts_name_every_input_the_configuration_sends():
     dyn = load_provider_facts().dynamic(KIND)
     assert dyn is not None and dyn.update_effect == "next_instance_only" and not dyn.delete_before_replace
     for plan in (spot_pool_plan(), multi_node_erdma_plan(3, profile={"resources": {
-            "spot": "allow", "self_healing": True, "max_hourly_cost": 600}})):
+            "spot": "allow", "self_healing": True, "max_hourly_cost": 650}})):
         every = set(inputs(plan)) | {"keyName", "dataDisks", "securityGroupIds", "networkInterfaces"}
         assert every <= set(dyn.replace) | set(dyn.updated) | set(dyn.outputs)
