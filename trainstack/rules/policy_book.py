@@ -93,8 +93,6 @@ POLICY_SPECS: tuple[PolicySpec, ...] = (
     PolicySpec(name=NO_WILDCARD_OSS_ACCESS, kind="resource", level="mandatory",
                description="Checks whether RAM policies grant OSS access on a wildcard bucket (acs:oss:*:*:*, "
                            "team-*, Resource \"*\") or attach the all-bucket OSS system policies."),
-    # advisory: the ESS scaling configuration of self-healing spot pools cannot require tokens
-    # (docs/policies.md "Metadata tokens"); set it mandatory to refuse such pools
     # mandatory: every node trainstack declares requires tokens (a pool's through the ESS API, issue 33)
     PolicySpec(name=METADATA_TOKENS_REQUIRED, kind="resource", level="mandatory",
                description="Checks whether ECS instances, launch templates and scaling configurations require "
