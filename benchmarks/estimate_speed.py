@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trainstack.cli import main as cli  # noqa: E402
 
+from resolve_speed import PROFILES as RESOLVE_PROFILES  # noqa: E402 - a sibling script
+
 PROFILES = {
     "issue 36: Qwen3-30B-A3B 32k, 64 GPUs (megatron)": {
         "name": "bench-qwen", "region": "cn-beijing", "model": {"preset": "qwen3-30b-a3b"},
@@ -38,13 +40,8 @@ PROFILES = {
         "training": {"method": "lora", "precision": "bf16", "micro_batch_size": 1, "sequence_length": 1024,
                      "gradient_checkpointing": True, "tokens": 5e7},
         "resources": {"gpus": 1, "spot": "allow"}},
-    "auto GPUs + layout search, 64 nodes (70B)": {
-        "name": "bench-layout", "model": {"preset": "llama-3-70b"},
-        "training": {"method": "full", "precision": "bf16-mixed", "micro_batch_size": 1, "sequence_length": 4096,
-                     "gradient_checkpointing": True, "zero_stage": 1, "framework": "megatron",
-                     "global_batch_size": 512, "tokens": 2e9},
-        "job": {"command": "torchrun pretrain_gpt.py --micro-batch-size 1 --global-batch-size 512"},
-        "resources": {"gpus": "auto", "max_nodes": 64, "spot": "allow"}},
+    # the same layout-search case resolve_speed.py times, so the two scripts compare like with like
+    "auto GPUs + layout search, 64 nodes (70B)": RESOLVE_PROFILES["auto GPUs + layout search, 64 nodes (70B)"],
 }
 
 
