@@ -47,7 +47,8 @@ def cases(draw):
     spot = draw(st.booleans())
     anchors = 1 if target == "ecs" and spot and nodes > 1 and draw(st.booleans()) else 0
     shape = Shape(target=target, nodes=nodes, gpus_per_node=draw(st.sampled_from((1, 8))), spot=spot,
-                  anchors=anchors, pool=bool(anchors) or (target == "ecs" and spot and draw(st.booleans())))
+                  anchors=anchors, pool=bool(anchors) or (target == "ecs" and spot and draw(st.booleans())),
+                  compensate=draw(st.booleans()))
     checkpoint = draw(st.sampled_from(("cpfs", "oss", "essd") if target == "ecs" else ("oss",)))
     ckpt_gib = draw(st.floats(1, 5000))
     storage = StoragePlan(
@@ -75,7 +76,17 @@ def test_every_line_and_total_follows_the_one_rule(case):
     region, itype, shape, storage, egress, hours = case
     quote = CAT.quote(region, itype)
     b = cost_breakdown(CAT, region, quote, shape, storage, egress, hours)
-    items, n = b.items, len(b.items)
+    listed, n = b.items, len(b.items)
+    # issue 33: the pool's on-demand fallback is listed (priced per hour) when ESS may compensate with
+    # on-demand nodes, and never summed: no run, no month, nothing after destroy
+    fallback = [i for i in listed if i.contingent]
+    may_fall_back = shape.target == "ecs" and shape.pool and shape.spot and shape.compensate
+    assert len(fallback) == (1 if may_fall_back and quote.on_demand_cny_per_hour else 0)
+    for i in fallback:
+        assert i.pricing == "on-demand" and i.kind == "compute" and i.run_cny is None and i.monthly_cny is None
+        assert i.count == (shape.nodes - shape.anchors) * (shape.gpus_per_node if quote.per == "GPU" else 1)
+        assert i.hourly_cny == round(quote.on_demand_cny_per_hour * i.count, 4) and i.after_destroy_monthly_cny == 0
+    items = [i for i in listed if not i.contingent]
     compute = [i for i in items if i.kind == "compute"]
     # compute: one DLC line, the anchor apart from the spot pool, every GPU (or node) counted once
     per = shape.gpus_per_node if quote.per == "GPU" else 1

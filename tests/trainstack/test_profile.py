@@ -87,6 +87,11 @@ def test_yaml_booleans_get_a_hint(tmp_path, capsys):
     ({**BASE, "resources": {"gpus": 0}}, "gpus"),
     ({**BASE, "tags": {"trainstack:role": "x"}}, "reserved prefix"),
     ({**BASE, "storage": {"dataset_uri": "s3://bucket"}}, "oss://"),
+    ({**BASE, "image_provides": ["pytorch"]}, "set image_id to that image"),
+    ({**BASE, "image_id": "m-x", "image_provides": ["pytorch", "pytorch"]}, "lists a part twice"),
+    ({**BASE, "image_id": "m-x", "image_provides": ["cuda"]}, "image_provides"),
+    ({**BASE, "image_id": "m-x", "image_provides": "pytorch"}, "image_provides"),
+    ({**BASE, "image_id": "m-x", "image_provides": [True]}, "image_provides"),
 ])
 def test_cross_field_rules(doc, needle):
     with pytest.raises(InputError) as err:
@@ -242,3 +247,8 @@ def test_consistent_batch_settings_and_expert_parallel_on_moe_validate():
     with pytest.raises(InputError) as err:
         parse_profile({"name": "m", "model": {"preset": "mixtral-8x7b"}, "training": {"expert_parallel": 3}})
     assert "must divide the model's 8 experts" in err.value.problems[0].message
+
+
+def test_a_prepared_image_is_declared_with_what_it_holds():
+    p = parse_profile({**BASE, "image_id": "m-x", "image_provides": ["gpu-driver", "pytorch"]}, file="p.yaml")
+    assert p.image_provides == ("gpu-driver", "pytorch")

@@ -35,11 +35,15 @@ def plan_image(profile: TrainingProfile, inst: Optional[ResolvedInstance]) -> Im
     uefi = bool(inst and inst.family.uefi_required)
     notes = []
     if profile.image_id:
-        notes.append(f"image pinned by the profile: {profile.image_id}")
+        notes.append(f"image pinned by the profile: {profile.image_id}"
+                     + (f", holding {', '.join(profile.image_provides)} (image_provides: the nodes' setup finds them "
+                        "and installs nothing; a part the image lacks is installed after all, with a warning)"
+                        if profile.image_provides else ""))
     else:
         notes.append("image looked up by family at deploy time (newest system image of the family)")
     if inst is not None and (note := boot_note(inst)):
         notes.append(note + (f": image family {IMAGE_FAMILY_UEFI}" if uefi and not profile.image_id
                              else "; the pinned image must boot UEFI" if uefi else ""))
     return ImagePlan(image_id=profile.image_id, image_family=IMAGE_FAMILY_UEFI if uefi else IMAGE_FAMILY,
-                     uefi=uefi, container_image=profile.job.image, notes=tuple(notes))
+                     uefi=uefi, container_image=profile.job.image, provides=tuple(profile.image_provides),
+                     notes=tuple(notes))

@@ -9,7 +9,8 @@ from ..catalog import Catalog
 from ..layout import plan_image, plan_network, plan_spot_pool
 from ..layout.capacity import capacity_labels, plan_capacity
 from ..layout.network import pool_tcp_note
-from ..plan import spot_price_limit
+from ..layout.replacement import estimate_replacement, replacement_labels
+from ..plan import SpotPoolPlan, spot_price_limit
 from ..profile import TrainingProfile
 from .assembly import Choice, Collector, layout_reasons
 from .cost import candidate_storage
@@ -35,6 +36,9 @@ def ecs_parts(profile: TrainingProfile, catalog: Catalog, choice: Choice, pick: 
     if storage is None or network is None or image is None or pool is None:
         return None
     spot_pool, pool_labels = pool
+    if spot_pool is not None:
+        spot_pool, more = with_replacement(spot_pool, best, quote, network.rdma, image.provides, storage)
+        pool_labels = [*pool_labels, *more]
     # the fallback order `trainstack up` tries and the capacity reservation (layout/capacity.py)
     capacity = collect.run(lambda: plan_capacity(profile, catalog, best, tuple(choice.alternatives)), "resources.capacity")
     if capacity is None:
@@ -49,6 +53,19 @@ def ecs_parts(profile: TrainingProfile, catalog: Catalog, choice: Choice, pick: 
                                       + capacity_labels(capacity))),
         "reasons": tuple(ecs_reasons(profile, choice, pick, mem, network.rdma)),
     }
+
+
+def with_replacement(pool: SpotPoolPlan, best, quote, rdma: str, provides: tuple[str, ...], storage):
+    """The pool with its per-preemption model (trainstack.layout.replacement) and the labels on it."""
+    unit = best.gpus_per_node if quote.per == "GPU" else 1
+    od = quote.on_demand_cny_per_hour * unit if quote.on_demand_cny_per_hour is not None else None
+    spot = quote.spot_cny_per_hour * unit if quote.spot_cny_per_hour is not None else None
+    hours = best.estimated_hours
+    est = estimate_replacement(
+        nodes=best.nodes, rdma=rdma, provides=provides, storage=storage, node0_hourly=od if pool.anchor else None,
+        pool_node_hourly=spot, allowance_hours=hours * (1 - 1 / SPOT_RESTART_ALLOWANCE) if hours else None,
+        join_timeout_seconds=pool.join_timeout_seconds if pool.anchor else None)
+    return pool.model_copy(update={"replacement": est}), replacement_labels(est)
 
 
 def ecs_reasons(profile: TrainingProfile, choice: Choice, pick: LayoutPick, mem, rdma: str) -> list[str]:

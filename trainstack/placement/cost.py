@@ -44,6 +44,8 @@ class Shape:
     anchors: int = 0
     #: the nodes run in a self-healing pool (ESS)
     pool: bool = False
+    #: ESS may start on-demand pool nodes while no spot node can be had (``spot: allow``)
+    compensate: bool = False
 
 
 def candidate_storage(profile: TrainingProfile, target: str, inst: ResolvedInstance, nodes: int, spot: bool,
@@ -102,6 +104,14 @@ def compute_items(quote: PriceQuote, shape: Shape) -> list[CostItem]:
             price_source=(quote.source + (spot_words if spot else "")) if priced else f"unpriced: {why}",
             unpriced=None if priced else why,
             unpriced_code=None if priced else ("no-dlc-price" if shape.target == "dlc" else "no-public-price")))
+    if shape.target == "ecs" and shape.pool and shape.spot and shape.compensate and quote.on_demand_cny_per_hour:
+        count = (shape.nodes - shape.anchors) * per_node
+        out.append(CostItem(
+            name="pool nodes (on-demand fallback)", type=POOL, kind="compute", count=count, unit=unit,
+            pricing="on-demand", hourly_cny=_round(quote.on_demand_cny_per_hour * count), price_source=quote.source,
+            contingent=True,
+            note="contingent, not in the totals: billed in place of the spot pool line only while ESS compensates "
+                 "missing spot nodes with on-demand ones (spot: allow); `spot: require` never does"))
     return out
 
 
@@ -170,7 +180,9 @@ def network_items(cat: Catalog, region: str, internet_egress: bool) -> list[Cost
 # ---- the breakdown -------------------------------------------------------------------------------
 
 def with_hours(item: CostItem, hours: Optional[float]) -> CostItem:
-    """The line's run cost and, for compute, its month."""
+    """The line's run cost and, for compute, its month (a contingent line: neither, it may never bill)."""
+    if item.contingent:
+        return item.model_copy(update={"run_cny": None, "monthly_cny": None, "after_destroy_monthly_cny": 0.0})
     update: dict = {"run_cny": None if item.hourly_cny is None or hours is None else round(item.hourly_cny * hours, 2)}
     if item.kind == "compute":
         update["monthly_cny"] = None if item.hourly_cny is None else round(item.hourly_cny * HOURS_PER_MONTH, 2)
@@ -179,8 +191,10 @@ def with_hours(item: CostItem, hours: Optional[float]) -> CostItem:
 
 
 def breakdown_of(items: list[CostItem], hours: Optional[float]) -> CostBreakdown:
-    """Totals over ``items`` (the one place they are summed): unpriced lines are left out and named."""
-    items = [with_hours(i, hours) for i in items]
+    """Totals over ``items`` (the one place they are summed): unpriced lines are left out and named,
+    contingent lines are listed and never summed."""
+    listed = [with_hours(i, hours) for i in items]
+    items = [i for i in listed if not i.contingent]
     compute = [i for i in items if i.kind == "compute"]
     compute_hourly = None if any(i.hourly_cny is None for i in compute) else round(sum(i.hourly_cny or 0 for i in compute), 4)
     hourly = None if compute_hourly is None else round(compute_hourly + sum(
@@ -188,7 +202,7 @@ def breakdown_of(items: list[CostItem], hours: Optional[float]) -> CostBreakdown
     retained_unpriced = any(i.retained and i.after_destroy_monthly_cny is None for i in items)
     unpriced = tuple(i.name for i in items if i.hourly_cny is None)
     return CostBreakdown(
-        items=tuple(items), hours=None if hours is None else round(hours, 3), hourly_cny=hourly,
+        items=tuple(listed), hours=None if hours is None else round(hours, 3), hourly_cny=hourly,
         total_cny=None if hourly is None or hours is None else round(hourly * hours, 2),
         compute_hourly_cny=compute_hourly,
         compute_total_cny=None if compute_hourly is None or hours is None else round(compute_hourly * hours, 2),

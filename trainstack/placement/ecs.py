@@ -71,10 +71,12 @@ def healing_labels(profile: TrainingProfile, catalog: Catalog, feasible: list) -
     """Self-healing next to the same nodes on-demand, with the break-even spot fraction (trainstack.placement.healing)."""
     if not profile.resources.self_healing:
         return []
-    found = compare(profile, feasible)
+    def fraction_of(instance_type: str) -> Optional[float]:
+        return spot_fraction(catalog.quote(profile.region, instance_type))
+    found = compare(profile, feasible, fraction_of)
     if found is None:
         return []
-    return [found.label(spot_fraction(catalog.quote(profile.region, found.healing.instance_type or "")))]
+    return [found.label(fraction_of(found.healing.instance_type or ""))]
 
 
 def resolve_ecs(profile: TrainingProfile, catalog: Catalog, res: Optional[Resolution] = None,

@@ -273,7 +273,8 @@ def candidate_shape(profile: TrainingProfile, target: str, nodes: int, gpus_per_
     """How a candidate's nodes are paid: a self-healing plan's pool, its on-demand anchor node 0."""
     return Shape(target=target, nodes=nodes, gpus_per_node=gpus_per_node, spot=spot,  # type: ignore[arg-type]
                  anchors=anchor_nodes(profile, target, nodes, spot),
-                 pool=target == "ecs" and spot and profile.resources.self_healing)
+                 pool=target == "ecs" and spot and profile.resources.self_healing,
+                 compensate=profile.resources.spot == "allow")
 
 
 def candidate_cost(profile: TrainingProfile, catalog: Catalog, option: Option, quote: PriceQuote,

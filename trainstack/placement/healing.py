@@ -6,14 +6,16 @@ resolver ranks healing against the same nodes on-demand by total cost; this modu
 figures it ranked on, where healing breaks even: the spot price, as a fraction of on-demand, at which
 the healing plan's total equals the on-demand plan's.
 
-Healing total = hours_h x (P + (N-1) x f x P), on-demand total = hours_o x N x P, so the break-even
-fraction is f* = (N x hours_o / hours_h - 1) / (N - 1). Pure arithmetic over the two candidates.
+Both totals are all-in (storage and network too). The healing plan's hourly figure is linear in the
+spot fraction f: at today's fraction f0 it is H, so at f it is H + (N-1) x P x (f - f0), P being one
+node on-demand. Setting hours_h x that equal to the on-demand total T_o gives the break-even
+f* = f0 + (T_o / hours_h - H) / ((N-1) x P). Pure arithmetic over the two candidates.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from ..catalog.models import PriceQuote
 from ..profile import TrainingProfile
@@ -40,17 +42,22 @@ class HealingComparison:
         return head + f"; healing breaks even at a spot price of {f:.1%} of on-demand{now}"
 
 
-def break_even(nodes: int, healing_hours: float, on_demand_hours: float) -> Optional[float]:
-    """The spot fraction f* at which both totals match (None: no fraction >= 0 does)."""
-    if nodes < 2 or healing_hours <= 0:
+def break_even(healing: Candidate, on_demand: Candidate, f0: Optional[float]) -> Optional[float]:
+    """The spot fraction f* at which both all-in totals match (None: unknown, or no fraction >= 0 does)."""
+    n, hours = healing.nodes, healing.estimated_hours
+    if (n < 2 or not hours or f0 is None or healing.hourly_cost_cny is None or on_demand.total_cost_cny is None
+            or not on_demand.compute_hourly_cny):
         return None
-    f = (nodes * on_demand_hours / healing_hours - 1) / (nodes - 1)
+    node = on_demand.compute_hourly_cny / on_demand.nodes
+    f = f0 + (on_demand.total_cost_cny / hours - healing.hourly_cost_cny) / ((n - 1) * node)
     return round(f, 4) if f >= 0 else None
 
 
-def compare(profile: TrainingProfile, candidates: Iterable[Candidate]) -> Optional[HealingComparison]:
+def compare(profile: TrainingProfile, candidates: Iterable[Candidate],
+            fraction_of: Callable[[str], Optional[float]]) -> Optional[HealingComparison]:
     """The cheapest healing candidate and the same type and node count on-demand (None: no such pair,
-    or a total cost is unknown)."""
+    or a total cost is unknown); ``fraction_of(instance type)``: today's spot fraction, which the
+    healing total was priced at."""
     rows = [c for c in candidates if c.feasible and c.total_cost_cny is not None and c.estimated_hours]
     healing = sorted((c for c in rows if anchor_nodes(profile, c.target, c.nodes, c.spot) > 0),
                      key=lambda c: c.total_cost_cny)
@@ -58,7 +65,7 @@ def compare(profile: TrainingProfile, candidates: Iterable[Candidate]) -> Option
         twin = [c for c in rows if not c.spot and c.instance_type == h.instance_type and c.nodes == h.nodes]
         if twin:
             o = twin[0]
-            return HealingComparison(h, o, break_even(h.nodes, h.estimated_hours, o.estimated_hours))
+            return HealingComparison(h, o, break_even(h, o, fraction_of(h.instance_type or "")))
     return None
 
 

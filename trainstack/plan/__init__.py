@@ -22,11 +22,12 @@ from .parts import (
     CpfsPlan, DataDiskPlan, DlcPlan, EstimateSummary, ImageLookup, ImagePlan, NetworkPlan, OssPlan, SpotPoolPlan,
     StoragePlan,
 )
+from .replacement import ReplacementEstimate, ReplacementPhase
 from .schema import PLAN_SCHEMA_VERSION
 
 __all__ = [
     "CapacityPlan", "Candidate", "CostBreakdown", "CostItem", "CpfsPlan", "FallbackCandidate", "DEPLOYMENT_SET_MAX", "DataDiskPlan", "DlcPlan", "ESSD_MAX_GIB", "ESSD_MIN_GIB",
     "AlertsPlan", "EstimateSummary", "ImageLookup", "ImagePlan", "JobPlan", "JobSecretPlan", "LayoutOption", "NetworkPlan",
     "OssPlan", "PLAN_SCHEMA_VERSION", "ParallelLayout", "ParallelismPlan", "Plan", "PlannedPrice", "PolicyException", "PriceProvenance", "Rejection", "ReservationPlan",
-    "SpotPoolPlan", "StoragePlan", "ess_price_limit", "spot_price_limit",
+    "ReplacementEstimate", "ReplacementPhase", "SpotPoolPlan", "StoragePlan", "ess_price_limit", "spot_price_limit",
 ]

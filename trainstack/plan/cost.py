@@ -39,6 +39,8 @@ class CostItem(_Frozen):
     unpriced: Optional[str] = Field(None, description="Why no price is known, and how to set one")
     unpriced_code: Optional[UnpricedCode] = None
     note: Optional[str] = Field(None, description="What is billed on top and not counted (traffic, versions)")
+    contingent: bool = Field(False, description="Billed only if something happens (the pool's on-demand fallback "
+                                                "while spot stock is gone): priced per hour, never in the totals")
 
 
 class CostBreakdown(_Frozen):
@@ -60,4 +62,4 @@ class CostBreakdown(_Frozen):
     @property
     def other_hourly_cny(self) -> float:
         """The priced lines that are not compute, per hour (storage and network)."""
-        return round(sum(i.hourly_cny or 0.0 for i in self.items if i.kind != "compute"), 4)
+        return round(sum(i.hourly_cny or 0.0 for i in self.items if i.kind != "compute" and not i.contingent), 4)

@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 
 from ..errors import InputError
 from .base import _Frozen
+from .replacement import ReplacementEstimate
 
 
 
@@ -150,6 +151,8 @@ class ImagePlan(_Frozen):
     uefi: bool = False
     auto_install_driver: bool = True
     container_image: Optional[str] = None
+    provides: tuple[str, ...] = Field((), description="What the pinned image holds (profile image_provides): the "
+                                                      "nodes' setup finds it and skips installing it")
     notes: tuple[str, ...] = ()
 
 
@@ -176,6 +179,8 @@ class SpotPoolPlan(_Frozen):
                                                    "(a replacement joining costs none)")
     join_timeout_seconds: int = Field(600, ge=60, description="How long the agents wait for a replacement node "
                                                               "(rendezvous join_timeout)")
+    replacement: Optional[ReplacementEstimate] = Field(
+        None, description="What one preemption costs: the replacement's phases, labelled measured/sourced/assumed")
     notes: tuple[str, ...] = ()
 
     @model_validator(mode="after")

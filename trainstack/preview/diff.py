@@ -224,7 +224,7 @@ def resource_cost_changes(b: dict, h: dict, base_known: bool) -> list[dict[str, 
                   "changed" if any(bi.get(f) != hi.get(f) for f in ("monthly_cny", "run_cny", "quantity", "count",
                                                                      "unpriced")) else "unchanged")
         row = {"type": key[0], "name": key[1], "status": status, "kind": (hi or bi).get("kind"),
-               "retained": bool((hi or bi).get("retained"))}
+               "retained": bool((hi or bi).get("retained")), "contingent": bool((hi or bi).get("contingent"))}
         for field, out_key in (("monthly_cny", "monthly"), ("run_cny", "run"), ("hourly_cny", "hourly"),
                                ("after_destroy_monthly_cny", "after_destroy_monthly")):
             row[out_key] = _delta(bi.get(field) if bi else (None if not base_known else 0.0),

@@ -83,6 +83,7 @@ def cost_table(d: dict) -> list[str]:
     for r in rows:
         mark = {"added": " (new)", "removed": " (removed)"}.get(r["status"], "")
         keep = " · kept after destroy" if r.get("retained") else ""
+        keep += " · contingent, not in the totals" if r.get("contingent") else ""
         m, run = r["monthly"], r["run"]
         out.append(f"| {md_escape(r['name'])}{mark}{keep} | {_line_money(m, 'before', r)} | "
                    f"{_line_money(m, 'after', r)} | {signed(m['delta'], '')} | {_line_money(run, 'before', r)} | "
@@ -199,6 +200,7 @@ def breakdown_rows(cost: dict) -> list[tuple[str, ...]]:
     rows = []
     for i in cost.get("breakdown") or []:
         name = i["name"] + (f" ({i['pricing']})" if i.get("pricing") and "(" not in i["name"] else "")
+        name += " [contingent: not in totals]" if i.get("contingent") else ""
         rows.append((name, _size(i), _cell(i, "hourly_cny"), _cell(i, "run_cny"), _cell(i, "monthly_cny"),
                      _cell(i, "after_destroy_monthly_cny")))
     if rows:

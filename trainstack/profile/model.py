@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
@@ -29,6 +29,8 @@ DNS_LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?\Z")  # \Z: "$" would a
 SCHEMA_URL_COMMENT = "# yaml-language-server: $schema=../../profile.schema.json"
 #: a zone id is its region's id and one letter: cn-shenzhen-a, ap-southeast-1a (catalog zone lists)
 ZONE_SUFFIX = re.compile(r"-?[a-z]")
+#: what a prepared image may hold (``image_provides``): each removes one setup step of every boot
+ImagePart = Literal["gpu-driver", "erdma", "pytorch"]
 
 
 class TrainingProfile(_Strict):
@@ -49,6 +51,11 @@ class TrainingProfile(_Strict):
         None, description="Post job start, preemption, replacement, job end and guard stops to a webhook from KMS "
                           "(ECS; needs network.internet_egress or alerts.relay: docs/alerts.md)")
     image_id: Optional[str] = Field(None, max_length=128)
+    image_provides: tuple[ImagePart, ...] = Field(
+        (), strict=False,
+        description="What the pinned image (image_id) already holds, so no node installs it at boot: gpu-driver "
+                    "(NVIDIA driver and CUDA), erdma (the eRDMA software stack), pytorch (torchrun on PATH). A "
+                    "self-healing replacement then trains minutes sooner (docs/self-healing.md)")
     tags: dict[str, str] = Field(default_factory=dict)
     price_book: Optional[str] = Field(
         None, min_length=1, max_length=4096,
@@ -123,6 +130,11 @@ class TrainingProfile(_Strict):
     @model_validator(mode="after")
     def _cross_field(self) -> "TrainingProfile":
         t, r = self.training, self.resources
+        if self.image_provides and not self.image_id:
+            raise ValueError("image_provides describes a prepared image: set image_id to that image (a public image "
+                             "looked up by family holds no driver or PyTorch)")
+        if len(set(self.image_provides)) != len(self.image_provides):
+            raise ValueError("image_provides lists a part twice")
         if r.gpus == 1 and t.zero_stage > 0:
             raise ValueError(f"zero_stage {t.zero_stage} shards over data-parallel GPUs; with gpus: 1 use zero_stage: 0")
         if self.zone and not (self.zone.startswith(self.region)

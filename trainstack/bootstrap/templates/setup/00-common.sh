@@ -9,6 +9,13 @@ LIB=${TRAINSTACK_LIB:-/usr/local/lib/trainstack}
 
 log() { printf '%s trainstack-setup: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >&2; }
 die() { log "FATAL: $*"; exit 1; }
+# image_lacks PART WHY: the profile's image_provides named PART (IMAGE_PROVIDES), yet this boot must install
+# it: say so loudly (the plan's replacement time assumed no install), then the caller installs it anyway
+image_lacks() {
+  case " ${IMAGE_PROVIDES:-} " in
+    *" $1 "*) log "WARNING: image_provides names $1 but $2: installing it after all (minutes the plan did not count)" ;;
+  esac
+}
 agent() { python3 "$LIB/trainstack_agent.py" "$@"; }
 
 # pkg RPM_NAMES DEB_NAMES: install with whichever package manager the image has

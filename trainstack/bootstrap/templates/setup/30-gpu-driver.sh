@@ -22,6 +22,7 @@ run_auto_install() {
 setup_gpu_driver() {
   local deadline n
   if [ "$(gpus_visible)" -eq 0 ]; then
+    image_lacks gpu-driver "nvidia-smi finds no GPU"
     [ "$AUTO_INSTALL_DRIVER" = 1 ] \
       || die "nvidia-smi finds no GPU and the image plan does not auto-install the driver: use an image with the NVIDIA driver"
     if [ ! -e "$STATE/driver-install-started" ]; then

@@ -7,6 +7,7 @@ erdma_ready() { ibv_devices 2>/dev/null | grep -q erdma; }
 setup_erdma() {
   local tmp
   if ! erdma_ready; then
+    image_lacks erdma "ibv_devices lists no erdma device"
     log "installing the eRDMA software stack from $ERDMA_INSTALLER_URL"
     pkg "kernel-devel-$(uname -r) gcc-c++ dkms cmake" "dkms cmake debhelper autotools-dev libnl-3-dev libnl-route-3-dev"
     tmp=$(mktemp -d)

@@ -7,6 +7,7 @@ setup_python() {
   if command -v torchrun >/dev/null 2>&1 || [ -x "$VENV/bin/torchrun" ]; then
     return 0
   fi
+  image_lacks pytorch "no torchrun on PATH or in $VENV"
   py=$(pick_python)
   log "creating $VENV with $py and installing $TORCH_SPEC from $PIP_INDEX_URL"
   "$py" -m venv "$VENV" || die "cannot create a venv with $py"

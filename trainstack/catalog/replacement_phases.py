@@ -1,0 +1,59 @@
+"""The phases a self-healing replacement node goes through, as data (``data/replacement_phases.yaml``).
+
+Each phase carries its figure and how it is known (measured by a test here, sourced from a document
+in sources.yaml, or assumed and saying why), so the plan's replacement time is a sum of labelled
+parts, never one opaque constant (trainstack.layout.replacement adds the checkpoint restore).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .loader import DATA_DIR, CatalogError, read_data_yaml
+
+PHASES_FILE = "replacement_phases.yaml"
+
+
+class PhaseFact(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    what: str
+    seconds: float = Field(ge=0, strict=False)
+    range: Optional[tuple[float, float]] = Field(None, strict=False)
+    kind: Literal["measured", "sourced", "assumed"]
+    source: str
+    skipped_by: Optional[Literal["gpu-driver", "erdma", "pytorch"]] = None
+    applies: Literal["always", "erdma"] = "always"
+
+    @model_validator(mode="after")
+    def _range_holds(self) -> "PhaseFact":
+        if self.range is not None and not self.range[0] <= self.seconds <= self.range[1]:
+            raise ValueError(f"seconds {self.seconds} is outside its range {self.range}")
+        return self
+
+
+@functools.lru_cache(maxsize=1)
+def replacement_phases(data_dir: Path = DATA_DIR) -> tuple[PhaseFact, ...]:
+    """The phases in order; a sourced phase must cite a tag of sources.yaml."""
+    doc = read_data_yaml(data_dir / PHASES_FILE) or {}
+    tags = {row["tag"] for row in read_data_yaml(data_dir / "sources.yaml") or []}
+    out, errors = [], []
+    for i, row in enumerate(doc.get("phases") or []):
+        try:
+            fact = PhaseFact.model_validate(row)
+        except ValidationError as exc:
+            errors.append(f"{PHASES_FILE}[{i}]: {exc}")
+            continue
+        if fact.kind == "sourced" and fact.source not in tags:
+            errors.append(f"{PHASES_FILE}: {fact.name} cites unknown source {fact.source!r}")
+        out.append(fact)
+    if len({f.name for f in out}) != len(out):
+        errors.append(f"{PHASES_FILE}: duplicate phase names")
+    if errors:
+        raise CatalogError("replacement phases are inconsistent:\n  " + "\n  ".join(errors))
+    return tuple(out)

@@ -1,0 +1,123 @@
+"""What one preemption costs a self-healing plan (docs/self-healing.md "Warm replacements and what a
+preemption costs").
+
+Between a reclaimed pool node's release and the cluster training again, a replacement goes through
+the phases of ``data/replacement_phases.yaml`` (ESS relaunch, boot, node programs, GPU driver, eRDMA
+stack, PyTorch, rendezvous) and then every node reloads the latest checkpoint. A prepared image
+(``image_id`` with ``image_provides``) skips the driver, eRDMA and PyTorch installs. The survivors
+(node 0 and the other pool nodes) wait the whole time at their prices; the replacement bills from its
+launch. Every figure keeps its label (measured, sourced, assumed), so a reader sees what the sum
+rests on. Pure: the plan's parts in, a ReplacementEstimate out.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..catalog.limits import service_limits
+from ..catalog.replacement_phases import replacement_phases
+from ..plan import ReplacementEstimate, ReplacementPhase, StoragePlan
+from .storage import CHECKPOINTS_KEPT
+
+MB_PER_GIB = 1024 ** 3 / 1e6
+#: OSS states no read throughput per bucket that we could source; one 10 Gbit/s path is our figure
+OSS_RESTORE_MBPS = 1250.0
+#: the phases that run before the replacement instance exists (it bills from its launch)
+BEFORE_LAUNCH = frozenset({"ess_relaunch"})
+
+
+def restore_phase(storage: StoragePlan) -> Optional[ReplacementPhase]:
+    """Every node reloads the latest checkpoint: one checkpoint's GiB over the storage's read throughput."""
+    if not storage.checkpoint_gib:
+        return None
+    one_gib = storage.checkpoint_gib / CHECKPOINTS_KEPT
+    if storage.checkpoint == "cpfs" and storage.cpfs is not None:
+        per_tib = service_limits().value("cpfs.baseline_mbps_per_tib")
+        assert isinstance(per_tib, dict)
+        mbps = float(per_tib[storage.cpfs.storage_type]) * storage.cpfs.capacity_gib / 1024
+        if storage.cpfs.throughput_mbps:
+            mbps = min(mbps, storage.cpfs.throughput_mbps)
+        kind, source = "sourced", (f"CPFS-SPEC: {storage.cpfs.storage_type} baseline {per_tib[storage.cpfs.storage_type]} "
+                                   f"MB/s per TiB x {storage.cpfs.capacity_gib:,} GiB = {mbps:,.0f} MB/s, over one "
+                                   f"checkpoint of {one_gib:,.0f} GiB (the plan's estimate)")
+    else:
+        mbps = OSS_RESTORE_MBPS
+        kind, source = "assumed", (f"OSS read at {OSS_RESTORE_MBPS:,.0f} MB/s (no per-bucket figure found), over one "
+                                   f"checkpoint of {one_gib:,.0f} GiB (the plan's estimate)")
+    seconds = round(one_gib * MB_PER_GIB / mbps, 1)
+    return ReplacementPhase(name="checkpoint_restore", what="every node loads the latest checkpoint and training resumes",
+                            seconds=seconds, cold_seconds=seconds, kind=kind, source=source)  # type: ignore[arg-type]
+
+
+def replacement_phases_for(rdma: str, provides: tuple[str, ...], storage: StoragePlan) -> list[ReplacementPhase]:
+    out = []
+    for fact in replacement_phases():
+        if fact.applies == "erdma" and rdma != "erdma":
+            continue
+        skipped = f"the image provides {fact.skipped_by} (image_provides)" if fact.skipped_by in provides else None
+        out.append(ReplacementPhase(
+            name=fact.name, what=fact.what, seconds=0.0 if skipped else fact.seconds, cold_seconds=fact.seconds,
+            kind=fact.kind, source=fact.source, skipped=skipped, bills_replacement=fact.name not in BEFORE_LAUNCH))
+    restore = restore_phase(storage)
+    return out + ([restore] if restore else [])
+
+
+def estimate_replacement(*, nodes: int, rdma: str, provides: tuple[str, ...], storage: StoragePlan,
+                         node0_hourly: Optional[float], pool_node_hourly: Optional[float],
+                         allowance_hours: Optional[float], join_timeout_seconds: Optional[int]) -> ReplacementEstimate:
+    """One pool node reclaimed: how long until the cluster trains again, and what the wait bills.
+
+    ``node0_hourly``: node 0 on-demand (None on a 1-node pool, which has no survivors);
+    ``pool_node_hourly``: one pool node at spot; ``allowance_hours``: the extra hours the plan's spot
+    allowance adds (how many preemptions of this length they pay for)."""
+    phases = replacement_phases_for(rdma, provides, storage)
+    seconds = round(sum(p.seconds for p in phases), 1)
+    cold = round(sum(p.cold_seconds for p in phases), 1)
+    survivors = nodes - 1
+    survivors_hourly = None
+    if survivors == 0:
+        survivors_hourly = 0.0
+    elif node0_hourly is not None and pool_node_hourly is not None:
+        survivors_hourly = round(node0_hourly + (survivors - 1) * pool_node_hourly, 4)
+
+    def cost(key: str) -> Optional[float]:
+        if survivors_hourly is None or pool_node_hourly is None:
+            return None
+        total = sum(getattr(p, key) for p in phases)
+        billed = sum(getattr(p, key) for p in phases if p.bills_replacement)
+        return round((survivors_hourly * total + pool_node_hourly * billed) / 3600, 2)
+
+    return ReplacementEstimate(
+        phases=tuple(phases), seconds=seconds, cold_seconds=cold, survivors=survivors,
+        survivors_hourly_cny=survivors_hourly, replacement_hourly_cny=pool_node_hourly,
+        cost_cny=cost("seconds"), cold_cost_cny=cost("cold_seconds"),
+        allowance_preemptions=round(allowance_hours * 3600 / seconds, 1) if allowance_hours and seconds else None,
+        join_timeout_seconds=join_timeout_seconds)
+
+
+def replacement_labels(r: ReplacementEstimate) -> list[str]:
+    """The plan's lines on it: time and money per preemption, cold against this image, what is assumed."""
+    kinds = sorted({p.kind for p in r.phases if p.seconds})
+    head = (f"per preemption: the cluster trains again {r.seconds / 60:.1f} min after a pool node's release "
+            f"({', '.join(f'{p.name} {p.seconds:g} s {p.kind}' for p in r.phases if p.seconds)})")
+    out = [head]
+    if r.cost_cny is not None and r.survivors:
+        out.append(f"per preemption: {r.survivors} survivor(s) wait at {r.survivors_hourly_cny:.2f} CNY/h and the "
+                   f"replacement bills from its launch: {r.cost_cny:,.2f} CNY"
+                   + (f" (a cold replacement, no prepared image: {r.cold_seconds / 60:.1f} min, {r.cold_cost_cny:,.2f} CNY)"
+                      if r.cold_seconds > r.seconds else
+                      f"; a prepared image (image_id + image_provides: gpu-driver, pytorch"
+                      f"{', erdma' if any(p.name == 'erdma_stack' for p in r.phases) else ''}) cuts it to "
+                      f"{(r.seconds - sum(p.seconds for p in r.phases if p.name in _skippable())) / 60:.1f} min"))
+    if r.allowance_preemptions is not None:
+        out.append(f"per preemption: the spot hours' restart allowance pays for about {r.allowance_preemptions:g} "
+                   f"preemption(s) of this length")
+    if r.join_timeout_seconds is not None and r.seconds > r.join_timeout_seconds:
+        out.append(f"per preemption: WARNING the replacement takes {r.seconds:.0f} s, longer than the agents wait "
+                   f"({r.join_timeout_seconds} s): the job would fail instead of healing; use a prepared image")
+    out.append(f"per preemption: figures {', '.join(kinds)} (docs/self-healing.md); not counted: {r.not_counted}")
+    return out
+
+
+def _skippable() -> frozenset[str]:
+    return frozenset(f.name for f in replacement_phases() if f.skipped_by)
