@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 from tests.plan_factory import resolved
 from trainstack.bootstrap import render_script
 from trainstack.catalog.loader import CatalogError, DATA_DIR
-from trainstack.catalog.replacement_phases import replacement_phases
+from trainstack.catalog.replacement_phases import replacement_facts, replacement_phases
 from trainstack.layout.replacement import estimate_replacement, replacement_labels
 from trainstack.plan import CpfsPlan, OssPlan, StoragePlan
 
@@ -39,7 +39,7 @@ def test_a_phase_citing_an_unknown_source_is_refused(tmp_path):
     (tmp_path / "replacement_phases.yaml").write_text(text.replace("source: DRV-AUTO", "source: NO-SUCH-TAG"),
                                                       encoding="utf-8")
     with pytest.raises(CatalogError, match="NO-SUCH-TAG"):
-        replacement_phases.__wrapped__(tmp_path)
+        replacement_facts(tmp_path)
 
 
 @st.composite
@@ -70,16 +70,23 @@ def test_a_prepared_image_removes_exactly_what_it_holds_and_the_wait_is_priced(c
         held = fact is not None and fact.skipped_by in case["provides"]
         assert (p.skipped is not None) == held and p.seconds == (0 if held else p.cold_seconds)
         assert p.kind in ("measured", "sourced", "assumed") and p.source
-    assert r.seconds == pytest.approx(sum(p.seconds for p in r.phases), abs=0.1)
-    assert r.cold_seconds == pytest.approx(sum(p.cold_seconds for p in r.phases), abs=0.1)
+    # the timeline: ESS launches the replacement on the notice, so its setup overlaps the 300 s the
+    # reclaimed node still trains; the survivors wait from the release until the resume phases end
+    assert r.notice_seconds == 300
+    setup = sum(p.seconds for p in r.phases if p.stage == "setup")
+    resume = sum(p.seconds for p in r.phases if p.stage == "resume")
+    assert [p.stage for p in r.phases] == sorted((p.stage for p in r.phases), key=("setup", "resume").index)
+    assert r.seconds == pytest.approx(max(setup, 300) - 300 + resume, abs=0.15)
+    assert r.replacement_billed_seconds == pytest.approx(max(setup, 300) + resume - r.phases[0].seconds, abs=0.15)
+    assert r.phases[0].name == "ess_launch"
     assert r.seconds <= r.cold_seconds and r.cost_cny <= r.cold_cost_cny
-    # the survivors: node 0 on-demand and the other pool nodes at spot wait the whole time; the
-    # replacement bills from its launch (not while ESS has yet to launch it)
+    # the survivors: node 0 on-demand and the other pool nodes at spot wait; the replacement bills
+    # from its launch (not while ESS has yet to launch it)
     survivors = case["nodes"] - 1
     hourly = 0.0 if survivors == 0 else case["node0_hourly"] + (survivors - 1) * case["pool_node_hourly"]
-    billed = sum(p.seconds for p in r.phases if p.bills_replacement)
     assert r.survivors == survivors and r.survivors_hourly_cny == pytest.approx(hourly, abs=1e-3)
-    assert r.cost_cny == pytest.approx((hourly * r.seconds + case["pool_node_hourly"] * billed) / 3600, abs=0.011)
+    assert r.cost_cny == pytest.approx(
+        (hourly * r.seconds + case["pool_node_hourly"] * r.replacement_billed_seconds) / 3600, abs=0.011)
     if case["allowance_hours"]:
         assert abs(r.allowance_preemptions * r.seconds - case["allowance_hours"] * 3600) <= 0.05 * r.seconds + 0.01
     labels = replacement_labels(r)
@@ -94,6 +101,20 @@ def test_the_restore_reads_one_checkpoint_at_the_cpfs_baseline():
     (restore,) = [p for p in r.phases if p.name == "checkpoint_restore"]
     # one of the two kept checkpoints, 1,024 GiB, at 200 MB/s per TiB x 10 TiB = 2,000 MB/s
     assert restore.kind == "sourced" and restore.seconds == pytest.approx(1024 * 1024 ** 3 / 1e6 / 2000, abs=0.1)
+
+
+def test_a_setup_shorter_than_the_notice_is_hidden_by_it():
+    """A prepared image's replacement is set up before the reclaimed node is released: the survivors
+    wait only for the rendezvous and the restore."""
+    storage = StoragePlan(checkpoint="oss", checkpoint_path="/mnt/data/ckpt", checkpoint_gib=2.0,
+                          oss=OssPlan(bucket="b", internal_endpoint="oss-x-internal.aliyuncs.com"))
+    r = estimate_replacement(nodes=2, rdma="tcp", provides=PARTS, storage=storage, node0_hourly=10.0,
+                             pool_node_hourly=5.0, allowance_hours=None, join_timeout_seconds=3600)
+    setup = sum(p.seconds for p in r.phases if p.stage == "setup")
+    resume = {p.name: p for p in r.phases if p.stage == "resume"}
+    assert setup == 360 and set(resume) == {"rendezvous_resume", "checkpoint_restore"}
+    assert resume["checkpoint_restore"].kind == "assumed"  # OSS: no sourced read throughput
+    assert r.seconds == pytest.approx(60 + sum(p.seconds for p in resume.values()), abs=0.15)
 
 
 def test_the_healing_sample_carries_the_model_and_a_prepared_image_shortens_it():

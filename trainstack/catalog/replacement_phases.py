@@ -29,6 +29,7 @@ class PhaseFact(BaseModel):
     source: str
     skipped_by: Optional[Literal["gpu-driver", "erdma", "pytorch"]] = None
     applies: Literal["always", "erdma"] = "always"
+    stage: Literal["setup", "resume"] = "setup"
 
     @model_validator(mode="after")
     def _range_holds(self) -> "PhaseFact":
@@ -37,12 +38,47 @@ class PhaseFact(BaseModel):
         return self
 
 
-@functools.lru_cache(maxsize=1)
+class TimelineFact(BaseModel):
+    """A fact the phases hang on: the reclaim notice window, what triggers the replacement's launch."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    what: str
+    seconds: Optional[float] = Field(None, ge=0, strict=False)
+    kind: Literal["sourced"]
+    source: str
+
+
+class ReplacementFacts(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    notice: TimelineFact
+    launch_trigger: TimelineFact
+    phases: tuple[PhaseFact, ...]
+
+
 def replacement_phases(data_dir: Path = DATA_DIR) -> tuple[PhaseFact, ...]:
-    """The phases in order; a sourced phase must cite a tag of sources.yaml."""
+    """The phases in order."""
+    return replacement_facts(data_dir).phases
+
+
+@functools.lru_cache(maxsize=4)
+def replacement_facts(data_dir: Path = DATA_DIR) -> ReplacementFacts:
+    """The notice window, the launch trigger and the phases; every sourced figure cites a tag of sources.yaml."""
     doc = read_data_yaml(data_dir / PHASES_FILE) or {}
     tags = {row["tag"] for row in read_data_yaml(data_dir / "sources.yaml") or []}
     out, errors = [], []
+    timeline = {}
+    for key in ("notice", "launch_trigger"):
+        try:
+            timeline[key] = TimelineFact.model_validate(doc.get(key))
+        except ValidationError as exc:
+            errors.append(f"{PHASES_FILE} {key}: {exc}")
+            continue
+        if timeline[key].source not in tags:
+            errors.append(f"{PHASES_FILE}: {key} cites unknown source {timeline[key].source!r}")
+    if "notice" in timeline and timeline["notice"].seconds is None:
+        errors.append(f"{PHASES_FILE}: notice needs seconds")
     for i, row in enumerate(doc.get("phases") or []):
         try:
             fact = PhaseFact.model_validate(row)
@@ -56,4 +92,4 @@ def replacement_phases(data_dir: Path = DATA_DIR) -> tuple[PhaseFact, ...]:
         errors.append(f"{PHASES_FILE}: duplicate phase names")
     if errors:
         raise CatalogError("replacement phases are inconsistent:\n  " + "\n  ".join(errors))
-    return tuple(out)
+    return ReplacementFacts(notice=timeline["notice"], launch_trigger=timeline["launch_trigger"], phases=tuple(out))

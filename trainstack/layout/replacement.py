@@ -1,13 +1,14 @@
 """What one preemption costs a self-healing plan (docs/self-healing.md "Warm replacements and what a
 preemption costs").
 
-Between a reclaimed pool node's release and the cluster training again, a replacement goes through
-the phases of ``data/replacement_phases.yaml`` (ESS relaunch, boot, node programs, GPU driver, eRDMA
-stack, PyTorch, rendezvous) and then every node reloads the latest checkpoint. A prepared image
-(``image_id`` with ``image_provides``) skips the driver, eRDMA and PyTorch installs. The survivors
-(node 0 and the other pool nodes) wait the whole time at their prices; the replacement bills from its
-launch. Every figure keeps its label (measured, sourced, assumed), so a reader sees what the sum
-rests on. Pure: the plan's parts in, a ReplacementEstimate out.
+On the reclaim notice ESS launches a replacement (``spot_instance_remedy``), which goes through the
+setup phases of ``data/replacement_phases.yaml`` (launch, boot, node programs, GPU driver, eRDMA
+stack, PyTorch) while the reclaimed node trains out its notice window; once that node is released and
+the replacement is set up, the rendezvous completes and every node reloads the latest checkpoint. A
+prepared image (``image_id`` with ``image_provides``) skips the driver, eRDMA and PyTorch installs.
+The survivors (node 0 and the other pool nodes) wait from the release at their prices; the replacement
+bills from its launch. Every figure keeps its label (measured, sourced, assumed), so a reader sees
+what the sum rests on. Pure: the plan's parts in, a ReplacementEstimate out.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..catalog.limits import service_limits
-from ..catalog.replacement_phases import replacement_phases
+from ..catalog.replacement_phases import replacement_facts, replacement_phases
 from ..plan import ReplacementEstimate, ReplacementPhase, StoragePlan
 from .storage import CHECKPOINTS_KEPT
 
@@ -23,7 +24,7 @@ MB_PER_GIB = 1024 ** 3 / 1e6
 #: OSS states no read throughput per bucket that we could source; one 10 Gbit/s path is our figure
 OSS_RESTORE_MBPS = 1250.0
 #: the phases that run before the replacement instance exists (it bills from its launch)
-BEFORE_LAUNCH = frozenset({"ess_relaunch"})
+BEFORE_LAUNCH = frozenset({"ess_launch"})
 
 
 def restore_phase(storage: StoragePlan) -> Optional[ReplacementPhase]:
@@ -46,7 +47,8 @@ def restore_phase(storage: StoragePlan) -> Optional[ReplacementPhase]:
                                    f"checkpoint of {one_gib:,.0f} GiB (the plan's estimate)")
     seconds = round(one_gib * MB_PER_GIB / mbps, 1)
     return ReplacementPhase(name="checkpoint_restore", what="every node loads the latest checkpoint and training resumes",
-                            seconds=seconds, cold_seconds=seconds, kind=kind, source=source)  # type: ignore[arg-type]
+                            seconds=seconds, cold_seconds=seconds, kind=kind, source=source,  # type: ignore[arg-type]
+                            stage="resume")
 
 
 def replacement_phases_for(rdma: str, provides: tuple[str, ...], storage: StoragePlan) -> list[ReplacementPhase]:
@@ -57,22 +59,37 @@ def replacement_phases_for(rdma: str, provides: tuple[str, ...], storage: Storag
         skipped = f"the image provides {fact.skipped_by} (image_provides)" if fact.skipped_by in provides else None
         out.append(ReplacementPhase(
             name=fact.name, what=fact.what, seconds=0.0 if skipped else fact.seconds, cold_seconds=fact.seconds,
-            kind=fact.kind, source=fact.source, skipped=skipped, bills_replacement=fact.name not in BEFORE_LAUNCH))
+            kind=fact.kind, source=fact.source, skipped=skipped, stage=fact.stage))
     restore = restore_phase(storage)
     return out + ([restore] if restore else [])
+
+
+def timeline(phases: list[ReplacementPhase], notice: float, cold: bool = False) -> tuple[float, float]:
+    """(the survivors' wait from the release, the replacement's billed time from its launch).
+
+    Setup phases run from the notice on; the reclaimed node trains until its release at ``notice``; the
+    resume phases start when both the release and the setup are done."""
+    def took(p: ReplacementPhase) -> float:
+        return p.cold_seconds if cold else p.seconds
+    setup = sum(took(p) for p in phases if p.stage == "setup")
+    before_launch = sum(took(p) for p in phases if p.name in BEFORE_LAUNCH)
+    resume = sum(took(p) for p in phases if p.stage == "resume")
+    ready = max(setup, notice)
+    return round(ready - notice + resume, 1), round(ready + resume - before_launch, 1)
 
 
 def estimate_replacement(*, nodes: int, rdma: str, provides: tuple[str, ...], storage: StoragePlan,
                          node0_hourly: Optional[float], pool_node_hourly: Optional[float],
                          allowance_hours: Optional[float], join_timeout_seconds: Optional[int]) -> ReplacementEstimate:
-    """One pool node reclaimed: how long until the cluster trains again, and what the wait bills.
+    """One pool node reclaimed: how long the survivors wait, and what the wait and the replacement bill.
 
     ``node0_hourly``: node 0 on-demand (None on a 1-node pool, which has no survivors);
     ``pool_node_hourly``: one pool node at spot; ``allowance_hours``: the extra hours the plan's spot
     allowance adds (how many preemptions of this length they pay for)."""
     phases = replacement_phases_for(rdma, provides, storage)
-    seconds = round(sum(p.seconds for p in phases), 1)
-    cold = round(sum(p.cold_seconds for p in phases), 1)
+    notice = float(replacement_facts().notice.seconds or 0.0)
+    wait, billed = timeline(phases, notice)
+    cold_wait, cold_billed = timeline(phases, notice, cold=True)
     survivors = nodes - 1
     survivors_hourly = None
     if survivors == 0:
@@ -80,18 +97,16 @@ def estimate_replacement(*, nodes: int, rdma: str, provides: tuple[str, ...], st
     elif node0_hourly is not None and pool_node_hourly is not None:
         survivors_hourly = round(node0_hourly + (survivors - 1) * pool_node_hourly, 4)
 
-    def cost(key: str) -> Optional[float]:
+    def cost(waited: float, bill: float) -> Optional[float]:
         if survivors_hourly is None or pool_node_hourly is None:
             return None
-        total = sum(getattr(p, key) for p in phases)
-        billed = sum(getattr(p, key) for p in phases if p.bills_replacement)
-        return round((survivors_hourly * total + pool_node_hourly * billed) / 3600, 2)
+        return round((survivors_hourly * waited + pool_node_hourly * bill) / 3600, 2)
 
     return ReplacementEstimate(
-        phases=tuple(phases), seconds=seconds, cold_seconds=cold, survivors=survivors,
-        survivors_hourly_cny=survivors_hourly, replacement_hourly_cny=pool_node_hourly,
-        cost_cny=cost("seconds"), cold_cost_cny=cost("cold_seconds"),
-        allowance_preemptions=round(allowance_hours * 3600 / seconds, 1) if allowance_hours and seconds else None,
+        phases=tuple(phases), notice_seconds=notice, seconds=wait, cold_seconds=cold_wait,
+        replacement_billed_seconds=billed, survivors=survivors, survivors_hourly_cny=survivors_hourly,
+        replacement_hourly_cny=pool_node_hourly, cost_cny=cost(wait, billed), cold_cost_cny=cost(cold_wait, cold_billed),
+        allowance_preemptions=round(allowance_hours * 3600 / wait, 1) if allowance_hours and wait else None,
         join_timeout_seconds=join_timeout_seconds)
 
 
@@ -99,7 +114,9 @@ def replacement_labels(r: ReplacementEstimate) -> list[str]:
     """The plan's lines on it: time and money per preemption, cold against this image, what is assumed."""
     kinds = sorted({p.kind for p in r.phases if p.seconds})
     head = (f"per preemption: the cluster trains again {r.seconds / 60:.1f} min after a pool node's release "
-            f"({', '.join(f'{p.name} {p.seconds:g} s {p.kind}' for p in r.phases if p.seconds)})")
+            f"(setup from the {r.notice_seconds:g} s notice on: "
+            f"{', '.join(f'{p.name} {p.seconds:g} s {p.kind}' for p in r.phases if p.seconds and p.stage == 'setup')}; "
+            f"then {', '.join(f'{p.name} {p.seconds:g} s {p.kind}' for p in r.phases if p.seconds and p.stage == 'resume')})")
     out = [head]
     if r.cost_cny is not None and r.survivors:
         out.append(f"per preemption: {r.survivors} survivor(s) wait at {r.survivors_hourly_cny:.2f} CNY/h and the "
@@ -108,7 +125,7 @@ def replacement_labels(r: ReplacementEstimate) -> list[str]:
                       if r.cold_seconds > r.seconds else
                       f"; a prepared image (image_id + image_provides: gpu-driver, pytorch"
                       f"{', erdma' if any(p.name == 'erdma_stack' for p in r.phases) else ''}) cuts it to "
-                      f"{(r.seconds - sum(p.seconds for p in r.phases if p.name in _skippable())) / 60:.1f} min"))
+                      f"{warm_wait(r) / 60:.1f} min"))
     if r.allowance_preemptions is not None:
         out.append(f"per preemption: the spot hours' restart allowance pays for about {r.allowance_preemptions:g} "
                    f"preemption(s) of this length")
@@ -119,5 +136,8 @@ def replacement_labels(r: ReplacementEstimate) -> list[str]:
     return out
 
 
-def _skippable() -> frozenset[str]:
-    return frozenset(f.name for f in replacement_phases() if f.skipped_by)
+def warm_wait(r: ReplacementEstimate) -> float:
+    """The survivors' wait had the image held every part it can (driver, eRDMA, PyTorch)."""
+    skippable = {f.name for f in replacement_phases() if f.skipped_by}
+    warm = [p.model_copy(update={"seconds": 0.0}) if p.name in skippable else p for p in r.phases]
+    return timeline(warm, r.notice_seconds)[0]

@@ -22,15 +22,20 @@ class ReplacementPhase(_Frozen):
     kind: PhaseKind = Field(description="measured (a test here), sourced (a cited document) or assumed (ours)")
     source: str = Field(description="The test, the sources.yaml tag, or what the assumption rests on")
     skipped: Optional[str] = Field(None, description="Why it takes no time here (the image provides it)")
-    bills_replacement: bool = Field(True, description="The replacement instance exists (and bills) during it")
+    stage: Literal["setup", "resume"] = Field(
+        "setup", description="setup: from the reclaim notice on, overlapping the notice window (ESS launches the "
+                             "replacement on the reclaim message); resume: after the release and the setup")
 
 
 class ReplacementEstimate(_Frozen):
     """A preemption of one pool node, priced: the survivors wait (and bill) until the replacement trains."""
 
     phases: tuple[ReplacementPhase, ...]
-    seconds: float = Field(description="Release to training again, this plan (its image)")
+    notice_seconds: float = Field(description="The reclaim notice window: the reclaimed node trains through it while "
+                                              "its replacement sets up")
+    seconds: float = Field(description="The survivors' wait: the reclaimed node's release to training again, this plan")
     cold_seconds: float = Field(description="The same with no prepared image (driver, eRDMA, PyTorch installed at boot)")
+    replacement_billed_seconds: float = Field(description="The replacement's launch to training: it bills, not trains")
     survivors: int = Field(ge=0, description="Nodes that wait meanwhile (node 0 and the other pool nodes)")
     survivors_hourly_cny: Optional[float] = Field(None, description="What the waiting nodes bill per hour")
     replacement_hourly_cny: Optional[float] = Field(None, description="The replacement's own price per hour (spot)")
@@ -41,5 +46,6 @@ class ReplacementEstimate(_Frozen):
         None, description="Preemptions the plan's spot restart allowance pays for, at this plan's replacement time")
     join_timeout_seconds: Optional[int] = Field(None, description="How long the agents wait for a replacement")
     not_counted: str = ("the work since the latest complete checkpoint (your trainer's checkpoint interval; trainstack "
-                        "signals a checkpoint on the 5-minute notice) and the on-demand fallback's higher price while "
-                        "spot stock is gone")
+                        "signals a checkpoint on the 5-minute notice), whatever your trainer caches on the dataset disk "
+                        "(a replacement's starts empty) and the on-demand fallback's higher price while spot stock is "
+                        "gone")
