@@ -61,7 +61,7 @@ def reclaim(proc: subprocess.Popen) -> None:
 def loopback_plan(tmp_path: Path):
     """A 2-node self-healing plan whose node vSwitch and pool vSwitch are loopback ranges."""
     plan = multi_node_erdma_plan(2, profile={"resources": {"spot": "allow", "self_healing": True,
-                                                           "max_hourly_cost": 450},
+                                                           "max_hourly_cost": 520},  # all-in: on-demand is 591.51
                                              "model": {"preset": "llama-3-8b"},
                                              "job": {"command": "python elastic_train.py"}})
     network = plan.network.model_copy(update={"vpc_cidr": "127.0.0.0/16", "vswitch_cidr": "127.0.0.0/24",

@@ -152,3 +152,14 @@ def test_a_part_the_image_lacks_is_installed_after_all_with_a_warning(provides, 
     assert out.returncode == 0 and out.stdout.strip() == "done", out.stderr
     warned = {part for part in PARTS if f"image_provides names {part} but" in out.stderr}
     assert warned == set(provides.split())
+
+
+def test_the_docs_table_shows_the_samples_figures():
+    """docs/self-healing.md's cold/warm table is the plan's own figures for the 70B sample."""
+    page = (ROOT / "docs" / "self-healing.md").read_text(encoding="utf-8")
+    cold = resolved("llama3-70b-spot-heal").spot_pool.replacement
+    warm = resolved("llama3-70b-spot-heal", PREPARED).spot_pool.replacement
+    for r, head in ((cold, "| public image"), (warm, "| prepared image")):
+        (row,) = [line for line in page.splitlines() if line.startswith(head)]
+        assert row.endswith(f"| {r.seconds / 60:.1f} min | {r.cost_cny:,.2f} CNY | {r.allowance_preemptions:g} "
+                            "preemptions |"), row

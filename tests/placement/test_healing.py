@@ -92,3 +92,11 @@ def test_spot_require_has_no_on_demand_fallback_line():
     doc["resources"]["spot"] = "require"
     plan = resolve_all(parse_profile(doc, file=str(SAMPLE))).plan
     assert plan.spot_pool is not None and not any(i.contingent for i in plan.cost.items)
+
+
+def test_the_docs_state_the_samples_break_even():
+    line = _comparison(resolve_all(parse_profile(_profile(), file=str(SAMPLE))))
+    stated = BREAK_EVEN.search(line).group(1)
+    page = (ROOT / "docs" / "self-healing.md").read_text(encoding="utf-8")
+    assert f"breaks even at a spot price of {stated} % of\non-demand" in page or \
+        f"breaks even at a spot price of {stated} % of on-demand" in page
