@@ -411,3 +411,20 @@ def test_an_impossible_update_exits_2_and_leads_the_comment(tmp_path, capsys, mo
     d = json.loads(capsys.readouterr().out)
     (item,) = d["impossible"]
     assert set(item) >= {"resource", "input", "before", "after", "reason", "fix", "source"}
+
+
+def test_declaring_what_a_pinned_image_holds_reaches_no_running_node():
+    """Issue 33 item 5: `image_provides` on a stack whose image is already pinned changes only user data:
+    node 0 ignores it (user data is read at create), the pool's configuration takes it for nodes ESS
+    launches later; nothing is replaced, rebooted or wiped."""
+    base = sample(H)
+    base["image_id"] = "m-wz9prepared00000001"
+    head = copy.deepcopy(base)
+    head["image_provides"] = ["gpu-driver", "erdma", "pytorch"]
+    d = diff_documents(plan(base), plan(head))
+    no_impossible(d)
+    assert touched(d) == [] and replaced(d) == []
+    (config,) = changed(d, CONFIG)
+    assert paths(config) == {"userData"} and change(config, "userData")["takes_effect"] == "new_nodes_only"
+    ignored = {(r["name"], c["path"]): c for r in d["resources"]["ignored"] for c in r["changes"]}
+    assert [c["takes_effect"] for (name, p), c in ignored.items() if name.endswith("node-0")] == ["new_nodes_only"]
