@@ -89,9 +89,9 @@ def test_yaml_booleans_get_a_hint(tmp_path, capsys):
     ({**BASE, "storage": {"dataset_uri": "s3://bucket"}}, "oss://"),
     ({**BASE, "image_provides": ["pytorch"]}, "set image_id to that image"),
     ({**BASE, "image_id": "m-x", "image_provides": ["pytorch", "pytorch"]}, "lists a part twice"),
-    ({**BASE, "image_id": "m-x", "image_provides": ["cuda"]}, "image_provides"),
+    ({**BASE, "image_id": "m-x", "image_provides": ["cuda"]}, "'gpu-driver', 'erdma' or 'pytorch'"),
     ({**BASE, "image_id": "m-x", "image_provides": "pytorch"}, "image_provides"),
-    ({**BASE, "image_id": "m-x", "image_provides": [True]}, "image_provides"),
+    ({**BASE, "image_id": "m-x", "image_provides": [True]}, "'gpu-driver', 'erdma' or 'pytorch'"),
 ])
 def test_cross_field_rules(doc, needle):
     with pytest.raises(InputError) as err:

@@ -146,7 +146,7 @@ class Node:
             ("CUDA_VERSION", o.cuda_version), ("CUDNN_VERSION", o.cudnn_version),
             ("DRIVER_WAIT_SECONDS", o.driver_wait_seconds), ("DATA_DISK_WAIT_SECONDS", o.data_disk_wait_seconds),
         ]
-        if p.image.provides:  # only then: a stack without a prepared image keeps its user data byte for byte
+        if p.image.provides:  # only then: a stack without a prepared image gets no new node.env line
             pairs.append(("IMAGE_PROVIDES", " ".join(p.image.provides)))
         for prefix, disk in (("DATA_DISK", s.data_disk), ("CHECKPOINT_DISK", s.checkpoint_disk)):
             if disk:  # found by its exact size at first boot, by its label ever after (it may have grown)

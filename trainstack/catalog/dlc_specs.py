@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..errors import InputError, Problem, did_you_mean
 from ..profile.yamlfile import read_yaml_document
-from .loader import DATA_DIR, CatalogError, load_catalog, overlay_dir, read_data_yaml
+from .loader import DATA_DIR, CatalogError, load_catalog, overlay_dir, read_data_yaml, source_tags
 
 DLC_FILE = "dlc_specs.yaml"
 
@@ -241,7 +241,7 @@ def load_dlc_facts(data_dir: Path = DATA_DIR) -> DlcFacts:
         facts = DlcFacts.model_validate(raw)
     except ValidationError as exc:
         raise CatalogError(f"{DLC_FILE}: {exc}") from None
-    tags = {row["tag"] for row in read_data_yaml(data_dir / "sources.yaml") or []}
+    tags = source_tags(data_dir)
     errors = [f"{DLC_FILE} cites unknown source {t!r}" for t in sorted(facts.cited_tags() - tags)]
     presets = {p.name for p in facts.nccl_presets}
     errors += [f"{DLC_FILE}: {s.name} names unknown NCCL preset {s.nccl_preset!r}"

@@ -14,7 +14,7 @@ from typing import Iterator, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, ValidationError, model_validator
 
-from .loader import DATA_DIR, CatalogError, read_data_yaml
+from .loader import DATA_DIR, CatalogError, read_data_yaml, source_tags
 
 #: What a limit can be: a flag, a number, a rule or mode (string), a list of names, or a
 #: mapping of names to numbers (ESSD minimum per performance level) or to strings (an environment).
@@ -90,7 +90,7 @@ class ServiceLimits:
 def load_limits(data_dir: Path = DATA_DIR) -> ServiceLimits:
     """Read and check ``service_limits.yaml``: typed entries, unique keys, known source tags."""
     rows = read_data_yaml(data_dir / LIMITS_FILE) or []
-    tags = {row["tag"] for row in read_data_yaml(data_dir / "sources.yaml") or []}
+    tags = source_tags(data_dir)
     limits: list[ServiceLimit] = []
     errors: list[str] = []
     seen: set[str] = set()

@@ -28,6 +28,11 @@ def read_data_yaml(path: Path) -> Any:
     return load_data_yaml(path)
 
 
+def source_tags(data_dir: Path) -> set[str]:
+    """The tags of ``sources.yaml`` in ``data_dir``: what every data file's ``source`` may cite."""
+    return {row["tag"] for row in read_data_yaml(data_dir / "sources.yaml") or []}
+
+
 def overlay_dir() -> Path:
     return Path(os.environ.get(OVERLAY_DIR_ENV) or DATA_DIR / "overlays")
 

@@ -13,7 +13,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .loader import DATA_DIR, CatalogError, read_data_yaml
+from .loader import DATA_DIR, CatalogError, read_data_yaml, source_tags
 
 PHASES_FILE = "replacement_phases.yaml"
 
@@ -30,6 +30,7 @@ class PhaseFact(BaseModel):
     skipped_by: Optional[Literal["gpu-driver", "erdma", "pytorch"]] = None
     applies: Literal["always", "erdma"] = "always"
     stage: Literal["setup", "resume"] = "setup"
+    before_launch: bool = False
 
     @model_validator(mode="after")
     def _range_holds(self) -> "PhaseFact":
@@ -66,7 +67,7 @@ def replacement_phases(data_dir: Path = DATA_DIR) -> tuple[PhaseFact, ...]:
 def replacement_facts(data_dir: Path = DATA_DIR) -> ReplacementFacts:
     """The notice window, the launch trigger and the phases; every sourced figure cites a tag of sources.yaml."""
     doc = read_data_yaml(data_dir / PHASES_FILE) or {}
-    tags = {row["tag"] for row in read_data_yaml(data_dir / "sources.yaml") or []}
+    tags = source_tags(data_dir)
     out, errors = [], []
     timeline = {}
     for key in ("notice", "launch_trigger"):

@@ -13,18 +13,20 @@ what the sum rests on. Pure: the plan's parts in, a ReplacementEstimate out.
 
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass
+from typing import Optional, get_args
 
 from ..catalog.limits import service_limits
 from ..catalog.replacement_phases import replacement_facts, replacement_phases
 from ..plan import ReplacementEstimate, ReplacementPhase, StoragePlan
+from ..profile.model import ImagePart
 from .storage import CHECKPOINTS_KEPT
 
 MB_PER_GIB = 1024 ** 3 / 1e6
 #: OSS states no read throughput per bucket that we could source; one 10 Gbit/s path is our figure
 OSS_RESTORE_MBPS = 1250.0
-#: the phases that run before the replacement instance exists (it bills from its launch)
-BEFORE_LAUNCH = frozenset({"ess_launch"})
+#: what a prepared image can hold (the profile's ``image_provides``)
+IMAGE_PARTS: tuple[str, ...] = get_args(ImagePart)
 
 
 def restore_phase(storage: StoragePlan) -> Optional[ReplacementPhase]:
@@ -59,23 +61,29 @@ def replacement_phases_for(rdma: str, provides: tuple[str, ...], storage: Storag
         skipped = f"the image provides {fact.skipped_by} (image_provides)" if fact.skipped_by in provides else None
         out.append(ReplacementPhase(
             name=fact.name, what=fact.what, seconds=0.0 if skipped else fact.seconds, cold_seconds=fact.seconds,
-            kind=fact.kind, source=fact.source, skipped=skipped, stage=fact.stage))
+            kind=fact.kind, source=fact.source, skipped=skipped, stage=fact.stage, before_launch=fact.before_launch))
     restore = restore_phase(storage)
     return out + ([restore] if restore else [])
 
 
-def timeline(phases: list[ReplacementPhase], notice: float, cold: bool = False) -> tuple[float, float]:
-    """(the survivors' wait from the release, the replacement's billed time from its launch).
+@dataclass(frozen=True)
+class Timeline:
+    """One replacement's timeline, in seconds."""
 
-    Setup phases run from the notice on; the reclaimed node trains until its release at ``notice``; the
+    join_wait: float  # the release to the replacement's agent joining (what torchrun's join_timeout bounds)
+    wait: float  # the release to training again: the survivors' wait
+    billed: float  # the replacement's launch to training again
+
+
+def timeline(phases: list[ReplacementPhase], notice: float) -> Timeline:
+    """Setup phases run from the notice on; the reclaimed node trains until its release at ``notice``; the
     resume phases start when both the release and the setup are done."""
-    def took(p: ReplacementPhase) -> float:
-        return p.cold_seconds if cold else p.seconds
-    setup = sum(took(p) for p in phases if p.stage == "setup")
-    before_launch = sum(took(p) for p in phases if p.name in BEFORE_LAUNCH)
-    resume = sum(took(p) for p in phases if p.stage == "resume")
+    setup = sum(p.seconds for p in phases if p.stage == "setup")
+    before_launch = sum(p.seconds for p in phases if p.before_launch)
+    resume = sum(p.seconds for p in phases if p.stage == "resume")
     ready = max(setup, notice)
-    return round(ready - notice + resume, 1), round(ready + resume - before_launch, 1)
+    return Timeline(join_wait=round(ready - notice, 1), wait=round(ready - notice + resume, 1),
+                    billed=round(ready + resume - before_launch, 1))
 
 
 def estimate_replacement(*, nodes: int, rdma: str, provides: tuple[str, ...], storage: StoragePlan,
@@ -88,8 +96,9 @@ def estimate_replacement(*, nodes: int, rdma: str, provides: tuple[str, ...], st
     allowance adds (how many preemptions of this length they pay for)."""
     phases = replacement_phases_for(rdma, provides, storage)
     notice = float(replacement_facts().notice.seconds or 0.0)
-    wait, billed = timeline(phases, notice)
-    cold_wait, cold_billed = timeline(phases, notice, cold=True)
+    now = timeline(phases, notice)
+    cold = timeline(replacement_phases_for(rdma, (), storage), notice)
+    prepared = timeline(replacement_phases_for(rdma, IMAGE_PARTS, storage), notice)
     survivors = nodes - 1
     survivors_hourly = None
     if survivors == 0:
@@ -97,47 +106,44 @@ def estimate_replacement(*, nodes: int, rdma: str, provides: tuple[str, ...], st
     elif node0_hourly is not None and pool_node_hourly is not None:
         survivors_hourly = round(node0_hourly + (survivors - 1) * pool_node_hourly, 4)
 
-    def cost(waited: float, bill: float) -> Optional[float]:
+    def cost(t: Timeline) -> Optional[float]:
         if survivors_hourly is None or pool_node_hourly is None:
             return None
-        return round((survivors_hourly * waited + pool_node_hourly * bill) / 3600, 2)
+        return round((survivors_hourly * t.wait + pool_node_hourly * t.billed) / 3600, 2)
 
     return ReplacementEstimate(
-        phases=tuple(phases), notice_seconds=notice, seconds=wait, cold_seconds=cold_wait,
-        replacement_billed_seconds=billed, survivors=survivors, survivors_hourly_cny=survivors_hourly,
-        replacement_hourly_cny=pool_node_hourly, cost_cny=cost(wait, billed), cold_cost_cny=cost(cold_wait, cold_billed),
-        allowance_preemptions=round(allowance_hours * 3600 / wait, 1) if allowance_hours and wait else None,
+        phases=tuple(phases), notice_seconds=notice, seconds=now.wait, cold_seconds=cold.wait,
+        prepared_seconds=prepared.wait, join_wait_seconds=now.join_wait, replacement_billed_seconds=now.billed,
+        survivors=survivors, survivors_hourly_cny=survivors_hourly, replacement_hourly_cny=pool_node_hourly,
+        cost_cny=cost(now), cold_cost_cny=cost(cold),
+        allowance_preemptions=round(allowance_hours * 3600 / now.wait, 1) if allowance_hours and now.wait else None,
         join_timeout_seconds=join_timeout_seconds)
 
 
 def replacement_labels(r: ReplacementEstimate) -> list[str]:
     """The plan's lines on it: time and money per preemption, cold against this image, what is assumed."""
     kinds = sorted({p.kind for p in r.phases if p.seconds})
-    head = (f"per preemption: the cluster trains again {r.seconds / 60:.1f} min after a pool node's release "
-            f"(setup from the {r.notice_seconds:g} s notice on: "
-            f"{', '.join(f'{p.name} {p.seconds:g} s {p.kind}' for p in r.phases if p.seconds and p.stage == 'setup')}; "
-            f"then {', '.join(f'{p.name} {p.seconds:g} s {p.kind}' for p in r.phases if p.seconds and p.stage == 'resume')})")
-    out = [head]
+
+    def listed(stage: str) -> str:
+        return ", ".join(f"{p.name} {p.seconds:g} s {p.kind}" for p in r.phases if p.seconds and p.stage == stage)
+    out = [f"per preemption: the cluster trains again {r.seconds / 60:.1f} min after a pool node's release "
+           f"(setup from the {r.notice_seconds:g} s notice on: {listed('setup')}; then {listed('resume')})"]
     if r.cost_cny is not None and r.survivors:
+        more = (f" (a cold replacement, no prepared image: {r.cold_seconds / 60:.1f} min, {r.cold_cost_cny:,.2f} CNY)"
+                if r.cold_seconds > r.seconds else "")
+        if r.prepared_seconds < r.seconds:
+            parts = [p.skipped_by for p in replacement_phases() if p.skipped_by and p.name in
+                     {q.name for q in r.phases if q.seconds}]
+            more += (f"; a prepared image (image_id + image_provides: {', '.join(parts)}) cuts it to "
+                     f"{r.prepared_seconds / 60:.1f} min")
         out.append(f"per preemption: {r.survivors} survivor(s) wait at {r.survivors_hourly_cny:.2f} CNY/h and the "
-                   f"replacement bills from its launch: {r.cost_cny:,.2f} CNY"
-                   + (f" (a cold replacement, no prepared image: {r.cold_seconds / 60:.1f} min, {r.cold_cost_cny:,.2f} CNY)"
-                      if r.cold_seconds > r.seconds else
-                      f"; a prepared image (image_id + image_provides: gpu-driver, pytorch"
-                      f"{', erdma' if any(p.name == 'erdma_stack' for p in r.phases) else ''}) cuts it to "
-                      f"{warm_wait(r) / 60:.1f} min"))
+                   f"replacement bills from its launch: {r.cost_cny:,.2f} CNY{more}")
     if r.allowance_preemptions is not None:
         out.append(f"per preemption: the spot hours' restart allowance pays for about {r.allowance_preemptions:g} "
                    f"preemption(s) of this length")
-    if r.join_timeout_seconds is not None and r.seconds > r.join_timeout_seconds:
-        out.append(f"per preemption: WARNING the replacement takes {r.seconds:.0f} s, longer than the agents wait "
-                   f"({r.join_timeout_seconds} s): the job would fail instead of healing; use a prepared image")
+    if r.join_timeout_seconds is not None and r.join_wait_seconds > r.join_timeout_seconds:
+        out.append(f"per preemption: WARNING the replacement joins {r.join_wait_seconds:.0f} s after the release, "
+                   f"later than the agents wait ({r.join_timeout_seconds} s): the job would fail instead of healing"
+                   + ("; use a prepared image" if r.prepared_seconds < r.seconds else ""))
     out.append(f"per preemption: figures {', '.join(kinds)} (docs/self-healing.md); not counted: {r.not_counted}")
     return out
-
-
-def warm_wait(r: ReplacementEstimate) -> float:
-    """The survivors' wait had the image held every part it can (driver, eRDMA, PyTorch)."""
-    skippable = {f.name for f in replacement_phases() if f.skipped_by}
-    warm = [p.model_copy(update={"seconds": 0.0}) if p.name in skippable else p for p in r.phases]
-    return timeline(warm, r.notice_seconds)[0]

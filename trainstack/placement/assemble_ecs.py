@@ -15,7 +15,7 @@ from ..profile import TrainingProfile
 from .assembly import Choice, Collector, layout_reasons
 from .cost import candidate_storage
 from .engine import SPOT_RESTART_ALLOWANCE, anchor_nodes
-from .healing import pool_prices
+from .healing import node_prices, pool_prices
 from .layouts import LayoutPick
 
 
@@ -57,9 +57,7 @@ def ecs_parts(profile: TrainingProfile, catalog: Catalog, choice: Choice, pick: 
 
 def with_replacement(pool: SpotPoolPlan, best, quote, rdma: str, provides: tuple[str, ...], storage):
     """The pool with its per-preemption model (trainstack.layout.replacement) and the labels on it."""
-    unit = best.gpus_per_node if quote.per == "GPU" else 1
-    od = quote.on_demand_cny_per_hour * unit if quote.on_demand_cny_per_hour is not None else None
-    spot = quote.spot_cny_per_hour * unit if quote.spot_cny_per_hour is not None else None
+    od, spot = node_prices(quote, best.gpus_per_node)
     hours = best.estimated_hours
     est = estimate_replacement(
         nodes=best.nodes, rdma=rdma, provides=provides, storage=storage, node0_hourly=od if pool.anchor else None,
@@ -103,6 +101,6 @@ def ecs_labels(profile: TrainingProfile, catalog: Catalog, choice: Choice, limit
     if tcp_note := pool_tcp_note(profile, choice.inst, best.nodes, best.spot):
         labels.append(tcp_note)
     if anchor_nodes(profile, best.target, best.nodes, best.spot):
-        prices = pool_prices(choice.quote, best.gpus_per_node, best.nodes, profile.resources.spot == "allow")
+        prices = pool_prices(choice.quote, best.gpus_per_node, best.nodes)
         labels += prices.labels(best.nodes) if prices else []
     return labels

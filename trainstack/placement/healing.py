@@ -36,6 +36,8 @@ class HealingComparison:
                 f"on-demand {o.total_cost_cny:,.2f} CNY ({o.estimated_hours:g} h at {o.hourly_cost_cny:.2f} CNY/h, "
                 f"{o.tokens_per_second:,.0f} tokens/s)")
         f = self.break_even_spot_fraction
+        if spot_fraction is None:
+            return head + "; no spot price known for the type, so no break-even"
         if f is None:
             return head + "; healing never breaks even (it is slower by more than its spot savings can cover)"
         now = f" (spot now at {spot_fraction:.0%})" if spot_fraction is not None else ""
@@ -75,30 +77,30 @@ def spot_fraction(quote: PriceQuote) -> Optional[float]:
     return quote.spot_cny_per_hour / quote.on_demand_cny_per_hour
 
 
+def node_prices(quote: PriceQuote, gpus_per_node: int) -> tuple[Optional[float], Optional[float]]:
+    """One node's on-demand and spot price per hour (None: unknown)."""
+    unit = gpus_per_node if quote.per == "GPU" else 1
+    od, spot = quote.on_demand_cny_per_hour, quote.spot_cny_per_hour
+    return (None if od is None else od * unit), (None if spot is None else spot * unit)
+
+
 @dataclass(frozen=True)
 class PoolPrices:
-    """The three hourly prices of a multi-node healing plan, each its own line (CNY/h)."""
+    """Node 0 on-demand and the pool at spot, per hour (CNY/h); the pool's on-demand fallback is its own
+    contingent cost line (trainstack.placement.cost.compute_items)."""
 
     node0_on_demand: float
     pool_spot: float
-    pool_on_demand_fallback: Optional[float]
 
     def labels(self, nodes: int) -> list[str]:
-        out = [f"self-healing pricing: node 0 on-demand {self.node0_on_demand:.2f} CNY/h + the pool's {nodes - 1} "
-               f"spot node(s) {self.pool_spot:.2f} CNY/h = {self.node0_on_demand + self.pool_spot:.2f} CNY/h"]
-        if self.pool_on_demand_fallback is not None:
-            out.append(f"self-healing pricing: while ESS compensates missing spot nodes with on-demand ones (spot: "
-                       f"allow), the pool bills up to {self.pool_on_demand_fallback:.2f} CNY/h instead of "
-                       f"{self.pool_spot:.2f} (not in the totals: it happens only while spot stock is gone)")
-        return out
+        return [f"self-healing pricing: node 0 on-demand {self.node0_on_demand:.2f} CNY/h + the pool's {nodes - 1} "
+                f"spot node(s) {self.pool_spot:.2f} CNY/h = {self.node0_on_demand + self.pool_spot:.2f} CNY/h (the "
+                "pool's on-demand fallback: its contingent cost line)"]
 
 
-def pool_prices(quote: PriceQuote, gpus_per_node: int, nodes: int, compensate: bool) -> Optional[PoolPrices]:
-    """Node 0 on-demand, the pool at spot and the pool's on-demand fallback (None: a price is unknown)."""
-    od, spot = quote.on_demand_cny_per_hour, quote.spot_cny_per_hour
+def pool_prices(quote: PriceQuote, gpus_per_node: int, nodes: int) -> Optional[PoolPrices]:
+    """Node 0 on-demand and the pool at spot (None: a price is unknown, or no pool beside node 0)."""
+    od, spot = node_prices(quote, gpus_per_node)
     if od is None or spot is None or nodes < 2:
         return None
-    unit = gpus_per_node if quote.per == "GPU" else 1
-    pool = nodes - 1
-    return PoolPrices(node0_on_demand=round(od * unit, 4), pool_spot=round(spot * unit * pool, 4),
-                      pool_on_demand_fallback=round(od * unit * pool, 4) if compensate else None)
+    return PoolPrices(node0_on_demand=round(od, 4), pool_spot=round(spot * (nodes - 1), 4))

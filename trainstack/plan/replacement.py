@@ -25,6 +25,7 @@ class ReplacementPhase(_Frozen):
     stage: Literal["setup", "resume"] = Field(
         "setup", description="setup: from the reclaim notice on, overlapping the notice window (ESS launches the "
                              "replacement on the reclaim message); resume: after the release and the setup")
+    before_launch: bool = Field(False, description="Before the replacement instance exists (it bills from its launch)")
 
 
 class ReplacementEstimate(_Frozen):
@@ -35,6 +36,9 @@ class ReplacementEstimate(_Frozen):
                                               "its replacement sets up")
     seconds: float = Field(description="The survivors' wait: the reclaimed node's release to training again, this plan")
     cold_seconds: float = Field(description="The same with no prepared image (driver, eRDMA, PyTorch installed at boot)")
+    prepared_seconds: float = Field(description="The same with an image that holds every part it can")
+    join_wait_seconds: float = Field(description="The release to the replacement's agent joining the rendezvous (what "
+                                                 "torchrun's join_timeout bounds)")
     replacement_billed_seconds: float = Field(description="The replacement's launch to training: it bills, not trains")
     survivors: int = Field(ge=0, description="Nodes that wait meanwhile (node 0 and the other pool nodes)")
     survivors_hourly_cny: Optional[float] = Field(None, description="What the waiting nodes bill per hour")

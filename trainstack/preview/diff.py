@@ -221,8 +221,8 @@ def resource_cost_changes(b: dict, h: dict, base_known: bool) -> list[dict[str, 
     for key in list(after) + [k for k in before if k not in after]:
         bi, hi = before.get(key) or {}, after.get(key) or {}
         status = ("base-unknown" if not base_known else "added" if not bi else "removed" if not hi else
-                  "changed" if any(bi.get(f) != hi.get(f) for f in ("monthly_cny", "run_cny", "quantity", "count",
-                                                                     "unpriced")) else "unchanged")
+                  "changed" if any(bi.get(f) != hi.get(f) for f in ("monthly_cny", "run_cny", "hourly_cny", "quantity",
+                                                                     "count", "unpriced")) else "unchanged")
         row = {"type": key[0], "name": key[1], "status": status, "kind": (hi or bi).get("kind"),
                "retained": bool((hi or bi).get("retained")), "contingent": bool((hi or bi).get("contingent"))}
         for field, out_key in (("monthly_cny", "monthly"), ("run_cny", "run"), ("hourly_cny", "hourly"),

@@ -63,9 +63,19 @@ def cny(v: Optional[float]) -> str:
     return "unknown" if v is None else f"{v:,.2f}"
 
 
+def _contingent_hourly(row: dict) -> str:
+    """A contingent line's one figure, per hour (before → after when it changed)."""
+    h = row["hourly"]
+    if row["status"] == "changed":
+        return f"{money(h['before'], 'CNY/h')} → {money(h['after'], 'CNY/h')}"
+    return money(h["before"] if row["status"] == "removed" else h["after"], "CNY/h")
+
+
 def _line_money(v: dict, side: str, row: dict) -> str:
     if row.get(f"unpriced_{side}"):
         return "unpriced"
+    if row.get("contingent"):  # priced per hour only; never a run or a month (the name cell says)
+        return "—"
     if side == "before" and row["status"] == "base-unknown":
         return "—"
     return cny(v[side])
@@ -83,11 +93,13 @@ def cost_table(d: dict) -> list[str]:
     for r in rows:
         mark = {"added": " (new)", "removed": " (removed)"}.get(r["status"], "")
         keep = " · kept after destroy" if r.get("retained") else ""
-        keep += " · contingent, not in the totals" if r.get("contingent") else ""
+        if r.get("contingent"):
+            keep += f" · contingent, not in the totals: {_contingent_hourly(r)}"
         m, run = r["monthly"], r["run"]
+        deltas = ("—", "—") if r.get("contingent") else (signed(m["delta"], ""), signed(run["delta"], ""))
         out.append(f"| {md_escape(r['name'])}{mark}{keep} | {_line_money(m, 'before', r)} | "
-                   f"{_line_money(m, 'after', r)} | {signed(m['delta'], '')} | {_line_money(run, 'before', r)} | "
-                   f"{_line_money(run, 'after', r)} | {signed(run['delta'], '')} |")
+                   f"{_line_money(m, 'after', r)} | {deltas[0]} | {_line_money(run, 'before', r)} | "
+                   f"{_line_money(run, 'after', r)} | {deltas[1]} |")
     mon, tot, kept = c.get("monthly") or _EMPTY, c["total"], c.get("after_destroy_monthly") or _EMPTY
     out.append(f"| **Total (all-in)** | {cny(mon['before'])} | {cny(mon['after'])} | {signed(mon['delta'], '')} | "
                f"{cny(tot['before'])} | {cny(tot['after'])} | {signed(tot['delta'], '')} |")
