@@ -85,6 +85,34 @@ def test_saved_plans_need_a_known_schema_version(tmp_path):
         load_saved_plan(bad)
 
 
+@pytest.mark.parametrize("part, value, where, what", [
+    ("capacity", " ", "plan.capacity", "must be an object or null, not a string"),
+    ("capacity", {"candidates": " "}, "plan.capacity.candidates", "must be a list of candidates, not a string"),
+    ("capacity", {"candidates": [3]}, "plan.capacity.candidates[0]", "must be an object, not a number"),
+    ("capacity", {"candidates": [{"hourly_cost_cny": "LTAI5tSecretLookingValue"}]},
+     "plan.capacity.candidates[0].hourly_cost_cny", "must be a finite number or null"),
+    ("capacity", {"reservation": {"hourly_cny": [1]}}, "plan.capacity.reservation.hourly_cny",
+     "must be a finite number or null"),
+    ("breakdown", [{"name": "disk", "unpriced": [1]}], "cost.breakdown[0].unpriced",
+     "must be a string or null, not a list"),
+    ("breakdown", [{"name": "disk", "contingent": "yes"}], "cost.breakdown[0].contingent",
+     "must be true or false, not a string"),
+])
+def test_saved_plan_parts_a_renderer_formats_are_shape_checked(tmp_path, part, value, where, what):
+    """A part of the wrong kind is refused by path and JSON kind, never by its value (it may be a credential)."""
+    doc = {"schema_version": 3, "kind": "trainstack-plan", "resources": [], "plan": {}, "cost": {}}
+    if part == "capacity":
+        doc["plan"]["capacity"] = value
+    else:
+        doc["cost"]["breakdown"] = value
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(InputError) as err:
+        load_saved_plan(bad)
+    assert [(p.path, p.message) for p in err.value.problems] == [(where, what)]
+    assert "LTAI5t" not in str(err.value) + repr(err.value.problems)
+
+
 def test_changed_stacks_from_stack_files_and_profiles(tmp_project):
     assert changed_stacks(["stacks/Pulumi.beta.yaml"], tmp_project) == ["beta"]
     assert changed_stacks(["stacks/profiles/a.yaml"], tmp_project) == ["alpha", "gamma"]

@@ -7,41 +7,52 @@ these rows with the pull request; nothing else is ever tried.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from ..textable import render_table
+from .text_format import md_escape
 
 #: rows a PR comment lists before folding the rest away
 SHOWN = 12
 
 
-def _rows(capacity: dict) -> list[tuple[str, str, str, str, str, str]]:
+def _candidates(capacity: object) -> list[dict]:
+    """The candidate rows of ``plan.capacity``; a hand-edited saved plan may hold anything there."""
+    found = capacity.get("candidates") if isinstance(capacity, dict) else None
+    return [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def _rows(capacity: dict, cell: Callable[[str], str] = str) -> list[tuple[str, str, str, str, str, str]]:
     out = []
-    for i, c in enumerate(capacity.get("candidates") or [], 1):
+    for i, c in enumerate(_candidates(capacity), 1):
         cost = c.get("hourly_cost_cny")
-        out.append((str(i), str(c.get("instance_type")), str(c.get("zone") or "by stock at deploy"),
-                    f"{c.get('nodes')} x {c.get('gpus_per_node')} {c.get('gpu_model') or 'GPU'}",
+        out.append((str(i), cell(str(c.get("instance_type"))), cell(str(c.get("zone") or "by stock at deploy")),
+                    cell(f"{c.get('nodes')} x {c.get('gpus_per_node')} {c.get('gpu_model') or 'GPU'}"),
                     ("spot" if c.get("spot") else "on-demand") + (" (planned)" if c.get("planned") else ""),
-                    "unknown" if cost is None else f"{cost:,.2f}"))
+                    f"{cost:,.2f}" if _number(cost) else "unknown"))
     return out
 
 
 def reservation_line(capacity: Optional[dict]) -> Optional[str]:
-    res = (capacity or {}).get("reservation")
-    if not res:
+    res = capacity.get("reservation") if isinstance(capacity, dict) else None
+    if not isinstance(res, dict) or not res:
         return None
-    price = "an unknown amount" if res.get("hourly_cny") is None else f"{res['hourly_cny']:,.2f} CNY/h"
+    price = f"{res['hourly_cny']:,.2f} CNY/h" if _number(res.get("hourly_cny")) else "an unknown amount"
     return (f"capacity reservation: {res.get('instances')} x {res.get('instance_type')}, bills {price} from creation "
             "until `pulumi destroy` (also while the nodes are stopped)")
 
 
-def _pin(capacity: dict) -> str:
+def _pin(capacity: dict) -> str:  # only called once _candidates found rows, so capacity is an object
     return ("zone pinned: `trainstack up` tries only other types there" if capacity.get("zone_pinned") else
             "zone not pinned: a first deploy takes the first zone in stock; once deployed it never moves")
 
 
 def capacity_text(capacity: Optional[dict]) -> list[str]:
-    if not capacity or not capacity.get("candidates"):
+    if not _candidates(capacity):
         return []
     table = render_table(["#", "TYPE", "ZONE", "NODES", "PRICING", "CNY/H"], _rows(capacity)).splitlines()
     lines = ["", f"Fallback order (`trainstack up` tries these in order; {_pin(capacity)})"]
@@ -52,9 +63,9 @@ def capacity_text(capacity: Optional[dict]) -> list[str]:
 
 
 def capacity_markdown(capacity: Optional[dict], note: str = "") -> list[str]:
-    if not capacity or not capacity.get("candidates"):
+    if not _candidates(capacity):
         return []
-    rows = _rows(capacity)
+    rows = _rows(capacity, cell=md_escape)
     out = [f"<details><summary>Fallback order: {len(rows)} row{'s' if len(rows) != 1 else ''} `trainstack up` may "
            f"deploy{note}</summary>", "", f"{_pin(capacity)}.", "",
            "| # | Type | Zone | Nodes | Pricing | CNY/h |", "|---|---|---|---|---|---|"]
@@ -62,5 +73,5 @@ def capacity_markdown(capacity: Optional[dict], note: str = "") -> list[str]:
     if len(rows) > SHOWN:
         out.append(f"| … | {len(rows) - SHOWN} more | | | | |")
     if res := reservation_line(capacity):
-        out += ["", res]
+        out += ["", md_escape(res)]
     return out + ["", "</details>", ""]

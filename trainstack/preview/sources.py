@@ -224,6 +224,19 @@ def saved_plan_problems(doc: dict) -> list[tuple[str, str]]:
                     v = cost[kind].get(key)
                     if v is not None and not _is_number(v):
                         out.append((f"cost.{kind}.{key}", "must be a finite number or null"))
+        _records(out, "cost.breakdown", cost.get("breakdown"), "a list of billed lines", strings=(
+            "type", "name", "kind", "unpriced", "unit", "pricing"), numbers=(
+            "monthly_cny", "run_cny", "hourly_cny", "after_destroy_monthly_cny", "quantity", "count"),
+            flags=("retained", "contingent"))
+    capacity = doc["plan"].get("capacity") if isinstance(doc.get("plan"), dict) else None
+    if need("plan.capacity", capacity, (dict,), "an object or null"):
+        need("plan.capacity.zone_pinned", capacity.get("zone_pinned"), (bool,), "true or false")
+        _records(out, "plan.capacity.candidates", capacity.get("candidates"), "a list of candidates",
+                 strings=("instance_type", "zone", "gpu_model"), numbers=("hourly_cost_cny", "nodes", "gpus_per_node"),
+                 flags=("spot", "planned"))
+        if need("plan.capacity.reservation", capacity.get("reservation"), (dict,), "an object or null"):
+            _fields(out, "plan.capacity.reservation", capacity["reservation"], strings=("instance_type",),
+                    numbers=("hourly_cny", "instances"), flags=())
     if need("resources", doc.get("resources"), (list,), "a list of resources"):
         for i, r in enumerate(doc["resources"]):
             where = f"resources[{i}]"
@@ -256,6 +269,34 @@ def saved_plan_problems(doc: dict) -> list[tuple[str, str]]:
             for key in ("policy", "level", "resource", "message"):
                 need(f"policy[{i}].{key}", v.get(key), (str,), "a string or null")
     return out
+
+
+def _records(out: list[tuple[str, str]], where: str, value: Any, what: str, **kinds: tuple[str, ...]) -> None:
+    """A list of objects (null: absent), each checked by ``_fields``."""
+    if value is None:
+        return
+    if not isinstance(value, list):
+        out.append((where, f"must be {what}, not {_json_kind(value)}"))
+        return
+    for i, item in enumerate(value):
+        if isinstance(item, dict):
+            _fields(out, f"{where}[{i}]", item, **kinds)
+        else:
+            out.append((f"{where}[{i}]", f"must be an object, not {_json_kind(item)}"))
+
+
+def _fields(out: list[tuple[str, str]], where: str, item: dict, strings: tuple[str, ...],
+            numbers: tuple[str, ...], flags: tuple[str, ...]) -> None:
+    """The fields of one record a renderer formats: strings, finite numbers, booleans (null: absent)."""
+    for key in strings:
+        if item.get(key) is not None and not isinstance(item[key], str):
+            out.append((f"{where}.{key}", f"must be a string or null, not {_json_kind(item[key])}"))
+    for key in numbers:
+        if item.get(key) is not None and not _is_number(item[key]):
+            out.append((f"{where}.{key}", "must be a finite number or null"))
+    for key in flags:
+        if item.get(key) is not None and not isinstance(item[key], bool):
+            out.append((f"{where}.{key}", f"must be true or false, not {_json_kind(item[key])}"))
 
 
 def _full_key(key: str, project: str) -> str:
