@@ -145,6 +145,67 @@ def test_an_object_key_that_would_leave_the_directory_is_refused(sync, store, tm
     assert written == []
 
 
+DATASET = "oss://data-bucket/corpus/"
+
+
+def gets(store):
+    return sorted(c["key"] for c in store.calls if c["op"] == "get")
+
+
+def test_the_dataset_copy_fetches_what_is_missing_or_different_and_resumes(sync, store, tmp_path):
+    old = time.time() - 3600
+    for name in ("shard-0.bin", "shard-1.bin", "sub/shard-2.bin"):
+        store.write("data-bucket", f"corpus/{name}", name.encode(), mtime=old)
+    store.write("data-bucket", "corpus/folder/", b"")
+    dest = tmp_path / "data" / "dataset"
+    done = dest / sync.MIRROR_DONE
+    assert sync.mirror(store, DATASET, str(dest)) == (3, 0)
+    assert (dest / "sub" / "shard-2.bin").read_bytes() == b"sub/shard-2.bin"
+    assert json.loads(done.read_text()) == {"uri": DATASET, "objects": 3, "bytes": 37}
+
+    # a reboot mid-copy: one file missing, one a torn copy (same size, its time never set)
+    (dest / "shard-0.bin").unlink()
+    write(dest / "shard-1.bin", "XXXXXXXXXXX")
+    store.calls.clear()
+    assert sync.mirror(store, DATASET, str(dest)) == (2, 1)
+    assert gets(store) == ["corpus/shard-0.bin", "corpus/shard-1.bin"]
+    assert (dest / "shard-1.bin").read_bytes() == b"shard-1.bin"
+
+    store.calls.clear()  # nothing changed: nothing fetched, still complete
+    assert sync.mirror(store, DATASET, str(dest)) == (0, 3) and gets(store) == [] and done.exists()
+
+    store.write("data-bucket", "corpus/shard-0.bin", b"new shard 0", mtime=old + 60)  # changed in OSS
+    (dest / "mine.txt").write_text("a file the trainer wrote")
+    assert sync.mirror(store, DATASET, str(dest)) == (1, 2)
+    assert (dest / "shard-0.bin").read_bytes() == b"new shard 0"
+    assert (dest / "mine.txt").exists(), "the copy never deletes"
+
+
+def test_an_interrupted_dataset_copy_is_not_marked_complete(sync, store, tmp_path):
+    store.write("data-bucket", "corpus/a.bin", b"a")
+    store.write("data-bucket", "corpus/b.bin", b"b")
+    dest = tmp_path / "dataset"
+    dest.mkdir()
+    (dest / sync.MIRROR_DONE).write_text("{}")  # from an earlier, complete copy
+    real_get = store.get
+
+    def failing_get(bucket, key, path):
+        if key.endswith("b.bin"):
+            raise OSError("connection reset")
+        real_get(bucket, key, path)
+
+    store.get = failing_get
+    with pytest.raises(OSError):
+        sync.mirror(store, DATASET, str(dest))
+    assert not (dest / sync.MIRROR_DONE).exists()
+
+
+def test_a_dataset_key_that_would_leave_the_folder_is_refused(sync, store, tmp_path):
+    store.write("data-bucket", "corpus/../../etc/x", b"evil")
+    with pytest.raises(ValueError, match="cannot be a local path"):
+        sync.mirror(store, DATASET, str(tmp_path / "dataset"))
+
+
 def test_code_folder_and_file_downloads(sync, programs, store, tmp_path):
     store.write("code-bucket", "jobs/src/train.py", b"print('hi')\n")
     store.write("code-bucket", "jobs/src/pkg/util.py", b"X = 1\n")
@@ -170,6 +231,9 @@ def test_the_command_line_reports_failures_in_one_line(programs, store, tmp_path
     assert oss_main(args + ["upload-dir", str(ckpt), URI, "--state", state], factory) == 0
     assert seen == [("cn-shenzhen", "oss-cn-shenzhen-internal.aliyuncs.com")]
     assert "1 files uploaded" in capsys.readouterr().err
+    assert oss_main(args + ["mirror", URI, str(tmp_path / "dataset")], factory) == 0  # the dataset copy's line
+    assert "1 files fetched, 0 already there" in capsys.readouterr().err
+    assert (tmp_path / "dataset" / "model.pt").read_text() == "v1"
 
     def broken(region, endpoint):
         raise PermissionError("AccessDenied: the role may not read the bucket")

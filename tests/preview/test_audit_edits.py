@@ -428,3 +428,19 @@ def test_declaring_what_a_pinned_image_holds_reaches_no_running_node():
     assert paths(config) == {"userData"} and change(config, "userData")["takes_effect"] == "new_nodes_only"
     ignored = {(r["name"], c["path"]): c for r in d["resources"]["ignored"] for c in r["changes"]}
     assert [c["takes_effect"] for (name, p), c in ignored.items() if name.endswith("node-0")] == ["new_nodes_only"]
+
+
+def test_copying_the_dataset_at_boot_reaches_no_running_node():
+    """storage.dataset_sync at-boot on a running healing stack: user data only (node 0 ignores it, the pool's
+    configuration takes it for later nodes); no disk, role or node is replaced or rebooted."""
+    base = sample(H)
+    base["storage"] = {**base["storage"], "dataset_uri": "oss://team-data/corpus/"}
+    head = copy.deepcopy(base)
+    head["storage"]["dataset_sync"] = "at-boot"
+    d = diff_documents(plan(base), plan(head))
+    no_impossible(d)
+    assert touched(d) == [] and replaced(d) == []
+    (config,) = changed(d, CONFIG)
+    assert paths(config) == {"userData"} and change(config, "userData")["takes_effect"] == "new_nodes_only"
+    ignored = {(r["name"], c["path"]): c for r in d["resources"]["ignored"] for c in r["changes"]}
+    assert [c["takes_effect"] for (name, p), c in ignored.items() if name.endswith("node-0")] == ["new_nodes_only"]

@@ -92,6 +92,16 @@ def test_yaml_booleans_get_a_hint(tmp_path, capsys):
     ({**BASE, "image_id": "m-x", "image_provides": ["cuda"]}, "'gpu-driver', 'erdma' or 'pytorch'"),
     ({**BASE, "image_id": "m-x", "image_provides": "pytorch"}, "image_provides"),
     ({**BASE, "image_id": "m-x", "image_provides": [True]}, "'gpu-driver', 'erdma' or 'pytorch'"),
+    ({**BASE, "storage": {"dataset_sync": "at-boot", "dataset_gib": 10}}, "set storage.dataset_uri to an oss://"),
+    ({**BASE, "storage": {"dataset_sync": "at-boot", "dataset_gib": 10, "dataset_uri": "cpfs://fs/x"}},
+     "cpfs:// and nas:// are mounted, not copied"),
+    ({**BASE, "storage": {"dataset_sync": "at-boot", "dataset_uri": "oss://team-data/x/"}}, "needs storage.dataset_gib"),
+    ({**BASE, "storage": {"dataset_sync": "always", "dataset_gib": 10, "dataset_uri": "oss://team-data/x/"}},
+     "'stream' or 'at-boot'"),
+    ({**BASE, "resources": {"target": "dlc"}, "storage": {"dataset_sync": "at-boot", "dataset_gib": 10,
+                                                          "dataset_uri": "oss://team-data/x/"}}, "mounts storage.dataset_uri"),
+    ({**BASE, "dlc": {"workspace_id": "123"}, "storage": {"dataset_sync": "at-boot", "dataset_gib": 10,
+                                                          "dataset_uri": "oss://team-data/x/"}}, "resources.target: ecs"),
 ])
 def test_cross_field_rules(doc, needle):
     with pytest.raises(InputError) as err:

@@ -116,6 +116,7 @@ class Node:
         may need (git, an NFS client) is installed on every node, so a running node can follow it."""
         p = self.plan
         return [*([("setup_data_disk", "data disk")] if p.storage.data_disk else []),
+                *([("setup_dataset_copy", "dataset copy (background)")] if p.storage.dataset_dir else []),
                 *([("setup_checkpoint_disk", "checkpoint disk")] if p.storage.checkpoint_disk else []),
                 ("setup_nfs_client", "NFS client"), ("setup_gpu_driver", "GPU driver"),
                 *([("setup_erdma", "eRDMA")] if p.network.rdma == "erdma" else []),
@@ -152,6 +153,8 @@ class Node:
             if disk:  # found by its exact size at first boot, by its label ever after (it may have grown)
                 pairs += [(f"{prefix}_GIB", disk.size_gib), (f"{prefix}_MOUNT", disk.mount_path),
                           (f"{prefix}_LABEL", disk.label)]
+        if s.dataset_dir:  # only then: a stack that streams its dataset gets no new node.env line
+            pairs += [("DATASET_SYNC_URI", s.dataset_uri), ("DATASET_DIR", s.dataset_dir)]
         if p.network.rdma == "erdma":
             pairs += [("ERDMA_VERSION", o.erdma_version),
                       ("ERDMA_INSTALLER_URL", ERDMA_INSTALLER_URL.format(version=o.erdma_version))]

@@ -38,8 +38,8 @@ LIB = "/usr/local/lib/trainstack"
 #: The setup program and the boot script (user data), each made of the fragments of templates/setup/
 SETUP = "trainstack-setup.sh"
 SETUP_FRAGMENTS = ("head-setup.sh", "00-common.sh", "10-data-disk.sh", "11-data-disk.sh", "12-checkpoint-disk.sh",
-                   "20-cpfs.sh", "30-gpu-driver.sh", "40-erdma.sh", "45-mtu.sh", "55-git.sh", "58-python.sh",
-                   "60-pytorch.sh", "99-main.sh")
+                   "13-dataset.sh", "20-cpfs.sh", "30-gpu-driver.sh", "40-erdma.sh", "45-mtu.sh", "55-git.sh",
+                   "58-python.sh", "60-pytorch.sh", "99-main.sh")
 BOOT_FRAGMENTS = ("head-boot.sh", "00-common.sh", "58-python.sh", "65-oss.sh", "70-programs.sh", "98-boot.sh")
 #: Every node program (each installed as LIB/<name>).
 PROGRAMS = (SETUP, "trainstack-launch.sh", "trainstack_agent.py", "trainstack_metadata.py", "trainstack_cloud.py",

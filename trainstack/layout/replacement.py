@@ -20,11 +20,8 @@ from ..catalog.limits import service_limits
 from ..catalog.replacement_phases import replacement_facts, replacement_phases
 from ..plan import ReplacementEstimate, ReplacementPhase, StoragePlan
 from ..profile.model import ImagePart
-from .storage import CHECKPOINTS_KEPT
-
-MB_PER_GIB = 1024 ** 3 / 1e6
-#: OSS states no read throughput per bucket that we could source; one 10 Gbit/s path is our figure
-OSS_RESTORE_MBPS = 1250.0
+from .storage import CHECKPOINTS_KEPT, MB_PER_GIB, dataset_copy
+from .storage import OSS_READ_MBPS as OSS_RESTORE_MBPS
 #: what a prepared image can hold (the profile's ``image_provides``)
 IMAGE_PARTS: tuple[str, ...] = get_args(ImagePart)
 
@@ -99,6 +96,7 @@ def estimate_replacement(*, nodes: int, rdma: str, provides: tuple[str, ...], st
     now = timeline(phases, notice)
     cold = timeline(replacement_phases_for(rdma, (), storage), notice)
     prepared = timeline(replacement_phases_for(rdma, IMAGE_PARTS, storage), notice)
+    copy = dataset_copy(storage)
     survivors = nodes - 1
     survivors_hourly = None
     if survivors == 0:
@@ -117,7 +115,7 @@ def estimate_replacement(*, nodes: int, rdma: str, provides: tuple[str, ...], st
         survivors=survivors, survivors_hourly_cny=survivors_hourly, replacement_hourly_cny=pool_node_hourly,
         cost_cny=cost(now), cold_cost_cny=cost(cold),
         allowance_preemptions=round(allowance_hours * 3600 / now.wait, 1) if allowance_hours and now.wait else None,
-        join_timeout_seconds=join_timeout_seconds)
+        join_timeout_seconds=join_timeout_seconds, dataset_copy_seconds=copy.seconds if copy else None)
 
 
 def replacement_labels(r: ReplacementEstimate) -> list[str]:
@@ -145,5 +143,9 @@ def replacement_labels(r: ReplacementEstimate) -> list[str]:
         out.append(f"per preemption: WARNING the replacement joins {r.join_wait_seconds:.0f} s after the release, "
                    f"later than the agents wait ({r.join_timeout_seconds} s): the job would fail instead of healing"
                    + ("; use a prepared image" if r.prepared_seconds < r.seconds else ""))
+    if r.dataset_copy_seconds is not None:
+        out.append(f"per preemption: the replacement copies the dataset in the background from its boot on "
+                   f"({r.dataset_copy_seconds / 60:,.0f} min, storage.dataset_sync at-boot); its trainer reads "
+                   "storage.dataset_uri until the copy completes")
     out.append(f"per preemption: figures {', '.join(kinds)} (docs/self-healing.md); not counted: {r.not_counted}")
     return out

@@ -38,6 +38,40 @@ CPFS_STEP_GIB = int(service_limits().number("cpfs.capacity.step_gib"))
 CPFS_MIN_GIB = int(service_limits().number("cpfs.capacity.min_gib"))
 SYSTEM_DISK_GIB = 200  # image + driver + CUDA + Python environments
 SCRATCH_GIB = 100
+MB_PER_GIB = GIB / 1e6
+#: OSS states no read throughput per bucket that we could source; one 10 Gbit/s path is our figure
+OSS_READ_MBPS = 1250.0
+
+
+@dataclass(frozen=True)
+class DatasetCopy:
+    """One node's copy of the dataset at boot (storage.dataset_sync: at-boot), in the background."""
+
+    seconds: float
+    mbps: float
+    kind: str  # sourced: the data disk's throughput bounds it; assumed: our OSS figure does
+    source: str
+
+
+def dataset_copy(storage: StoragePlan) -> Optional[DatasetCopy]:
+    """The dataset's GiB over the slower of the data disk's throughput (ESSD-PERF, by level and size; an
+    AutoPL disk as PL1) and OSS's read (assumed). None: the plan copies nothing."""
+    disk = storage.data_disk
+    if storage.dataset_dir is None or disk is None or not storage.dataset_gib:
+        return None
+    level = "PL1" if disk.category == "cloud_auto" else disk.performance_level
+    limits = service_limits()
+    base, per_gib, top = (limits.value(f"ecs.essd.throughput_{k}_mbps") for k in ("base", "per_gib", "max"))
+    assert isinstance(base, dict) and isinstance(per_gib, dict) and isinstance(top, dict)
+    essd = min(float(base[level]) + float(per_gib[level]) * disk.size_gib, float(top[level]))
+    if essd <= OSS_READ_MBPS:
+        mbps, kind = essd, "sourced"
+        source = (f"ESSD-PERF: a {disk.size_gib:,} GiB {level} disk writes min{{{base[level]} + {per_gib[level]} x "
+                  f"{disk.size_gib:,}, {top[level]}}} = {essd:,.0f} MB/s")
+    else:
+        mbps, kind = OSS_READ_MBPS, "assumed"
+        source = f"OSS read at {OSS_READ_MBPS:,.0f} MB/s (no per-bucket figure found; the disk writes {essd:,.0f} MB/s)"
+    return DatasetCopy(seconds=round(storage.dataset_gib * MB_PER_GIB / mbps, 1), mbps=mbps, kind=kind, source=source)
 
 
 def checkpoint_gib(arch: Architecture, method: str, trainable_params: Optional[int] = None) -> float:
@@ -154,8 +188,16 @@ def plan_storage(profile: TrainingProfile, inst: ResolvedInstance, nodes: int, s
         path = CHECKPOINT_MOUNT
     if spot and s.checkpoint != "essd":
         notes.append(f"spot: checkpoints go to {s.checkpoint} ({path}), which outlives any instance")
-    return StoragePlan(
+    planned = StoragePlan(
         system_disk_gib=SYSTEM_DISK_GIB, data_disk=disk, checkpoint_disk=ckpt_disk, cpfs=cpfs, oss=oss,
         checkpoint=s.checkpoint,
         checkpoint_path=path, dataset_uri=s.dataset_uri, dataset_gib=s.dataset_gib, checkpoint_gib=round(ckpt_gib, 2),
-        retain_on_destroy=s.retain_on_destroy, notes=tuple(notes))
+        retain_on_destroy=s.retain_on_destroy, dataset_sync=s.dataset_sync, notes=tuple(notes))
+    copy = dataset_copy(planned)
+    if copy is None:
+        return planned
+    return planned.model_copy(update={"notes": planned.notes + (
+        f"dataset_sync at-boot: every node copies {s.dataset_uri} ({s.dataset_gib:,.0f} GiB) to {planned.dataset_dir} in "
+        f"the background from its first boot on, about {copy.seconds / 60:,.0f} min at {copy.mbps:,.0f} MB/s "
+        f"({copy.kind}: {copy.source}); TRAINSTACK_DATASET_DIR holds it, complete once "
+        ".trainstack-dataset-complete is there",)})

@@ -95,10 +95,20 @@ class StoragePlan(_Frozen):
     checkpoint_path: str = Field(description="Where the trainer writes checkpoints on a node")
     dataset_uri: Optional[str] = None
     dataset_gib: float = 0
+    dataset_sync: Literal["stream", "at-boot"] = Field(
+        "stream", description="at-boot: every node copies dataset_uri to dataset_dir on its data disk in the "
+                              "background from its first boot on (trainstack_sync.mirror); stream: the job reads it")
     checkpoint_gib: Optional[float] = Field(None, description="Planned size of the checkpoints kept (GiB): what the "
                                                               "bucket stores when it holds them")
     retain_on_destroy: bool = True
     notes: tuple[str, ...] = ()
+
+    @property
+    def dataset_dir(self) -> Optional[str]:
+        """Where the dataset copy lands on a node (``TRAINSTACK_DATASET_DIR``); None: nothing is copied."""
+        if self.dataset_sync != "at-boot" or self.data_disk is None:
+            return None
+        return f"{self.data_disk.mount_path}/dataset"
 
 
 class NetworkPlan(_Frozen):

@@ -49,6 +49,9 @@ class ReplacementEstimate(_Frozen):
     allowance_preemptions: Optional[float] = Field(
         None, description="Preemptions the plan's spot restart allowance pays for, at this plan's replacement time")
     join_timeout_seconds: Optional[int] = Field(None, description="How long the agents wait for a replacement")
+    dataset_copy_seconds: Optional[float] = Field(
+        None, description="storage.dataset_sync at-boot: the replacement's copy of the dataset, from its boot on, in "
+                          "the background (not in seconds: the trainer reads storage.dataset_uri until it completes)")
     not_counted: str = ("the work since the latest complete checkpoint (your trainer's checkpoint interval; trainstack "
                         "signals a checkpoint on the 5-minute notice), whatever your trainer caches on the dataset disk "
                         "(a replacement's starts empty) and the on-demand fallback's higher price while spot stock is "

@@ -20,6 +20,22 @@ class StorageSpec(_Strict):
     checkpoint: Literal["cpfs", "oss", "essd"] = "oss"
     checkpoint_gib: Optional[float] = Field(None, gt=0, le=1_000_000)
     retain_on_destroy: bool = True
+    dataset_sync: Literal["stream", "at-boot"] = Field(
+        "stream", description="stream: the job reads storage.dataset_uri itself; at-boot: every ECS node (a "
+                              "replacement too) copies that oss:// prefix to its data disk in the background from "
+                              "its first seconds, resuming after a reboot (TRAINSTACK_DATASET_DIR)")
+
+    @model_validator(mode="after")
+    def _copy_needs_a_source(self) -> "StorageSpec":
+        if self.dataset_sync == "at-boot":
+            if not (self.dataset_uri or "").startswith("oss://"):
+                raise ValueError("dataset_sync: at-boot copies an oss:// dataset to each node's data disk; set "
+                                 "storage.dataset_uri to an oss:// prefix (cpfs:// and nas:// are mounted, not "
+                                 "copied), or dataset_sync: stream")
+            if self.dataset_gib <= 0:
+                raise ValueError("dataset_sync: at-boot needs storage.dataset_gib (the data disk is sized to hold "
+                                 "the copy)")
+        return self
 
     @field_validator("dataset_uri")
     @classmethod

@@ -153,6 +153,10 @@ class TrainingProfile(_Strict):
         if r.capacity == "reserve" and r.target == "auto" and (self.dlc.workspace_id or self.dlc.resource_id):
             raise ValueError("resources.capacity: reserve holds ECS capacity, but a named dlc workspace or quota plans a "
                              "PAI-DLC job (target: auto): set resources.target: ecs, or capacity: never")
+        if self.storage.dataset_sync == "at-boot" and (r.target == "dlc" or r.target == "auto" and (
+                self.dlc.workspace_id or self.dlc.resource_id)):
+            raise ValueError("storage.dataset_sync: at-boot copies the dataset to ECS nodes' data disks; a PAI-DLC "
+                             "job mounts storage.dataset_uri itself: use dataset_sync: stream, or resources.target: ecs")
         if r.self_healing and r.target == "dlc":
             raise ValueError("resources.self_healing applies to ECS nodes; PAI-DLC (target: dlc) restarts jobs itself")
         if r.self_healing and self.storage.checkpoint == "essd":

@@ -12,6 +12,7 @@ from typing import Callable, Optional
 from ..catalog import dlc_facts, load_catalog
 from ..errors import InputError, Problem
 from ..layout import deployment_set_layout
+from ..layout.storage import SCRATCH_GIB
 from ..plan import ESSD_MAX_GIB, ESSD_MIN_GIB, Plan
 from ..tags import MAX_BUCKET_TAGS, MAX_TAGS, ROLE_CHECKPOINT, base_tags, node_tags, within_limit
 from .alerts_rules import alerts_plan_problems
@@ -45,6 +46,21 @@ def _disks(plan: Plan) -> list[Optional[Problem]]:
         out.append(essd_problem("checkpoint disk", st.checkpoint_disk.category, st.checkpoint_disk.performance_level,
                                 st.checkpoint_disk.size_gib, path="storage.checkpoint_gib"))
     return out
+
+
+def _dataset_copy(plan: Plan) -> list[Optional[Problem]]:
+    """A dataset copied at boot must fit the data disk, which is sized for it up to the largest ESSD."""
+    st = plan.storage
+    if plan.target != "ecs" or st.dataset_sync != "at-boot":
+        return []
+    need = st.dataset_gib * 1.2 + SCRATCH_GIB
+    if st.data_disk is not None and st.data_disk.size_gib >= need:
+        return []
+    return [Problem(path="storage.dataset_sync", given="at-boot", has_given=True,
+                    allowed="stream (the job reads storage.dataset_uri), or a smaller storage.dataset_gib",
+                    message=f"a {st.dataset_gib:,.0f} GiB dataset copied at boot needs a {need:,.0f} GiB data disk "
+                            f"(the dataset x 1.2 and {SCRATCH_GIB} GiB of scratch), over the largest ESSD "
+                            f"({ESSD_MAX_GIB:,} GiB)")]
 
 
 def checkpoint_disks_planned(plan: Plan) -> bool:
@@ -212,7 +228,7 @@ def _bootstrap(plan: Plan) -> list[Optional[Problem]]:
 
 
 PLAN_RULES: tuple[Callable[[Plan], list[Optional[Problem]]], ...] = (
-    _disks, _spot_pool, _tags, _deployment_sets, _launch, _dlc, alerts_plan_problems, _bootstrap, day_two_problems)
+    _disks, _dataset_copy, _spot_pool, _tags, _deployment_sets, _launch, _dlc, alerts_plan_problems, _bootstrap, day_two_problems)
 
 
 def plan_problems(plan: Plan) -> list[Problem]:

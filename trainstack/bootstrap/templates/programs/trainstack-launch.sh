@@ -133,6 +133,9 @@ load_settings() {
   export TRAINSTACK_CHECKPOINT_DIR=$CHECKPOINT_DIR TRAINSTACK_SPOT_MARKER=$SPOT_MARKER \
     TRAINSTACK_CHECKPOINT_SIGNAL=$CHECKPOINT_SIGNAL TRAINSTACK_HOSTFILE=$ETC/hostfile \
     TRAINSTACK_PROGRESS_FILE=$PROGRESS_FILE
+  if [ -n "${DATASET_DIR:-}" ]; then # storage.dataset_sync: at-boot (complete once its marker is there)
+    export TRAINSTACK_DATASET_DIR=$DATASET_DIR
+  fi
   TORCHRUN=(torchrun --nnodes "$NNODES" --nproc-per-node "$NPROC_PER_NODE" --node-rank "$NODE_RANK"
     --master-addr "$MASTER_ADDR" --rdzv-conf "timeout=$RDZV_TIMEOUT_SECONDS" --master-port "$((MASTER_PORT + 1))")
   [ "$ELASTIC" = 1 ] && TORCHRUN=(torchrun --standalone --nnodes 1 --nproc-per-node "$NPROC_PER_NODE")

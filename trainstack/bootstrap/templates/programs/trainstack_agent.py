@@ -4,9 +4,9 @@
 - ``meta PATH``: read instance metadata with a token (trainstack_metadata).
 - ``extract``, ``exec``, ``signal-trainer``, ``reap``: around the trainer (trainstack_launch).
 - ``oss --region R --endpoint E CMD ARGS``, with the OSS venv's Python (Alibaba's SDK from the VPC
-  PyPI mirror) on the internal endpoint: ``download``, ``download-dir``, ``restore``, ``upload-dir``
-  (code and checkpoints: trainstack_sync), ``job-settings URI DIR --rank N --tag TAG`` (the job
-  settings channel: trainstack_settings).
+  PyPI mirror) on the internal endpoint: ``download``, ``download-dir``, ``restore``, ``upload-dir``,
+  ``mirror`` (code, checkpoints and the dataset copy: trainstack_sync), ``job-settings URI DIR
+  --rank N --tag TAG`` (the job settings channel: trainstack_settings).
 
 Stopping the instance and installing the node programs are the boot programs' own commands
 (trainstack_cloud.py, trainstack_programs.py): the user data carries them, not this agent. Each
@@ -20,7 +20,7 @@ from trainstack_metadata import Metadata, MetadataError, log
 
 #: oss COMMAND -> (its options, which must all be given); every command takes two arguments
 OSS_COMMANDS = {"download": (), "download-dir": (), "restore": ("--state",), "upload-dir": ("--state",),
-                "job-settings": ("--rank", "--tag")}
+                "mirror": (), "job-settings": ("--rank", "--tag")}
 OSS_OPTIONS = ("--state", "--rank", "--tag")
 
 
@@ -52,6 +52,8 @@ def _oss_run(cmd, store, args, opt, region, digest_source):
         return "1 file"
     if cmd == "download-dir":
         return "%d files" % sync.download_dir(store, args[0], args[1])
+    if cmd == "mirror":
+        return "%d files fetched, %d already there" % sync.mirror(store, args[0], args[1])
     if cmd == "restore":
         return "%d files restored" % sync.restore(store, args[0], args[1], opt["--state"])
     return "%d files uploaded, %d unchanged" % sync.upload_dir(store, args[0], args[1], opt["--state"])

@@ -1,8 +1,9 @@
 """trainstack node programs: code and checkpoints on OSS (the agent's ``oss`` commands).
 
 ``download URI FILE``, ``download-dir URI DIR``, ``restore URI DIR --state F`` (into an empty DIR),
-``upload-dir DIR URI --state F`` (new or changed files; never deletes), with the OSS venv's Python
-on the internal endpoint (trainstack_store). Stdlib only beside the store, Python 3.6 compatible.
+``upload-dir DIR URI --state F`` (new or changed files; never deletes), ``mirror URI DIR`` (the
+dataset copy at boot: what is missing or different; resumable), with the OSS venv's Python on the
+internal endpoint (trainstack_store). Stdlib only beside the store, Python 3.6 compatible.
 """
 
 import fcntl
@@ -25,25 +26,75 @@ def download(store, uri, path):
     store.get(bucket, key, path)
 
 
+def local_path(key, prefix, dest):
+    """Where object ``key`` (under ``prefix``) lands in ``dest``; None for a folder marker. An object key
+    that would leave ``dest`` is refused (ValueError), never written."""
+    rel = key[len(prefix):]
+    if not rel or rel.endswith("/"):  # a folder marker
+        return None
+    why = unsafe_path(rel) or ({"", "."} & set(rel.split("/")) and "an empty or '.' part")
+    if why:
+        raise ValueError("object key %r cannot be a local path under %s: %s" % (key, dest, why))
+    return os.path.join(dest, rel)
+
+
+def fetch(store, bucket, key, path, modified):
+    """One object to ``path``, as old as the object (the mark of a complete copy: the SDK writes a
+    temporary file and renames it, and the time is set only after that)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    store.get(bucket, key, path)
+    os.utime(path, (modified, modified))
+
+
 def download_dir(store, uri, dest, record=None):
     """Every object under ``uri`` into ``dest``, each as old as its object; returns the count."""
     bucket, prefix = split_uri(uri, True)
     count = 0
     for key, _, modified in store.list(bucket, prefix):
-        rel = key[len(prefix):]
-        if not rel or rel.endswith("/"):  # a folder marker
+        path = local_path(key, prefix, dest)
+        if path is None:
             continue
-        why = unsafe_path(rel) or ({"", "."} & set(rel.split("/")) and "an empty or '.' part")
-        if why:
-            raise ValueError("object key %r cannot be a local path under %s: %s" % (key, dest, why))
-        path = os.path.join(dest, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        store.get(bucket, key, path)
-        os.utime(path, (modified, modified))
+        fetch(store, bucket, key, path, modified)
         if record is not None:
-            record[rel] = signature(os.stat(path))
+            record[os.path.relpath(path, dest)] = signature(os.stat(path))
         count += 1
     return count
+
+
+#: written into the dataset folder once every object is there (what the trainer may wait for)
+MIRROR_DONE = ".trainstack-dataset-complete"
+
+
+def mirror(store, uri, dest):
+    """Every object under ``uri`` that ``dest`` does not hold as the same object (its size and
+    modification time) into ``dest``: resumable, so a reboot mid-copy (the driver installer's) or a
+    second start fetches only the rest. Never deletes. One copy at a time per folder (a lock in it);
+    ``MIRROR_DONE`` says when it is complete (removed while a copy runs). Returns (fetched, kept)."""
+    bucket, prefix = split_uri(uri, True)
+    os.makedirs(dest, exist_ok=True)
+    done = os.path.join(dest, MIRROR_DONE)
+    fetched = kept = total = 0
+    with open(os.path.join(dest, ".trainstack-dataset.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for key, size, modified in store.list(bucket, prefix):
+            path = local_path(key, prefix, dest)
+            if path is None:
+                continue
+            total += size
+            try:
+                st = os.stat(path)
+                same = st.st_size == size and int(st.st_mtime) == int(modified)
+            except OSError:
+                same = False
+            if same:
+                kept += 1
+                continue
+            if os.path.exists(done):
+                os.unlink(done)
+            fetch(store, bucket, key, path, modified)
+            fetched += 1
+        atomic_write(done, json.dumps({"uri": uri, "objects": fetched + kept, "bytes": total}, sort_keys=True))
+    return fetched, kept
 
 
 class State(object):
