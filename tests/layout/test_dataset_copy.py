@@ -148,3 +148,21 @@ def test_the_setup_step_starts_one_background_copy_with_the_uri_as_one_argument(
     (fake / "argv").unlink()
     out = step()
     assert out.returncode == 0 and not (fake / "argv").exists() and "already running" in out.stderr
+
+
+def test_a_copy_that_cannot_start_leaves_the_setup_going(tmp_path):
+    """The copy only saves the trainer reading storage.dataset_uri: a failed start is a warning, not a stop."""
+    plan = resolved("llama3-8b-lora", COPY)
+    bin_dir, etc = tmp_path / "bin", tmp_path / "etc"
+    bin_dir.mkdir(), etc.mkdir()
+    for name, body in {"systemctl": "exit 3", "systemd-run": "exit 1"}.items():
+        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    (etc / "node.env").write_text(render_script(plan, "node.env"))
+    setup = tmp_path / "trainstack-setup.sh"
+    setup.write_text(render_script(plan, "trainstack-setup.sh"))
+    out = subprocess.run(["bash", "-c", 'set -e; source "$1"; setup_dataset_copy; echo next-step', "-", str(setup)],
+                         capture_output=True, text=True, timeout=30,
+                         env={"PATH": f"{bin_dir}:/usr/bin:/bin", "TRAINSTACK_ETC": str(etc)})
+    assert out.returncode == 0 and out.stdout.strip() == "next-step", out.stderr
+    assert "WARNING: cannot start the dataset copy" in out.stderr
