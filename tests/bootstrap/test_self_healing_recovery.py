@@ -380,7 +380,8 @@ def test_a_reclaimed_pool_node_is_replaced_and_the_others_are_never_touched(ess,
     assert anchor.launch.wait(timeout=90) == 0, anchor.log()
     for inst in (node_2, replacement):  # they finish, scale the pool to 0, and ESS releases them
         wait_for(lambda: inst in ess.released, 60, f"{inst.id} released by the scale-to-0 rule")
-        assert "scaling the self-healing pool to 0" in inst.log()
+    # the first to finish runs the rule, which releases both: the other may be gone before it calls it too
+    assert any("scaling the self-healing pool to 0" in inst.log() for inst in (node_2, replacement))
     log = events(tmp_path)
     by_node = {i: [e for e in log if e["node"] == i] for i in (anchor.id, node_1.id, node_2.id, replacement.id)}
 
