@@ -120,6 +120,16 @@ def _finite_float(token: str) -> float:
     return value
 
 
+def _finite_int(token: str) -> int:
+    """An integer every reader can also use as a float (a cost, a size): 1e308 at most."""
+    value = int(token)
+    try:
+        float(value)
+    except OverflowError:
+        raise ValueError(f"a {len(token.lstrip('-'))}-digit integer is out of range for a number") from None
+    return value
+
+
 class DuplicateKey(ValueError):
     """A JSON object names the same key twice."""
 
@@ -151,7 +161,7 @@ def parse_json(text: Union[str, bytes], *, name: str, what: str, max_depth: int 
     if json_depth(text, max_depth) > max_depth:
         raise _fail(name, f"is nested more than {max_depth} levels deep; not a {what}")
     try:
-        return json.loads(text, parse_constant=_not_finite, parse_float=_finite_float,
+        return json.loads(text, parse_constant=_not_finite, parse_float=_finite_float, parse_int=_finite_int,
                           object_pairs_hook=_unique_pairs)
     except json.JSONDecodeError as exc:
         raise _fail(name, f"is not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None

@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 from plan_factory import single_gpu_lora_plan
+from shell_stubs import stub_commands
 
 from trainstack.bootstrap import BootstrapOptions, render_script
 from trainstack.plan import DataDiskPlan, OssPlan, StoragePlan
@@ -55,12 +56,9 @@ def holds_checkpoints_plan(tmp_path):
 
 @pytest.fixture
 def disk(tmp_path):
-    bin_dir, etc, fake = tmp_path / "bin", tmp_path / "etc", tmp_path / "fake"
-    for d in (bin_dir, etc, fake):
+    bin_dir, etc, fake = stub_commands(tmp_path / "bin", STUBS), tmp_path / "etc", tmp_path / "fake"
+    for d in (etc, fake):
         d.mkdir()
-    for name, body in STUBS.items():
-        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
-        (bin_dir / name).chmod(0o755)
     plan = single_gpu_lora_plan(storage=StoragePlan(
         checkpoint="oss", checkpoint_path=str(tmp_path / "ckpt"),
         data_disk=DataDiskPlan(size_gib=200, mount_path=str(tmp_path / "data")),

@@ -48,7 +48,7 @@ HOSTILE = st.sampled_from([
     "9999-12-31T00:00:00Z", "2025-02-30", "NaN", "inf", "-1", "1e400", "\u202e", "\u2028", "é" * 300, "x" * 5000,
     "cn-shenzhen-a; rm -rf /", "10.0.0.0/29", "Pulumi.yaml", "{}", "[]", "null", "~", "yes", "no",
 ])
-JUNK = st.one_of(HOSTILE, st.text(max_size=40), st.integers(-2**70, 2**70),
+JUNK = st.one_of(HOSTILE, st.text(max_size=40), st.integers(-2**70, 2**70), st.just(10**400), st.just(-(10**309)),
                  st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(),
                  st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=6), st.integers(), max_size=3))
 CODES = {0, 2, 3, 4}

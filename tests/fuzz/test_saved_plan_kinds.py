@@ -3,7 +3,8 @@
 The random mutations of ``test_fuzz_inputs`` found a crash twice in parts nobody had listed (the
 fallback order's rows, a billed line's unpriced reason). This sweep takes the class instead of samples:
 each distinct location of three real plans (an on-demand node, a self-healing spot pool, a DLC job;
-list positions folded to their first), its value swapped for a scalar and for a container of another kind.
+list positions folded to their first), its value swapped for a scalar and for a container of another kind (a number also for an integer
+no float holds).
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def _other_kinds(value) -> list:
     """A scalar and a container of other JSON kinds than ``value`` (a renderer formats the one, indexes the other)."""
     scalar = 7 if isinstance(value, str) else " "
     container = {"a": 1} if isinstance(value, list) else [1]
-    return [scalar, container]
+    huge = [10**400] if isinstance(value, (int, float)) and not isinstance(value, bool) else []  # beyond a float
+    return [scalar, container, *huge]
 
 
 @pytest.fixture(scope="module")

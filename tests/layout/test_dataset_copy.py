@@ -13,6 +13,7 @@ import yaml
 from hypothesis import given, settings, strategies as st
 
 from tests.plan_factory import resolved
+from tests.shell_stubs import stub_commands
 from trainstack.bootstrap import render_script
 from trainstack.cli import main
 from trainstack.layout.storage import MB_PER_GIB, OSS_READ_MBPS, dataset_copy
@@ -116,12 +117,9 @@ STUBS = {
 @pytest.mark.parametrize("uri", ["oss://team-data/corpus/", "oss://team-data/$(touch PWNED)/`id`;x"])
 def test_the_setup_step_starts_one_background_copy_with_the_uri_as_one_argument(tmp_path, uri):
     plan = resolved("llama3-8b-lora", COPY)
-    bin_dir, etc, fake = tmp_path / "bin", tmp_path / "etc", tmp_path / "fake"
-    for d in (bin_dir, etc, fake):
+    bin_dir, etc, fake = stub_commands(tmp_path / "bin", STUBS), tmp_path / "etc", tmp_path / "fake"
+    for d in (etc, fake):
         d.mkdir()
-    for name, body in STUBS.items():
-        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
-        (bin_dir / name).chmod(0o755)
     env_text = render_script(plan, "node.env").replace("oss://team-data/corpus/", uri.replace("'", ""))
     if "$(" in uri:  # the renderer quotes what it writes; a hostile value is hand-placed in its quoting
         import shlex
@@ -153,11 +151,8 @@ def test_the_setup_step_starts_one_background_copy_with_the_uri_as_one_argument(
 def test_a_copy_that_cannot_start_leaves_the_setup_going(tmp_path):
     """The copy only saves the trainer reading storage.dataset_uri: a failed start is a warning, not a stop."""
     plan = resolved("llama3-8b-lora", COPY)
-    bin_dir, etc = tmp_path / "bin", tmp_path / "etc"
-    bin_dir.mkdir(), etc.mkdir()
-    for name, body in {"systemctl": "exit 3", "systemd-run": "exit 1"}.items():
-        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
-        (bin_dir / name).chmod(0o755)
+    bin_dir, etc = stub_commands(tmp_path / "bin", {"systemctl": "exit 3", "systemd-run": "exit 1"}), tmp_path / "etc"
+    etc.mkdir()
     (etc / "node.env").write_text(render_script(plan, "node.env"))
     setup = tmp_path / "trainstack-setup.sh"
     setup.write_text(render_script(plan, "trainstack-setup.sh"))

@@ -413,30 +413,27 @@ def test_an_impossible_update_exits_2_and_leads_the_comment(tmp_path, capsys, mo
     assert set(item) >= {"resource", "input", "before", "after", "reason", "fix", "source"}
 
 
-def test_declaring_what_a_pinned_image_holds_reaches_no_running_node():
-    """Issue 33 item 5: `image_provides` on a stack whose image is already pinned changes only user data:
-    node 0 ignores it (user data is read at create), the pool's configuration takes it for nodes ESS
-    launches later; nothing is replaced, rebooted or wiped."""
-    base = sample(H)
-    base["image_id"] = "m-wz9prepared00000001"
-    head = copy.deepcopy(base)
-    head["image_provides"] = ["gpu-driver", "erdma", "pytorch"]
-    d = diff_documents(plan(base), plan(head))
-    no_impossible(d)
-    assert touched(d) == [] and replaced(d) == []
-    (config,) = changed(d, CONFIG)
-    assert paths(config) == {"userData"} and change(config, "userData")["takes_effect"] == "new_nodes_only"
-    ignored = {(r["name"], c["path"]): c for r in d["resources"]["ignored"] for c in r["changes"]}
-    assert [c["takes_effect"] for (name, p), c in ignored.items() if name.endswith("node-0")] == ["new_nodes_only"]
+def _pinned_image(doc: dict, head: bool) -> None:
+    doc["image_id"] = "m-wz9prepared00000001"
+    if head:
+        doc["image_provides"] = ["gpu-driver", "erdma", "pytorch"]
 
 
-def test_copying_the_dataset_at_boot_reaches_no_running_node():
-    """storage.dataset_sync at-boot on a running healing stack: user data only (node 0 ignores it, the pool's
-    configuration takes it for later nodes); no disk, role or node is replaced or rebooted."""
-    base = sample(H)
-    base["storage"] = {**base["storage"], "dataset_uri": "oss://team-data/corpus/"}
-    head = copy.deepcopy(base)
-    head["storage"]["dataset_sync"] = "at-boot"
+def _dataset_copy(doc: dict, head: bool) -> None:
+    doc["storage"] = {**doc["storage"], "dataset_uri": "oss://team-data/corpus/"}
+    if head:
+        doc["storage"]["dataset_sync"] = "at-boot"
+
+
+@pytest.mark.parametrize("edit", [_pinned_image, _dataset_copy], ids=["image_provides", "dataset_sync"])
+def test_an_edit_of_what_a_node_does_at_boot_reaches_no_running_node(edit):
+    """Issue 33 item 5: declaring what a pinned image holds (`image_provides`) or copying the dataset at boot
+    (`storage.dataset_sync: at-boot`) on a running healing stack changes only user data: node 0 ignores it
+    (user data is read at create), the pool's configuration takes it for nodes ESS launches later; nothing
+    is replaced, rebooted or wiped."""
+    base, head = sample(H), sample(H)
+    edit(base, head=False)
+    edit(head, head=True)
     d = diff_documents(plan(base), plan(head))
     no_impossible(d)
     assert touched(d) == [] and replaced(d) == []

@@ -109,11 +109,17 @@ def test_unquoted_dates_stay_strings_and_merges_work():
 
 @pytest.mark.parametrize("text, needle", [
     ('{"a": NaN}', "NaN"), ('{"a": Infinity}', "Infinity"), ('{"a": 1e999}', "out of range"),
+    ('{"a": ' + "9" * 400 + "}", "400-digit integer is out of range"),  # every reader may use it as a float
+    ('{"a": -' + "9" * 309 + "}", "309-digit integer is out of range"), ('{"a": ' + "9" * 5000 + "}", "f.json"),
     ("[" * 100 + "]" * 100, "nested more than"), ('{"a": ', "not valid JSON at line 1"),
 ])
 def test_json_is_standard_and_shallow(text, needle):
     with pytest.raises(InputError, match=needle):
         parse_json(text, name="f.json", what="saved plan")
+
+
+def test_the_largest_integers_a_float_holds_still_parse():
+    assert parse_json('{"a": ' + "9" * 308 + "}", name="f.json", what="saved plan")["a"] == int("9" * 308)
 
 
 def test_non_utf8_and_binary_files_are_refused(tmp_path):
