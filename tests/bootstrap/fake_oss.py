@@ -140,6 +140,7 @@ class FakeOssServer:
         self.page_size = page_size
         self.requests: list[dict] = []
         self.uploads: dict[str, dict[int, bytes]] = {}  # upload id -> part number -> data
+        self.refuse_ranges_from: Optional[int] = None  # ranged reads starting there answer 403 (a download torn)
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
@@ -228,6 +229,8 @@ class FakeOssServer:
                 if rng and rng.startswith("bytes="):
                     first, _, last = rng[len("bytes="):].partition("-")
                     start, end = int(first), min(int(last) if last else len(data) - 1, len(data) - 1)
+                    if fake.refuse_ranges_from is not None and start >= fake.refuse_ranges_from:
+                        return self._error(403, "AccessDenied")
                     headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
                     return self._send(206, data[start:end + 1], headers)
                 self._send(200, data, headers)

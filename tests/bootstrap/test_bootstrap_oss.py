@@ -200,10 +200,38 @@ def test_an_interrupted_dataset_copy_is_not_marked_complete(sync, store, tmp_pat
     assert not (dest / sync.MIRROR_DONE).exists()
 
 
-def test_a_dataset_key_that_would_leave_the_folder_is_refused(sync, store, tmp_path):
+def test_a_dataset_key_that_would_leave_the_folder_or_take_trainstacks_names_is_left_out(sync, store, tmp_path,
+                                                                                        capsys):
     store.write("data-bucket", "corpus/../../etc/x", b"evil")
-    with pytest.raises(ValueError, match="cannot be a local path"):
-        sync.mirror(store, DATASET, str(tmp_path / "dataset"))
+    store.write("data-bucket", f"corpus/{sync.MIRROR_DONE}", b"a marker uploaded back from a node")
+    store.write("data-bucket", f"corpus/{sync.MIRROR_LOCK}", b"")
+    store.write("data-bucket", "corpus/shard.bin", b"data")
+    dest = tmp_path / "dataset"
+    assert sync.mirror(store, DATASET, str(dest)) == (1, 0)
+    assert json.loads((dest / sync.MIRROR_DONE).read_text())["objects"] == 1
+    assert (dest / "shard.bin").read_bytes() == b"data"
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p.read_bytes() == b"evil"
+               and "oss" not in p.relative_to(tmp_path).parts]
+    assert written == []
+    err = capsys.readouterr().err
+    assert "cannot be a local path" in err and "trainstack's own name" in err
+    assert sync.mirror(store, DATASET, str(dest)) == (0, 1), "left out, they never count as different"
+
+
+def test_the_marker_is_gone_while_a_later_copy_runs(sync, store, tmp_path):
+    store.write("data-bucket", "corpus/a.bin", b"a")
+    dest = tmp_path / "dataset"
+    sync.mirror(store, DATASET, str(dest))
+    seen = []
+    real_list = store.list
+
+    def listing(bucket, prefix, **kw):
+        seen.append((dest / sync.MIRROR_DONE).exists())
+        return real_list(bucket, prefix, **kw)
+
+    store.list = listing
+    sync.mirror(store, DATASET, str(dest))
+    assert seen == [False] and (dest / sync.MIRROR_DONE).exists()
 
 
 def test_code_folder_and_file_downloads(sync, programs, store, tmp_path):
@@ -300,6 +328,16 @@ def test_the_sdk_calls_work_against_an_oss_server(sync, programs, tmp_path, fake
         assert backing.read(BUCKET, "checkpoints/big.pt") == big
         (ckpt / "big.pt").unlink()
         store.get(BUCKET, "checkpoints/big.pt", str(ckpt / "big.pt"))  # ranged parts, CRC checked
+        assert (ckpt / "big.pt").read_bytes() == big
+        # a download torn half-way (the second part refused) leaves the old copy whole: the SDK writes a
+        # temporary file and renames it only once complete (use_temp_file; its default writes in place)
+        (ckpt / "big.pt").write_bytes(b"the old copy")
+        server.refuse_ranges_from = 100 * 1024
+        with pytest.raises(Exception):
+            store.get(BUCKET, "checkpoints/big.pt", str(ckpt / "big.pt"))
+        assert (ckpt / "big.pt").read_bytes() == b"the old copy"
+        server.refuse_ranges_from = None
+        store.get(BUCKET, "checkpoints/big.pt", str(ckpt / "big.pt"))
         assert (ckpt / "big.pt").read_bytes() == big
         requests = server.requests
     big_ops = [(r["method"], sorted(r["query"])) for r in requests if r["key"] == "checkpoints/big.pt"]

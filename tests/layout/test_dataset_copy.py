@@ -161,3 +161,32 @@ def test_a_copy_that_cannot_start_leaves_the_setup_going(tmp_path):
                          env={"PATH": f"{bin_dir}:/usr/bin:/bin", "TRAINSTACK_ETC": str(etc)})
     assert out.returncode == 0 and out.stdout.strip() == "next-step", out.stderr
     assert "WARNING: cannot start the dataset copy" in out.stderr
+
+
+def _oss_statements(plan) -> list[dict]:
+    from trainstack.layout.identity import oss_policy_document
+    return oss_policy_document(plan)["Statement"]  # type: ignore[index]
+
+
+def test_the_node_role_reads_the_copied_prefix_also_inside_the_stack_bucket():
+    """A dataset elsewhere in the stack bucket needs its own read statements (the stack bucket's rights are
+    job/ and checkpoints/ only); one under those prefixes is already readable."""
+    plan = resolved("llama3-8b-lora", COPY)
+    bucket = plan.storage.oss.bucket  # type: ignore[union-attr]
+    for key, own in (("data/corpus/", True), ("checkpoints/seed/", False), ("job/x/", False)):
+        moved = plan.model_copy(update={"storage": plan.storage.model_copy(
+            update={"dataset_uri": f"oss://{bucket}/{key}"})})
+        statements = _oss_statements(moved)
+        reads = [s for s in statements if f"acs:oss:*:*:{bucket}/{key}*" in s["Resource"]]
+        lists = [s for s in statements if s.get("Condition", {}).get("StringLike", {}).get("oss:Prefix") == [f"{key}*"]]
+        assert bool(reads and lists) == own, (key, statements)
+    assert any(f"acs:oss:*:*:team-data/corpus/*" in s["Resource"] for s in _oss_statements(plan))
+
+
+def test_a_copied_dataset_is_a_prefix():
+    from trainstack.errors import InputError
+    from trainstack.profile import parse_profile
+    with pytest.raises(InputError) as err:
+        parse_profile({"name": "demo", "model": {"preset": "llama-3-8b"}, "storage": {
+            "dataset_gib": 10, "dataset_uri": "oss://team-data/corpus", "dataset_sync": "at-boot"}})
+    assert "end storage.dataset_uri with /" in "\n".join(err.value.lines())

@@ -105,6 +105,19 @@ def stack_bucket_statements(plan: Plan) -> list[dict]:
     return statements
 
 
+def _covered(plan: Plan, loc: OssUri) -> bool:
+    """Whether the node already reads ``loc`` through its checkpoint-bucket rights: all of the DLC
+    checkpoint bucket, or on ECS the stack bucket's own prefixes (a dataset elsewhere in it still needs
+    its own read statements)."""
+    oss = plan.storage.oss
+    if oss is None or loc.bucket != oss.bucket:
+        return False
+    if plan.target != "ecs":
+        return True
+    readable = [oss.job_prefix] + ([oss.prefix] if plan.storage.checkpoint == "oss" else [])
+    return any(loc.key.startswith(p) for p in readable)
+
+
 def oss_policy_document(plan: Plan) -> Optional[dict]:
     """The stack bucket by prefix (ECS), or read/write on the checkpoint bucket (DLC); read-only on
     dataset and code buckets; None if no OSS."""
@@ -116,7 +129,7 @@ def oss_policy_document(plan: Plan) -> Optional[dict]:
         statements.append({"Effect": "Allow", "Action": CHECKPOINT_ACTIONS, "Resource": _bucket_arns(ckpt)})
     readonly = [loc for loc in (oss_location(plan.storage.dataset_uri, "storage.dataset_uri"),
                                 oss_location(plan.job.code_uri, "job.code_uri"))
-                if loc is not None and loc.bucket != ckpt]
+                if loc is not None and not _covered(plan, loc)]
     if readonly:
         statements += _read_statements(readonly)
     return {"Version": "1", "Statement": statements} if statements else None

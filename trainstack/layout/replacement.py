@@ -115,7 +115,8 @@ def estimate_replacement(*, nodes: int, rdma: str, provides: tuple[str, ...], st
         survivors=survivors, survivors_hourly_cny=survivors_hourly, replacement_hourly_cny=pool_node_hourly,
         cost_cny=cost(now), cold_cost_cny=cost(cold),
         allowance_preemptions=round(allowance_hours * 3600 / now.wait, 1) if allowance_hours and now.wait else None,
-        join_timeout_seconds=join_timeout_seconds, dataset_copy_seconds=copy.seconds if copy else None)
+        join_timeout_seconds=join_timeout_seconds, dataset_copy_seconds=copy.seconds if copy else None,
+        restore_from_oss=storage.checkpoint == "oss")
 
 
 def replacement_labels(r: ReplacementEstimate) -> list[str]:
@@ -146,6 +147,8 @@ def replacement_labels(r: ReplacementEstimate) -> list[str]:
     if r.dataset_copy_seconds is not None:
         out.append(f"per preemption: the replacement copies the dataset in the background from its boot on "
                    f"({r.dataset_copy_seconds / 60:,.0f} min, storage.dataset_sync at-boot); its trainer reads "
-                   "storage.dataset_uri until the copy completes")
+                   "storage.dataset_uri until the copy completes"
+                   + ("; it shares the node's network with the OSS checkpoint restore, which may take longer "
+                      "than modelled" if r.restore_from_oss else ""))
     out.append(f"per preemption: figures {', '.join(kinds)} (docs/self-healing.md); not counted: {r.not_counted}")
     return out

@@ -67,7 +67,8 @@ def dataset_copy(storage: StoragePlan) -> Optional[DatasetCopy]:
     if essd <= OSS_READ_MBPS:
         mbps, kind = essd, "sourced"
         source = (f"ESSD-PERF: a {disk.size_gib:,} GiB {level} disk writes min{{{base[level]} + {per_gib[level]} x "
-                  f"{disk.size_gib:,}, {top[level]}}} = {essd:,.0f} MB/s")
+                  f"{disk.size_gib:,}, {top[level]}}} = {essd:,.0f} MB/s; the instance type's own disk bandwidth "
+                  "cap is not modelled")
     else:
         mbps, kind = OSS_READ_MBPS, "assumed"
         source = f"OSS read at {OSS_READ_MBPS:,.0f} MB/s (no per-bucket figure found; the disk writes {essd:,.0f} MB/s)"

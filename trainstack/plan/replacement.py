@@ -52,6 +52,8 @@ class ReplacementEstimate(_Frozen):
     dataset_copy_seconds: Optional[float] = Field(
         None, description="storage.dataset_sync at-boot: the replacement's copy of the dataset, from its boot on, in "
                           "the background (not in seconds: the trainer reads storage.dataset_uri until it completes)")
+    restore_from_oss: bool = Field(False, description="The checkpoint restore reads OSS (over the node's network, "
+                                                      "which a dataset copy shares)")
     not_counted: str = ("the work since the latest complete checkpoint (your trainer's checkpoint interval; trainstack "
                         "signals a checkpoint on the 5-minute notice), whatever your trainer caches on the dataset disk "
                         "(a replacement's starts empty) and the on-demand fallback's higher price while spot stock is "

@@ -32,6 +32,9 @@ class StorageSpec(_Strict):
                 raise ValueError("dataset_sync: at-boot copies an oss:// dataset to each node's data disk; set "
                                  "storage.dataset_uri to an oss:// prefix (cpfs:// and nas:// are mounted, not "
                                  "copied), or dataset_sync: stream")
+            if not self.dataset_uri.endswith("/"):  # type: ignore[union-attr]
+                raise ValueError("dataset_sync: at-boot copies everything under a prefix; end storage.dataset_uri "
+                                 "with / (the node role then reads that prefix, not one object of that name)")
             if self.dataset_gib <= 0:
                 raise ValueError("dataset_sync: at-boot needs storage.dataset_gib (the data disk is sized to hold "
                                  "the copy)")

@@ -51,8 +51,8 @@ class SdkStore(object):
         return [(o.key, int(o.size), calendar.timegm(o.last_modified.utctimetuple()))
                 for page in pages for o in page.contents or ()]
 
-    def get(self, bucket, key, path):  # ranged parts into a temporary file, then renamed
-        self.client.downloader(part_size=PART_SIZE, parallel_num=4).download_file(
+    def get(self, bucket, key, path):  # ranged parts into a temporary file, then renamed (not the SDK's default)
+        self.client.downloader(part_size=PART_SIZE, parallel_num=4, use_temp_file=True).download_file(
             self.oss.GetObjectRequest(bucket=bucket, key=key), path)
 
     def put(self, path, bucket, key):  # PutObject, or a multipart upload above PART_SIZE

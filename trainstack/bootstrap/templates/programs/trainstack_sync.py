@@ -63,22 +63,34 @@ def download_dir(store, uri, dest, record=None):
 
 #: written into the dataset folder once every object is there (what the trainer may wait for)
 MIRROR_DONE = ".trainstack-dataset-complete"
+MIRROR_LOCK = ".trainstack-dataset.lock"
 
 
 def mirror(store, uri, dest):
     """Every object under ``uri`` that ``dest`` does not hold as the same object (its size and
     modification time) into ``dest``: resumable, so a reboot mid-copy (the driver installer's) or a
     second start fetches only the rest. Never deletes. One copy at a time per folder (a lock in it);
-    ``MIRROR_DONE`` says when it is complete (removed while a copy runs). Returns (fetched, kept)."""
+    ``MIRROR_DONE`` exists only after a copy found every object in place (removed first thing, so a
+    trainer never trusts a folder being rewritten). An object named like the marker or the lock, or
+    one whose key cannot be a path under ``dest``, is left out with a log line. Returns (fetched, kept)."""
     bucket, prefix = split_uri(uri, True)
     os.makedirs(dest, exist_ok=True)
     done = os.path.join(dest, MIRROR_DONE)
     fetched = kept = total = 0
-    with open(os.path.join(dest, ".trainstack-dataset.lock"), "w") as lock:
+    with open(os.path.join(dest, MIRROR_LOCK), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(done):
+            os.unlink(done)
         for key, size, modified in store.list(bucket, prefix):
-            path = local_path(key, prefix, dest)
+            try:
+                path = local_path(key, prefix, dest)
+            except ValueError as exc:
+                log("dataset copy: left out: %s" % exc)
+                continue
             if path is None:
+                continue
+            if os.path.relpath(path, dest) in (MIRROR_DONE, MIRROR_LOCK):
+                log("dataset copy: left out %r: trainstack's own name in %s" % (key, dest))
                 continue
             total += size
             try:
@@ -89,8 +101,6 @@ def mirror(store, uri, dest):
             if same:
                 kept += 1
                 continue
-            if os.path.exists(done):
-                os.unlink(done)
             fetch(store, bucket, key, path, modified)
             fetched += 1
         atomic_write(done, json.dumps({"uri": uri, "objects": fetched + kept, "bytes": total}, sort_keys=True))

@@ -14,7 +14,7 @@ setup_dataset_copy() {
   fi
   systemd-run --unit "$DATASET_UNIT" --collect --quiet --nice 10 \
     --description "trainstack: copy the dataset to the data disk" \
-    "$OSS_VENV/bin/python" "$LIB/trainstack_agent.py" oss --region "$REGION" --endpoint "$OSS_ENDPOINT" \
+    "${TRAINSTACK_OSS_PYTHON:-$OSS_VENV/bin/python}" "$LIB/trainstack_agent.py" oss --region "$REGION" --endpoint "$OSS_ENDPOINT" \
     mirror "$DATASET_SYNC_URI" "$DATASET_DIR" || {
     # not fatal: the copy only saves the trainer reading storage.dataset_uri itself
     log "WARNING: cannot start the dataset copy ($DATASET_UNIT): the trainer reads $DATASET_SYNC_URI itself"
