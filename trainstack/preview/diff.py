@@ -11,7 +11,6 @@ are reported as unknown, never read as "nothing changed".
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace as with_fields
 from typing import Any, Optional
 
@@ -28,6 +27,7 @@ from .impossible import impossible_updates
 from .propagation import FIELD, delete_first_cascade, entry_chain, propagate, records_dependencies
 from ..plan.schema import COST_BASIS_ALL_IN, COST_BASIS_COMPUTE, cost_basis, cost_to_v3
 from .sources import PLAN_SCHEMA_VERSION
+from .text_format import finite_number
 from .values import flatten
 
 DIFF_SCHEMA_VERSION = 2
@@ -179,7 +179,7 @@ def _index(doc: dict) -> dict[tuple[str, str], dict]:
 
 def _figure(v: Any) -> Optional[float]:
     """A cost figure as a number, or None: a hand-edited saved plan may hold anything there."""
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+    return float(v) if finite_number(v) else None
 
 
 def _delta(before: Any, after: Any) -> dict[str, Optional[float]]:
@@ -192,7 +192,7 @@ def _delta(before: Any, after: Any) -> dict[str, Optional[float]]:
 
 
 def _finite(x: float) -> Optional[float]:
-    return x if math.isfinite(x) else None
+    return x if finite_number(x) else None
 
 
 def _cost(doc: dict) -> dict:

@@ -18,7 +18,7 @@ from .cost_chart import cost_chart
 from .render_capacity import capacity_markdown, capacity_text
 from .render_cost import BREAKDOWN_HEADER, breakdown_notes, breakdown_rows
 from .render_cost import breakdown_markdown as cost_table_markdown
-from .text_format import md_escape, money, num  # noqa: F401 - also the diff renderer's
+from .text_format import finite_number, md_escape, money, num, number_pair  # noqa: F401 - also the diff renderer's
 from .values import public
 
 FORMATS = ("text", "markdown", "json")
@@ -111,25 +111,19 @@ def interval_rows(est: object) -> list[tuple[str, str]]:
         return []
     rows = []
     fit, req, usable = est.get("fit"), est.get("required_gib_per_gpu"), est.get("usable_gib_per_gpu")
-    if isinstance(fit, str) and _number(req) and _number(usable):
-        iv = _pair(est.get("required_gib_interval"))
+    if isinstance(fit, str) and finite_number(req) and finite_number(usable):
+        iv = number_pair(est.get("required_gib_interval"))
         rows.append(("memory fit", f"{FIT_WORDS.get(fit, fit)}: needs {req:,.1f} GiB per GPU"
                                    + (f" (80 % interval {iv[0]:.1f}-{iv[1]:.1f})" if iv else "") + f" of {usable:,.1f} usable"))
-    iv, tps = _pair(est.get("tokens_per_second_per_gpu_interval")), est.get("tokens_per_second_per_gpu")
-    if iv and _number(tps):
+    iv, tps = number_pair(est.get("tokens_per_second_per_gpu_interval")), est.get("tokens_per_second_per_gpu")
+    if iv and finite_number(tps):
         rows.append(("tokens/s/GPU", f"{tps:,.0f} (80 % interval {iv[0]:,.0f}-{iv[1]:,.0f}; class "
                                      f"{est.get('interval_class')})"))
     return rows
 
 
-def _number(v: object) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
 
 
-def _pair(iv: object) -> Optional[tuple[float, float]]:
-    if isinstance(iv, (list, tuple)) and len(iv) == 2 and all(_number(x) for x in iv):
-        return float(iv[0]), float(iv[1])
-    return None
 
 
 def prices_line(prices: Optional[dict]) -> str:

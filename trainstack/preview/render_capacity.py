@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ..textable import render_table
-from .text_format import md_escape
+from .text_format import finite_number, md_escape
 
 #: rows a PR comment lists before folding the rest away
 SHOWN = 12
@@ -22,8 +22,6 @@ def _candidates(capacity: object) -> list[dict]:
     return [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
 
 
-def _number(v: object) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
 
 
 def _rows(capacity: dict, cell: Callable[[str], str] = str) -> list[tuple[str, str, str, str, str, str]]:
@@ -33,7 +31,7 @@ def _rows(capacity: dict, cell: Callable[[str], str] = str) -> list[tuple[str, s
         out.append((str(i), cell(str(c.get("instance_type"))), cell(str(c.get("zone") or "by stock at deploy")),
                     cell(f"{c.get('nodes')} x {c.get('gpus_per_node')} {c.get('gpu_model') or 'GPU'}"),
                     ("spot" if c.get("spot") else "on-demand") + (" (planned)" if c.get("planned") else ""),
-                    f"{cost:,.2f}" if _number(cost) else "unknown"))
+                    f"{cost:,.2f}" if finite_number(cost) else "unknown"))
     return out
 
 
@@ -41,7 +39,7 @@ def reservation_line(capacity: Optional[dict]) -> Optional[str]:
     res = capacity.get("reservation") if isinstance(capacity, dict) else None
     if not isinstance(res, dict) or not res:
         return None
-    price = f"{res['hourly_cny']:,.2f} CNY/h" if _number(res.get("hourly_cny")) else "an unknown amount"
+    price = f"{res['hourly_cny']:,.2f} CNY/h" if finite_number(res.get("hourly_cny")) else "an unknown amount"
     return (f"capacity reservation: {res.get('instances')} x {res.get('instance_type')}, bills {price} from creation "
             "until `pulumi destroy` (also while the nodes are stopped)")
 

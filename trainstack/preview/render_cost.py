@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .text_format import md_escape, money, num
+from .text_format import finite_number, md_escape, money, num, number_pair
 
 
 def val(v: Any) -> str:
@@ -125,29 +125,22 @@ def _estimate(side: dict) -> dict:
     return e if isinstance(e, dict) else {}
 
 
-def _pair(iv: object) -> Optional[tuple[float, float]]:
-    """An interval as saved ([low, high] numbers), or None for anything else (a hand-edited plan)."""
-    if isinstance(iv, (list, tuple)) and len(iv) == 2 and all(_is_num(x) for x in iv):
-        return float(iv[0]), float(iv[1])
-    return None
 
 
-def _is_num(v: object) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
 
 
 def _speed(side: dict) -> str:
     e = _estimate(side)
-    v, iv = e.get("tokens_per_second_per_gpu"), _pair(e.get("tokens_per_second_per_gpu_interval"))
-    return "—" if not _is_num(v) else f"{v:,.0f}" + (f" ({iv[0]:,.0f}–{iv[1]:,.0f})" if iv else "")
+    v, iv = e.get("tokens_per_second_per_gpu"), number_pair(e.get("tokens_per_second_per_gpu_interval"))
+    return "—" if not finite_number(v) else f"{v:,.0f}" + (f" ({iv[0]:,.0f}–{iv[1]:,.0f})" if iv else "")
 
 
 def _fit(side: dict) -> str:
     e = _estimate(side)
-    fit, req, iv = e.get("fit"), e.get("required_gib_per_gpu"), _pair(e.get("required_gib_interval"))
+    fit, req, iv = e.get("fit"), e.get("required_gib_per_gpu"), number_pair(e.get("required_gib_interval"))
     if not isinstance(fit, str):
         return "—"
-    return (val(fit.replace("_", " ")) + (f": {req:.2f} GiB" if _is_num(req) else "")
+    return (val(fit.replace("_", " ")) + (f": {req:.2f} GiB" if finite_number(req) else "")
             + (f" ({iv[0]:.1f}–{iv[1]:.1f})" if iv else ""))
 
 

@@ -8,7 +8,6 @@ marked secret (their ciphertext cannot be decrypted offline, so a placeholder st
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -20,6 +19,7 @@ from ..secrets import scan, secret_texts
 
 from ..plan.schema import FIELDS_ADDED, PLAN_SCHEMA_VERSION, migrated, readable_versions  # noqa: F401
 from ..rules.policy_config import MAX_POLICY_CONFIG_BYTES, load_policy_config  # noqa: F401  (the one loader)
+from .text_format import finite_number
 
 #: size limits of what a plan or diff reads (a 512-node plan document is about 6 MB)
 MAX_STACK_FILE_BYTES = 256 * KIB
@@ -178,8 +178,6 @@ def load_saved_plan(path: Path) -> dict[str, Any]:
     return migrated(doc)
 
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _json_kind(value: Any) -> str:
@@ -216,13 +214,13 @@ def saved_plan_problems(doc: dict) -> list[tuple[str, str]]:
     if need("cost", doc.get("cost"), (dict,), "an object or null"):
         cost = doc["cost"]
         for key in ("hourly_cny", "total_cny", "estimated_hours"):
-            if cost.get(key) is not None and not _is_number(cost[key]):
+            if cost.get(key) is not None and not finite_number(cost[key]):
                 out.append((f"cost.{key}", "must be a finite number or null"))
         for kind in ("on_demand", "spot"):
             if need(f"cost.{kind}", cost.get(kind), (dict,), "an object or null"):
                 for key in ("hourly_cny", "total_cny", "estimated_hours"):
                     v = cost[kind].get(key)
-                    if v is not None and not _is_number(v):
+                    if v is not None and not finite_number(v):
                         out.append((f"cost.{kind}.{key}", "must be a finite number or null"))
         _records(out, "cost.breakdown", cost.get("breakdown"), "a list of billed lines", strings=(
             "type", "name", "kind", "unpriced", "unit", "pricing"), numbers=(
@@ -292,7 +290,7 @@ def _fields(out: list[tuple[str, str]], where: str, item: dict, strings: tuple[s
         if item.get(key) is not None and not isinstance(item[key], str):
             out.append((f"{where}.{key}", f"must be a string or null, not {_json_kind(item[key])}"))
     for key in numbers:
-        if item.get(key) is not None and not _is_number(item[key]):
+        if item.get(key) is not None and not finite_number(item[key]):
             out.append((f"{where}.{key}", "must be a finite number or null"))
     for key in flags:
         if item.get(key) is not None and not isinstance(item[key], bool):
