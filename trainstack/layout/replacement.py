@@ -20,8 +20,7 @@ from ..catalog.limits import service_limits
 from ..catalog.replacement_phases import replacement_facts, replacement_phases
 from ..plan import ReplacementEstimate, ReplacementPhase, StoragePlan
 from ..profile.model import ImagePart
-from .storage import CHECKPOINTS_KEPT, MB_PER_GIB, dataset_copy
-from .storage import OSS_READ_MBPS as OSS_RESTORE_MBPS
+from .storage import CHECKPOINTS_KEPT, MB_PER_GIB, OSS_READ_MBPS, dataset_copy
 #: what a prepared image can hold (the profile's ``image_provides``)
 IMAGE_PARTS: tuple[str, ...] = get_args(ImagePart)
 
@@ -41,8 +40,8 @@ def restore_phase(storage: StoragePlan) -> Optional[ReplacementPhase]:
                                    f"MB/s per TiB x {storage.cpfs.capacity_gib:,} GiB = {mbps:,.0f} MB/s, over one "
                                    f"checkpoint of {one_gib:,.0f} GiB (the plan's estimate)")
     else:
-        mbps = OSS_RESTORE_MBPS
-        kind, source = "assumed", (f"OSS read at {OSS_RESTORE_MBPS:,.0f} MB/s (no per-bucket figure found), over one "
+        mbps = OSS_READ_MBPS
+        kind, source = "assumed", (f"OSS read at {OSS_READ_MBPS:,.0f} MB/s (no per-bucket figure found), over one "
                                    f"checkpoint of {one_gib:,.0f} GiB (the plan's estimate)")
     seconds = round(one_gib * MB_PER_GIB / mbps, 1)
     return ReplacementPhase(name="checkpoint_restore", what="every node loads the latest checkpoint and training resumes",

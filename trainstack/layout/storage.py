@@ -75,6 +75,11 @@ def dataset_copy(storage: StoragePlan) -> Optional[DatasetCopy]:
     return DatasetCopy(seconds=round(storage.dataset_gib * MB_PER_GIB / mbps, 1), mbps=mbps, kind=kind, source=source)
 
 
+def local_data_gib(dataset_gib: float) -> float:
+    """What the data disk must hold: the dataset with a fifth to spare, and scratch."""
+    return dataset_gib * 1.2 + SCRATCH_GIB
+
+
 def checkpoint_gib(arch: Architecture, method: str, trainable_params: Optional[int] = None) -> float:
     """Size of the checkpoints kept: bf16 weights (+ fp32 Adam states for full training)."""
     params = arch.params
@@ -161,7 +166,7 @@ def plan_storage(profile: TrainingProfile, inst: ResolvedInstance, nodes: int, s
     s = profile.storage
     notes: list[str] = []
     ckpt_gib = s.checkpoint_gib or checkpoint_gib(profile.architecture, profile.training.method, trainable_params)
-    local_gib = s.dataset_gib * 1.2 + SCRATCH_GIB
+    local_gib = local_data_gib(s.dataset_gib)
     disk = essd_for(local_gib)
     if local_gib > ESSD_MAX_GIB:
         notes.append(f"{local_gib:,.0f} GiB of local data exceeds the largest ESSD ({ESSD_MAX_GIB:,} GiB): the disk is a "

@@ -22,8 +22,6 @@ def _candidates(capacity: object) -> list[dict]:
     return [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
 
 
-
-
 def _rows(capacity: dict, cell: Callable[[str], str] = str) -> list[tuple[str, str, str, str, str, str]]:
     out = []
     for i, c in enumerate(_candidates(capacity), 1):

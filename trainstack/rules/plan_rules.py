@@ -12,7 +12,7 @@ from typing import Callable, Optional
 from ..catalog import dlc_facts, load_catalog
 from ..errors import InputError, Problem
 from ..layout import deployment_set_layout
-from ..layout.storage import SCRATCH_GIB
+from ..layout.storage import SCRATCH_GIB, local_data_gib
 from ..plan import ESSD_MAX_GIB, ESSD_MIN_GIB, Plan
 from ..tags import MAX_BUCKET_TAGS, MAX_TAGS, ROLE_CHECKPOINT, base_tags, node_tags, within_limit
 from .alerts_rules import alerts_plan_problems
@@ -53,7 +53,7 @@ def _dataset_copy(plan: Plan) -> list[Optional[Problem]]:
     st = plan.storage
     if plan.target != "ecs" or st.dataset_sync != "at-boot":
         return []
-    need = st.dataset_gib * 1.2 + SCRATCH_GIB
+    need = local_data_gib(st.dataset_gib)
     if st.data_disk is not None and st.data_disk.size_gib >= need:
         return []
     return [Problem(path="storage.dataset_sync", given="at-boot", has_given=True,
@@ -228,7 +228,8 @@ def _bootstrap(plan: Plan) -> list[Optional[Problem]]:
 
 
 PLAN_RULES: tuple[Callable[[Plan], list[Optional[Problem]]], ...] = (
-    _disks, _dataset_copy, _spot_pool, _tags, _deployment_sets, _launch, _dlc, alerts_plan_problems, _bootstrap, day_two_problems)
+    _disks, _dataset_copy, _spot_pool, _tags, _deployment_sets, _launch, _dlc, alerts_plan_problems, _bootstrap,
+    day_two_problems)
 
 
 def plan_problems(plan: Plan) -> list[Problem]:
